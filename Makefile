@@ -1,0 +1,35 @@
+# Two commands set up everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch is pinned: an unpinned torch pulls a multi-GB CUDA build; 2.13.0 is the CPU wheel here.
+TORCH_PIN := torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv clean benchmark
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_PIN)"
+	$(BIN)/pip install -q -e ".[test]"
+	touch $(STAMP)
+
+# Runs the tool on a bundled planted bug. The tool exits 1 when it finds the bug, which is what the
+# demo intends, so the demo checks for exactly that and exits 0.
+demo: $(STAMP)
+	@rm -rf out/demo
+	@$(BIN)/bisect-accuracy run repro_cases/relu_bug.py --out out/demo; status=$$?; \
+	if [ $$status -eq 1 ]; then echo "demo: the planted bug was found (tool exit 1, as intended)"; \
+	else echo "demo: expected exit 1 from the tool, got $$status"; exit 1; fi
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+benchmark: $(STAMP)
+	$(BIN)/python benchmarks/compare_minifier.py
+
+clean:
+	rm -rf $(VENV) out *.egg-info

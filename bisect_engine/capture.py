@@ -1,0 +1,107 @@
+"""Capture: a custom ``torch.compile`` backend that records the aten graphs a run produces.
+
+Every Dynamo graph (graph breaks give several, kept in call order) is traced by AOT Autograd with
+*no* decomposition table, so the recorded graph is the one before Inductor's decompositions: a
+wrong decomposition then shows up as a divergence instead of being baked into the reference. The
+forward graph, and the backward graph when the model is trained through ``loss_fn``, are recorded
+with the real values they were called with. The backend runs the graphs eagerly, so the capture
+run *is* the eager run.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+import torch
+import torch.fx as fx
+from functorch.compile import make_boxed_func
+from torch._functorch.aot_autograd import aot_module_simplified
+from torch._functorch.partitioners import default_partition
+
+from .errors import ModelError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CapturedGraph:
+    """One aten graph as Inductor would receive it, with the real inputs of its first call."""
+
+    name: str  # forward_0, backward_0, ...
+    kind: Literal["forward", "backward"]
+    index: int  # which Dynamo graph (call order)
+    graph_module: fx.GraphModule
+    inputs: list[Any] = field(default_factory=list)
+    called: bool = False
+
+
+def _detached(values: Sequence[Any]) -> list[Any]:
+    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+@dataclass
+class CaptureBackend:
+    """The ``torch.compile`` backend: records graphs, then runs them eagerly."""
+
+    graphs: list[CapturedGraph] = field(default_factory=list)
+    dynamo_graphs: list[fx.GraphModule] = field(default_factory=list)
+
+    def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        index = len(self.dynamo_graphs)
+        self.dynamo_graphs.append(graph_module)
+        return aot_module_simplified(
+            graph_module,
+            example_inputs,
+            fw_compiler=self._recorder("forward", index),
+            bw_compiler=self._recorder("backward", index),
+            decompositions={},
+            partition_fn=default_partition,
+        )
+
+    def _recorder(self, kind: Literal["forward", "backward"], index: int) -> Callable[..., Any]:
+        def compiler(graph_module: fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
+            captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module)
+            self.graphs.append(captured)
+
+            def run(args: list[Any]) -> Any:
+                if not captured.called:
+                    captured.inputs = _detached(args)
+                    captured.called = True
+                return graph_module(*args)
+
+            run._boxed_call = True  # type: ignore[attr-defined]
+            return run
+
+        return compiler
+
+    def called_graphs(self) -> list[CapturedGraph]:
+        """Graphs that ran, forward graphs in call order, then backward graphs in run order."""
+        forward = [g for g in self.graphs if g.kind == "forward" and g.called]
+        backward = [g for g in self.graphs if g.kind == "backward" and g.called]
+        return forward + backward
+
+
+def capture(
+    model: Callable[..., Any],
+    inputs: Sequence[Any],
+    loss_fn: Callable[[Any], Any] | None = None,
+) -> tuple[list[CapturedGraph], Any]:
+    """Run ``model(*inputs)`` once through the capturing backend; returns graphs and output."""
+    backend = CaptureBackend()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend)
+    try:
+        output = compiled(*inputs)
+        if loss_fn is not None:
+            loss = loss_fn(output)
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                raise ModelError("loss_fn(output) must return a scalar tensor")
+            loss.backward()
+    except ModelError:
+        raise
+    except Exception as error:
+        raise ModelError(f"the model raised while being captured: {type(error).__name__}: {error}") from error
+    finally:
+        torch._dynamo.reset()
+    return backend.called_graphs(), output

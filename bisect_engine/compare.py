@@ -1,0 +1,158 @@
+"""The accuracy oracle: pure functions that judge a compiled value against eager and fp64.
+
+The rule, in one sentence: *compiled is wrong when its error against the fp64 reference clearly
+exceeds eager's own error against fp64*, with errors measured in units of the output dtype's
+rounding unit at the tensor's scale ("ulps"). Working in ulps makes one rule serve fp32, bf16 and
+fp16 alike, where ``torch._dynamo.utils.same`` hand-tunes a factor per dtype and size:
+
+    err(x) = |x - ref64| / (u(dtype) * scale),   scale = RMS(ref64) (finite entries)
+    mismatch  iff  rms_err(compiled) > RATIO * rms_err(eager) + RMS_FLOOR
+              or   max_err(compiled) > RATIO * max_err(eager) + MAX_FLOOR
+              or   compiled is NaN/Inf where eager and fp64 are finite
+
+RATIO = 2 admits a second, equally valid rounding order (fusion, vectorisation, a different
+reduction tree); the floors admit a few ulps of libm-versus-Sleef differences when eager happens
+to be exact. A compiled value that is *more* accurate than eager never fails (pytorch#185596).
+Integer and boolean values must match exactly. Nothing here runs a graph or touches global state.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+class Outcome(enum.Enum):
+    MATCH = "match"
+    MISMATCH = "mismatch"
+    INVALID = "invalid"  # the candidate cannot be judged (e.g. a subgraph that cannot be built)
+    CRASH = "crash"  # compiling or running the candidate raised
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    ratio: float = 2.0
+    rms_floor_ulps: float = 8.0
+    max_floor_ulps: float = 64.0
+
+
+@dataclass(frozen=True)
+class TensorVerdict:
+    """How one compiled value compares; errors are in ulps of its dtype at its scale."""
+
+    outcome: Outcome
+    compiled_rms_ulps: float = 0.0
+    eager_rms_ulps: float = 0.0
+    compiled_max_ulps: float = 0.0
+    eager_max_ulps: float = 0.0
+    new_nonfinite: int = 0
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "compiled_rms_ulps": _finite_or_str(self.compiled_rms_ulps),
+            "eager_rms_ulps": _finite_or_str(self.eager_rms_ulps),
+            "compiled_max_ulps": _finite_or_str(self.compiled_max_ulps),
+            "eager_max_ulps": _finite_or_str(self.eager_max_ulps),
+            "new_nonfinite": self.new_nonfinite,
+            "reason": self.reason,
+        }
+
+
+def _finite_or_str(value: float) -> float | str:
+    return round(value, 3) if math.isfinite(value) else str(value)
+
+
+def rounding_unit(dtype: torch.dtype) -> float:
+    """Unit roundoff u = eps / 2 of a floating dtype."""
+    return torch.finfo(dtype).eps / 2
+
+
+def compare_tensor(
+    eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance()
+) -> TensorVerdict:
+    """Judge one compiled value against eager (same dtype) and the fp64 reference."""
+    if not isinstance(eager, torch.Tensor):
+        same = eager == compiled
+        return TensorVerdict(Outcome.MATCH if same else Outcome.MISMATCH, reason="" if same else "value")
+    if not isinstance(compiled, torch.Tensor):
+        return TensorVerdict(Outcome.MISMATCH, reason=f"compiled returned {type(compiled).__name__}")
+    if compiled.shape != eager.shape:
+        return TensorVerdict(Outcome.MISMATCH, reason=f"shape {tuple(compiled.shape)} != {tuple(eager.shape)}")
+    if compiled.dtype != eager.dtype:
+        return TensorVerdict(Outcome.MISMATCH, reason=f"dtype {compiled.dtype} != {eager.dtype}")
+    if not (eager.is_floating_point() or eager.is_complex()):
+        equal = torch.equal(eager.cpu(), compiled.cpu())
+        return TensorVerdict(Outcome.MATCH if equal else Outcome.MISMATCH, reason="" if equal else "exact")
+    return _compare_floating(eager, fp64 if isinstance(fp64, torch.Tensor) else eager, compiled, tolerance)
+
+
+def _compare_floating(
+    eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor, tolerance: Tolerance
+) -> TensorVerdict:
+    ref = fp64.detach().cpu().to(torch.float64).reshape(eager.shape)
+    eager64 = eager.detach().cpu().to(torch.float64)
+    compiled64 = compiled.detach().cpu().to(torch.float64)
+    ref_finite = torch.isfinite(ref)
+    eager_finite = torch.isfinite(eager64)
+    compiled_finite = torch.isfinite(compiled64)
+    new_nonfinite = int((~compiled_finite & eager_finite & ref_finite).sum())
+    usable = ref_finite & eager_finite & compiled_finite
+    if usable.sum() == 0:
+        outcome = Outcome.MISMATCH if new_nonfinite else Outcome.MATCH
+        return TensorVerdict(outcome, new_nonfinite=new_nonfinite, reason="nonfinite" if new_nonfinite else "")
+    ref_used = ref[usable]
+    scale = float(ref_used.square().mean().sqrt())
+    unit = rounding_unit(eager.dtype) * max(scale, torch.finfo(eager.dtype).tiny)
+    compiled_error = (compiled64[usable] - ref_used).abs() / unit
+    eager_error = (eager64[usable] - ref_used).abs() / unit
+    verdict = dict(
+        compiled_rms_ulps=float(compiled_error.square().mean().sqrt()),
+        eager_rms_ulps=float(eager_error.square().mean().sqrt()),
+        compiled_max_ulps=float(compiled_error.max()),
+        eager_max_ulps=float(eager_error.max()),
+        new_nonfinite=new_nonfinite,
+    )
+    reason = _mismatch_reason(tolerance, **verdict)
+    return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, **verdict)
+
+
+def _mismatch_reason(
+    tolerance: Tolerance,
+    *,
+    compiled_rms_ulps: float,
+    eager_rms_ulps: float,
+    compiled_max_ulps: float,
+    eager_max_ulps: float,
+    new_nonfinite: int,
+) -> str:
+    if new_nonfinite:
+        return "nonfinite"
+    if compiled_rms_ulps > tolerance.ratio * eager_rms_ulps + tolerance.rms_floor_ulps:
+        return "rms"
+    if compiled_max_ulps > tolerance.ratio * eager_max_ulps + tolerance.max_floor_ulps:
+        return "max"
+    return ""
+
+
+def compare_values(
+    eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance = Tolerance()
+) -> list[TensorVerdict]:
+    """Judge a list of outputs pairwise; lengths must agree (else one MISMATCH)."""
+    if len(compiled) != len(eager):
+        return [TensorVerdict(Outcome.MISMATCH, reason=f"{len(compiled)} outputs != {len(eager)}")]
+    return [compare_tensor(e, r, c, tolerance) for e, r, c in zip(eager, fp64, compiled)]
+
+
+def worst(verdicts: list[TensorVerdict]) -> TensorVerdict:
+    """The verdict that decides a set: the first mismatch, else the largest error."""
+    for verdict in verdicts:
+        if verdict.outcome is not Outcome.MATCH:
+            return verdict
+    if not verdicts:
+        return TensorVerdict(Outcome.MATCH)
+    return max(verdicts, key=lambda v: v.compiled_rms_ulps)

@@ -1,0 +1,95 @@
+"""Eager evaluation of FX graphs, in the model's dtype or in fp64, recording every node's value.
+
+Depends on torch and the standard library only: the repro renderer embeds this file verbatim in
+every emitted ``repro.py``, so a repro computes its references with exactly the tool's code.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import torch
+import torch.fx as fx
+
+log = logging.getLogger(__name__)
+
+_FLOATING = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def clone_value(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(clone_value(v) for v in value)
+    return value
+
+
+class _RecordingInterpreter(fx.Interpreter):
+    """Runs a graph node by node and keeps every node's value (cloned, detached)."""
+
+    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any]):
+        super().__init__(graph_module, garbage_collect_values=False)
+        self.upcast = upcast
+        self.overrides = overrides
+        self.values: dict[str, Any] = {}
+        self.fp64_failures: list[str] = []
+
+    def run_node(self, node: fx.Node) -> Any:
+        if node.name in self.overrides:
+            result = self.overrides[node.name]
+        elif self.upcast and node.op == "call_function":
+            result = self._run_fp64(node)
+        else:
+            result = super().run_node(node)
+        self.values[node.name] = clone_value(result)
+        return result
+
+    def _run_fp64(self, node: fx.Node) -> Any:
+        args, kwargs = self.fetch_args_kwargs_from_env(node)
+        try:
+            return node.target(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs)))
+        except Exception as error:  # an op without an fp64 kernel: its eager result stands in
+            log.debug("fp64 failed for %s: %s", node.name, error)
+            self.fp64_failures.append(node.name)
+            return node.target(*args, **kwargs)
+
+
+def to_fp64(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dtype in _FLOATING:
+        return value.detach().to(torch.float64)
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_fp64(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_fp64(v) for k, v in value.items()}
+    return value
+
+
+def _fp64_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    if kwargs.get("dtype") in _FLOATING:
+        return {**kwargs, "dtype": torch.float64}
+    return kwargs
+
+
+def interpret(
+    graph_module: fx.GraphModule,
+    inputs: Sequence[Any],
+    *,
+    upcast: bool = False,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every node's value, running eagerly (``upcast``: every floating op in fp64).
+
+    ``overrides`` replaces named nodes' values as they are produced (a replay that injects one
+    node's compiled output).
+    """
+    interpreter = _RecordingInterpreter(graph_module, upcast, overrides or {})
+    with torch.no_grad():
+        interpreter.run(*(to_fp64(list(inputs)) if upcast else inputs))
+    return interpreter.values
+
+
+def run_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, upcast: bool = False) -> list[Any]:
+    """A graph's outputs, eagerly; ``upcast`` runs every floating op in fp64."""
+    values = interpret(graph_module, inputs, upcast=upcast)
+    output_node = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
+    return list(fx.node.map_arg(output_node.args[0], lambda n: values[n.name]))

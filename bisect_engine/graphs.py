@@ -1,0 +1,194 @@
+"""Read-only views of a captured aten graph, and the one function that cuts subgraphs out of it.
+
+A *compute node* is a ``call_function`` node other than ``getitem``; multi-output ops carry their
+tensors on ``getitem`` users (their *value nodes*). Every search candidate, whether a single node, a
+window or the whole graph, becomes a :class:`Subgraph` through :func:`build_subgraph`: nodes outside
+the candidate are replaced by placeholders fed with their reference values. The caller's
+``GraphModule`` is never mutated.
+"""
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
+
+import networkx as nx
+import torch
+import torch.fx as fx
+
+_UNINITIALISED = {
+    "aten.empty.memory_format",
+    "aten.empty_like.default",
+    "aten.empty_strided.default",
+    "aten.new_empty.default",
+    "aten.new_empty_strided.default",
+}
+
+
+def is_compute(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target is not operator.getitem
+
+
+def is_random(node: fx.Node) -> bool:
+    tags = getattr(node.target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
+
+
+def is_mutating(node: fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
+
+
+def is_uninitialised(node: fx.Node) -> bool:
+    return str(node.target) in _UNINITIALISED
+
+
+def op_name(node: fx.Node) -> str:
+    return str(node.target)
+
+
+def value_nodes(node: fx.Node) -> list[fx.Node]:
+    """The nodes that carry a compute node's tensors: itself, or its getitem users."""
+    getitems = [user for user in node.users if user.target is operator.getitem]
+    return getitems if getitems else [node]
+
+
+def is_tensor_value(node: fx.Node) -> bool:
+    value = node.meta.get("val", node.meta.get("example_value"))
+    return isinstance(value, torch.Tensor)
+
+
+def source_location(node: fx.Node) -> tuple[str | None, str | None]:
+    """(``file.py:LINE``, full path) of the innermost user frame that made this node."""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+    if not frames:
+        return None, None
+    path, line = frames[-1]
+    return f"{path.rsplit('/', 1)[-1]}:{line}", f"{path}:{line}"
+
+
+def module_path(node: fx.Node) -> str | None:
+    """``blocks.1.act`` from Dynamo's ``L['self'].blocks[1].act``; None at top level."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return None
+    raw = list(stack.values())[-1][0]
+    path = re.sub(r"^L\['[^']*'\]", "", raw)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\['([^']+)'\]", r".\1", path)
+    path = re.sub(r"^_modules\.|\._modules\.", ".", path)
+    return path.strip(".") or None
+
+
+class GraphView:
+    """An aten graph with its order, its dependency DiGraph and per-node lookups."""
+
+    def __init__(self, graph_module: fx.GraphModule):
+        self.graph_module = graph_module
+        self.nodes: dict[str, fx.Node] = {node.name: node for node in graph_module.graph.nodes}
+        self.compute_nodes: list[fx.Node] = [n for n in graph_module.graph.nodes if is_compute(n)]
+        self.position = {node.name: index for index, node in enumerate(self.compute_nodes)}
+        self.dependencies = nx.DiGraph()
+        for node in self.compute_nodes:
+            self.dependencies.add_node(node.name)
+            for source in _producers(node):
+                if is_compute(source):
+                    self.dependencies.add_edge(source.name, node.name)
+
+    def checkable(self, node: fx.Node) -> bool:
+        """Whether a node's own output can be judged: deterministic, pure, tensor-valued."""
+        return not (is_random(node) or is_mutating(node) or is_uninitialised(node)) and any(
+            is_tensor_value(value) for value in value_nodes(node)
+        )
+
+    def compilable_names(self) -> list[str]:
+        """Compute nodes that may go into a compiled subgraph (random ones are fed as data)."""
+        return [n.name for n in self.compute_nodes if not is_random(n)]
+
+    def is_convex(self, names: Iterable[str]) -> bool:
+        """No path leaves the set and comes back (a window compiles as one region)."""
+        chosen = set(names)
+        outside_successors = {s for n in chosen for s in self.dependencies.successors(n)} - chosen
+        reachable = set().union(*(nx.descendants(self.dependencies, n) for n in outside_successors)) if outside_successors else set()
+        return not (reachable & chosen)
+
+
+def _producers(node: fx.Node) -> list[fx.Node]:
+    """The compute (or placeholder) nodes a node reads, seeing through getitem."""
+    producers = []
+    for source in node.all_input_nodes:
+        producers.append(source.args[0] if source.target is operator.getitem else source)
+    return producers
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """A compilable piece of a graph: its inputs and outputs name value nodes of the original."""
+
+    graph_module: fx.GraphModule
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    node_names: tuple[str, ...]
+
+
+def build_subgraph(
+    view: GraphView,
+    names: Iterable[str],
+    *,
+    isolate: bool = False,
+    outputs: Literal["escaping", "all"] = "escaping",
+) -> Subgraph:
+    """Cut the named compute nodes out of ``view``; every other value becomes a placeholder.
+
+    ``isolate=True`` cuts the edges between chosen nodes too, so each node reads the reference
+    values of its inputs (the stitched per-node check: N nodes, one compile).
+    """
+    chosen = {name for name in names if not is_random(view.nodes[name])}
+    ordered = [node for node in view.compute_nodes if node.name in chosen]
+    inside_values = {value for node in ordered for value in value_nodes(node)} | set(ordered)
+    graph = fx.Graph()
+    # Placeholders first, so each keeps its producer's name and no copied node can shadow it.
+    placeholders: dict[fx.Node, fx.Node] = {}
+    for node in ordered:
+        for source in node.all_input_nodes:
+            if (isolate or source not in inside_values) and source not in placeholders:
+                # An isolated node's input that is also computed here gets a name of its own.
+                name = f"{source.name}_in" if source in inside_values else source.name
+                placeholders[source] = graph.placeholder(name)
+                placeholders[source].meta.update(source.meta)
+    inside: dict[fx.Node, fx.Node] = {}
+
+    def lookup(source: fx.Node) -> fx.Node:
+        return placeholders[source] if (isolate or source not in inside) else inside[source]
+
+    for node in ordered:
+        inside[node] = graph.node_copy(node, lookup)
+        for value in value_nodes(node):
+            if value is not node:
+                inside[value] = graph.node_copy(value, lambda source: inside[source])
+    output_nodes = [
+        value
+        for node in ordered
+        for value in value_nodes(node)
+        if is_tensor_value(value) and (outputs == "all" or _escapes(value, chosen))
+    ]
+    graph.output(tuple(inside[value] for value in output_nodes))
+    graph.lint()
+    return Subgraph(
+        graph_module=fx.GraphModule(view.graph_module, graph),
+        input_names=tuple(source.name for source in placeholders),
+        output_names=tuple(value.name for value in output_nodes),
+        node_names=tuple(node.name for node in ordered),
+    )
+
+
+def _escapes(value: fx.Node, chosen: set[str]) -> bool:
+    for user in value.users:
+        if user.op == "output" or user.name not in chosen:
+            return True
+    return False
+
+
+def reference_inputs(subgraph: Subgraph, values: dict[str, Any]) -> list[Any]:
+    return [values[name] for name in subgraph.input_names]

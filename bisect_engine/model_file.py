@@ -1,0 +1,83 @@
+"""The model-file contract of ``bisect-accuracy run MODEL.py``.
+
+Required: ``get_model()`` (an ``nn.Module`` or callable) and ``get_inputs()`` (a tuple of
+positional arguments). Optional: ``loss_fn(output)`` returning a scalar (gradients are compared
+too), ``get_batches()`` (an iterable of input tuples). Every failure is a :class:`UsageError`
+naming the file and the function.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from .errors import ModelError, UsageError
+
+REQUIRED = ("get_model", "get_inputs")
+
+
+@dataclass
+class ModelSpec:
+    """What a model file provides, already called: the model and its inputs."""
+
+    path: Path
+    model: Callable[..., Any]
+    inputs: tuple[Any, ...]
+    loss_fn: Callable[[Any], Any] | None
+    get_batches: Callable[[], Any] | None
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import a file as a module, its folder first on ``sys.path`` only while importing."""
+    if not path.is_file():
+        raise UsageError(f"no such model file: {path}")
+    spec = importlib.util.spec_from_file_location(f"_bisect_model_{abs(hash(str(path)))}", path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        raise ModelError(f"importing {path.name} raised {type(error).__name__}: {error}") from error
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def is_model_file(module: ModuleType) -> bool:
+    return any(hasattr(module, name) for name in REQUIRED)
+
+
+def load_model_spec(path: str | os.PathLike[str]) -> ModelSpec:
+    path = Path(path).resolve()
+    module = load_module(path)
+    if not is_model_file(module):
+        raise UsageError(
+            f"{path.name} defines neither get_model() nor get_inputs(); running plain scripts "
+            "is not supported yet. Define get_model() and get_inputs() (see README)."
+        )
+    for name in REQUIRED:
+        if not callable(getattr(module, name, None)):
+            raise UsageError(f"{path.name} must define {name}() (see README: model file contract)")
+    model = _call(path, module.get_model, "get_model")
+    if not callable(model):
+        raise UsageError(f"{path.name}: get_model() returned {type(model).__name__}, not a module or callable")
+    inputs = _call(path, module.get_inputs, "get_inputs")
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,) if not isinstance(inputs, list) else tuple(inputs)
+    loss_fn = getattr(module, "loss_fn", None)
+    get_batches = getattr(module, "get_batches", None)
+    return ModelSpec(path, model, inputs, loss_fn if callable(loss_fn) else None,
+                     get_batches if callable(get_batches) else None)
+
+
+def _call(path: Path, function: Callable[[], Any], name: str) -> Any:
+    try:
+        return function()
+    except Exception as error:
+        raise ModelError(f"{path.name}: {name}() raised {type(error).__name__}: {error}") from error

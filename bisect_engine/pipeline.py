@@ -1,0 +1,170 @@
+"""The pipeline from a model to a finding: capture, confirm, per-node verdicts, windows.
+
+Stages, in order, for each captured graph (forward graphs in call order, then backward):
+1. *confirm*: the whole graph compiled once and judged against eager/fp64;
+2. *nodes*: when it diverges or holds NaN/Inf, every node compiled once, each on reference inputs;
+3. *window*: when the graph diverges but no node does alone, the window search.
+The first graph with a finding ends the search. When every graph matches, a model-level compile
+through ``torch.compile`` tells ``clean`` from ``not_reproducible``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .capture import CapturedGraph, capture
+from .compare import Outcome, Tolerance
+from .errors import BisectError, ModelError
+from .model_check import check_model_level
+from .model_file import ModelSpec
+from .nonfinite import first_origin, has_nan_problem
+from .oracle import GraphContext, SubgraphVerdict
+from .progress import Progress
+from .runner import Compiler
+from .search import BudgetExhausted, Search
+from .strategies.nodes import NodeCheck, check_nodes, propagators
+from .strategies.windows import find_window, window_oracle
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Options:
+    tolerance: Tolerance = Tolerance()
+    max_compiles: int | None = None
+    timeout_s: float | None = None
+    seed: int = 0
+
+
+@dataclass
+class GraphResult:
+    """Everything learned about one captured graph."""
+
+    context: GraphContext
+    whole: SubgraphVerdict
+    nodes: NodeCheck | None = None
+    window: tuple[str, ...] | None = None
+    window_verdict: SubgraphVerdict | None = None
+    eager_nan: str | None = None
+    compiled_nan: str | None = None
+    nan_problem: bool = False
+    propagators: list[str] = field(default_factory=list)
+    budget_message: str | None = None
+
+    @property
+    def culprit_nodes(self) -> tuple[str, ...]:
+        if self.nodes and self.nodes.culprits:
+            return self.nodes.culprits[:1]
+        return self.window or ()
+
+    @property
+    def has_finding(self) -> bool:
+        return bool(self.culprit_nodes) or self.nan_problem or self.whole.outcome is not Outcome.MATCH
+
+
+@dataclass
+class RunResult:
+    spec: ModelSpec
+    graphs: list[GraphResult]
+    compiler: Compiler
+    seconds: float
+    captured: list[CapturedGraph] = field(default_factory=list)
+    model_level: str | None = None  # "match" | "mismatch" | None (not run)
+
+    @property
+    def captured_count(self) -> int:
+        return len(self.captured)
+
+    @property
+    def forward_graphs(self) -> dict[int, Any]:
+        return {g.index: g.graph_module for g in self.captured if g.kind == "forward"}
+
+    @property
+    def finding(self) -> GraphResult | None:
+        return next((g for g in self.graphs if g.has_finding), None)
+
+
+def run(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
+    started = time.perf_counter()
+    torch.manual_seed(options.seed)
+    with progress.step("capture"):
+        captured, _output = capture(spec.model, spec.inputs, spec.loss_fn)
+    if not captured:
+        raise BisectError("torch.compile captured no graph: the model runs no tensor ops under Dynamo")
+    compiler = Compiler()
+    results: list[GraphResult] = []
+    for graph in captured:
+        result = _examine(graph, compiler, options, progress)
+        results.append(result)
+        if result.has_finding:
+            break
+    run_result = RunResult(spec, results, compiler, 0.0, captured)
+    if not any(r.has_finding for r in results) and not any(_has_random(r) for r in results):
+        with progress.step("model-level check"):
+            run_result.model_level = check_model_level(spec, compiler, options.tolerance, options.seed)
+    run_result.seconds = time.perf_counter() - started
+    return run_result
+
+
+def _has_random(result: GraphResult) -> bool:
+    from .graphs import is_random
+
+    return any(is_random(n) for n in result.context.view.compute_nodes)
+
+
+def _examine(graph: CapturedGraph, compiler: Compiler, options: Options, progress: Progress) -> GraphResult:
+    try:
+        context = GraphContext.from_captured(graph, options.tolerance)
+    except Exception as error:
+        raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
+    with progress.step(f"{graph.name}: compile whole graph ({len(context.view.compute_nodes)} nodes)"):
+        whole = context.judge(context.whole(), compiler, label=f"{graph.name}:whole")
+    result = GraphResult(context, whole)
+    eager_outputs = [context.eager_values[name] for name in context.whole().output_names]
+    eager_problem = has_nan_problem(context.view, context.eager_values, eager_outputs)
+    compiled_problem = has_nan_problem(context.view, {}, list(whole.compiled_values.values()))
+    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem):
+        return result
+    with progress.step(f"{graph.name}: per-node verdicts"):
+        result.nodes = check_nodes(context, compiler)
+    _nan_forensics(result, eager_problem)
+    if result.nodes.culprits:
+        result.propagators = propagators(context, result.nodes.culprits[0], result.nodes.verdict)
+    elif whole.outcome is not Outcome.MATCH:
+        _search_window(result, compiler, options, progress)
+    return result
+
+
+def _nan_forensics(result: GraphResult, eager_problem: bool) -> None:
+    context = result.context
+    assert result.nodes is not None
+    compiled_values = result.nodes.verdict.compiled_values
+    compiled_problem = has_nan_problem(context.view, compiled_values, list(result.whole.compiled_values.values()))
+    eager_origin = first_origin(context.view, context.eager_values) if eager_problem else None
+    compiled_origin = first_origin(context.view, compiled_values, context.eager_values) if compiled_problem or eager_problem else None
+    result.eager_nan = eager_origin.name if eager_origin is not None else None
+    result.compiled_nan = compiled_origin.name if compiled_origin is not None else None
+    result.nan_problem = eager_problem or compiled_problem
+
+
+def _search_window(result: GraphResult, compiler: Compiler, options: Options, progress: Progress) -> None:
+    context = result.context
+    target = result.whole.outcome
+    oracle = window_oracle(context, compiler, target)
+    search: Search[frozenset[str]] = Search(
+        oracle,
+        max_calls=None if options.max_compiles is None else max(options.max_compiles - compiler.compiles, 0),
+        timeout_s=options.timeout_s,
+    )
+    assert result.nodes is not None
+    with progress.step(f"{context.name}: window search"):
+        try:
+            result.window = find_window(context, search, known_passing=result.nodes.checked)
+        except BudgetExhausted as exhausted:
+            result.budget_message = str(exhausted)
+            return
+    result.window_verdict = oracle.verdicts.get(frozenset(result.window))  # type: ignore[attr-defined]

@@ -1,0 +1,220 @@
+"""From a :class:`~bisect_engine.pipeline.RunResult` to ``report.json`` and a short summary.
+
+Pure functions (the caller writes the files). The keys of ``report.json`` are a public interface:
+extend, never rename.
+"""
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .compare import Outcome
+from .digest import digest
+from .graphs import module_path, op_name, source_location, value_nodes
+from .pipeline import GraphResult, RunResult
+from .repro import Expect, ReproSpec, repro_spec
+
+SCHEMA_VERSION = 1
+
+
+def verdict_of(result: RunResult) -> str:
+    finding = result.finding
+    if finding is None:
+        return "not_reproducible" if result.model_level == "mismatch" else "clean"
+    if finding.nan_problem:
+        return "nan"
+    if finding.whole.outcome is Outcome.CRASH and not finding.culprit_nodes:
+        return "crash"
+    return "divergent"
+
+
+def forward_node_of(result: RunResult, graph: GraphResult, node: fx.Node) -> fx.Node | None:
+    """For a backward node, the forward node it differentiates (same autograd ``seq_nr``)."""
+    if graph.context.captured.kind != "backward" or "seq_nr" not in node.meta:
+        return None
+    forward = result.forward_graphs.get(graph.context.captured.index)
+    if forward is None:
+        return None
+    candidates = [n for n in forward.graph.nodes if n.op == "call_function" and n.meta.get("seq_nr") == node.meta["seq_nr"]]
+    return candidates[-1] if candidates else None
+
+
+def describe_node(result: RunResult, graph: GraphResult, name: str) -> dict[str, Any]:
+    node = graph.context.view.nodes[name]
+    source, source_path = source_location(node)
+    forward = forward_node_of(result, graph, node)
+    description: dict[str, Any] = {
+        "op": op_name(node),
+        "node": name,
+        "graph": graph.context.name,
+        "source": source,
+        "source_path": source_path,
+        "module": module_path(forward if forward is not None else node),
+    }
+    if forward is not None:
+        description["forward_op"] = {"op": op_name(forward), "node": forward.name}
+    return description
+
+
+def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None:
+    names = graph.culprit_nodes
+    if not names:
+        return None
+    culprit = describe_node(result, graph, names[0])
+    culprit["kind"] = "node" if graph.nodes and graph.nodes.culprits else "window"
+    culprit["nodes"] = list(names)
+    culprit["ops"] = [op_name(graph.context.view.nodes[n]) for n in names]
+    verdict = graph.nodes.verdict if culprit["kind"] == "node" and graph.nodes else graph.window_verdict
+    if verdict is not None:
+        failing = [n for n in verdict.failing_outputs if n in _value_names(graph, names)] or verdict.failing_outputs
+        if failing:
+            culprit["error"] = {"output": failing[0], **verdict.outputs[failing[0]].to_json()}
+    culprit["propagators"] = graph.propagators
+    return culprit
+
+
+def _value_names(graph: GraphResult, names: tuple[str, ...]) -> set[str]:
+    view = graph.context.view
+    return {v.name for n in names for v in value_nodes(view.nodes[n])}
+
+
+def nan_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None:
+    if not graph.nan_problem:
+        return None
+    return {
+        side: describe_node(result, graph, name) if name else None
+        for side, name in (("eager", graph.eager_nan), ("compiled", graph.compiled_nan))
+    }
+
+
+def graph_json(graph: GraphResult) -> dict[str, Any]:
+    view = graph.context.view
+    compiled = graph.nodes.verdict.compiled_values if graph.nodes else graph.whole.compiled_values
+    nodes = []
+    for node in view.compute_nodes:
+        for value in value_nodes(node):
+            eager_value = graph.context.eager_values.get(value.name)
+            if not isinstance(eager_value, torch.Tensor):
+                continue
+            compiled_value = compiled.get(value.name)
+            nodes.append({
+                "node": value.name,
+                "op": op_name(node),
+                "eager": digest(eager_value).to_json(),
+                "compiled": digest(compiled_value).to_json() if isinstance(compiled_value, torch.Tensor) else None,
+            })
+    return {
+        "name": graph.context.name,
+        "kind": graph.context.captured.kind,
+        "nodes": len(view.compute_nodes),
+        "whole": graph.whole.outcome.value,
+        "whole_error": graph.whole.error or None,
+        "checked_nodes": len(graph.nodes.checked) if graph.nodes else 0,
+        "digests": nodes,
+    }
+
+
+def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    finding = result.finding
+    report: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "verdict": verdict_of(result),
+        "culprit": culprit_json(result, finding) if finding else None,
+        "nan": nan_json(result, finding) if finding else None,
+        "model": str(result.spec.path),
+        "graphs": [graph_json(g) for g in result.graphs],
+        "model_level": result.model_level,
+        "budget": next((g.budget_message for g in result.graphs if g.budget_message), None),
+        "environment": environment(),
+        "stats": {
+            "compiles": result.compiler.compiles,
+            "compile_seconds": round(result.compiler.seconds, 2),
+            "seconds": round(result.seconds, 2),
+            "graphs_captured": result.captured_count,
+        },
+    }
+    report.update(extra or {})
+    return report
+
+
+def finding_repro_spec(result: RunResult) -> ReproSpec | None:
+    """The repro for the run's finding: its minimal subgraph and what the repro must show."""
+    graph = result.finding
+    if graph is None:
+        return None
+    expect: Expect = "crash" if graph.whole.outcome is Outcome.CRASH else "mismatch"
+    names = graph.culprit_nodes
+    if not names and graph.eager_nan:
+        names, expect = (graph.eager_nan,), "eager_nonfinite"
+    elif not names and graph.compiled_nan:
+        names = (graph.compiled_nan,)
+    if not names:
+        return None
+    described = describe_node(result, graph, names[0])
+    ops = [op_name(graph.context.view.nodes[n]) for n in names]
+    what = {"mismatch": "Inductor disagrees with eager (fp64 reference)",
+            "crash": "Inductor fails to compile or run",
+            "eager_nonfinite": "eager itself produces NaN/Inf (a model bug, not the compiler)"}[expect]
+    finding = [
+        ("verdict", verdict_of(result)),
+        ("ops", ", ".join(ops)),
+        ("nodes", ", ".join(names) + f"  (graph {graph.context.name})"),
+        ("source", described["source_path"] or "unknown"),
+        ("module", described["module"] or "<top>"),
+        ("model", result.spec.path.name),
+    ]
+    return repro_spec(
+        graph.context.subgraph(names), graph.context.eager_values,
+        title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
+        finding=finding, environment=environment(), expect=expect,
+    )
+
+
+def environment() -> dict[str, str]:
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cuda": torch.version.cuda or "none",
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    """A few lines for a human: verdict, op, where it is, the evidence, the numbers."""
+    lines = [f"bisect-accuracy: {report['verdict']}"]
+    culprit = report.get("culprit")
+    if culprit:
+        lines.append(f"  culprit: {culprit['op']}  (node {culprit['node']}, graph {culprit['graph']}, {culprit['kind']})")
+        if len(culprit["ops"]) > 1:
+            lines.append(f"  window:  {', '.join(culprit['ops'])}")
+        lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")
+        if "forward_op" in culprit:
+            lines.append(f"  backward of {culprit['forward_op']['op']} (forward node {culprit['forward_op']['node']})")
+        error = culprit.get("error")
+        if error:
+            lines.append(
+                f"  error:   compiled {error['compiled_rms_ulps']} ulps RMS vs eager {error['eager_rms_ulps']}"
+                f" (against fp64; {error['reason']})"
+            )
+        if culprit["propagators"]:
+            lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
+    nan = report.get("nan")
+    if nan:
+        for side in ("eager", "compiled"):
+            where = nan.get(side)
+            text = f"{where['op']} (node {where['node']}, {where['source'] or '?'})" if where else "none"
+            lines.append(f"  first NaN/Inf in {side}: {text}")
+    if report["verdict"] == "not_reproducible":
+        lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
+    repro = report.get("repro")
+    if repro:
+        lines.append(f"  repro:   {repro['path']}  ({repro['status']} {repro.get('reproduced', '')} in fresh processes)")
+    if report.get("budget"):
+        lines.append(f"  search stopped: {report['budget']}")
+    stats = report["stats"]
+    lines.append(f"  stats:   {stats['compiles']} Inductor compiles, {stats['seconds']} s")
+    return "\n".join(lines)

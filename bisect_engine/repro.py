@@ -1,0 +1,267 @@
+"""Standalone, self-verifying repro scripts.
+
+:func:`repro_spec` turns a finding into a :class:`ReproSpec` (plain data); :func:`render` turns a
+spec into text, a pure function (same spec, same bytes); :func:`write_repro` writes it;
+:func:`verify_repro` runs it in fresh processes. A repro needs only torch: the minimal failing
+subgraph as aten-level code, its real inputs (compressed, base64; a sidecar file beside the
+script past a size cap), the non-default Inductor config as ``config.patch`` code, an environment
+fingerprint, and the tool's own comparison code embedded verbatim.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import io
+import subprocess
+import sys
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from . import compare, fx_eval, repro_runtime
+from .graphs import Subgraph
+
+INLINE_LIMIT_BYTES = 2_000_000  # encoded inputs past this go to a sidecar file
+SIDECAR_NAME = "repro_inputs.bin"
+Expect = Literal["mismatch", "crash", "eager_nonfinite"]
+
+
+@dataclass(frozen=True)
+class ReproSpec:
+    title: str
+    finding: tuple[tuple[str, str], ...]  # (label, text) lines for the header
+    forward_code: str
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    inputs_blob: bytes  # zlib-compressed torch.save of the input list
+    inductor_config: tuple[tuple[str, Any], ...]
+    unrenderable_config: tuple[str, ...]
+    environment: tuple[tuple[str, str], ...]
+    expect: Expect = "mismatch"
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RenderedRepro:
+    script: str
+    sidecar: bytes | None
+
+
+@dataclass(frozen=True)
+class ReproCheck:
+    path: str
+    status: Literal["REPRODUCED", "FLAKY", "NOT_REPRODUCED", "CANNOT_RUN"]
+    runs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        reproduced = sum(run["exit"] == repro_runtime.EXIT_REPRODUCED for run in self.runs)
+        return {"path": self.path, "status": self.status, "reproduced": f"{reproduced}/{len(self.runs)}",
+                "runs": list(self.runs)}
+
+
+def serialise_inputs(values: list[Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save([fx_eval.clone_value(v) for v in values], buffer)
+    return zlib.compress(buffer.getvalue(), 9)
+
+
+def nondefault_inductor_config() -> tuple[dict[str, Any], list[str]]:
+    """The Inductor config the user's code set: (renderable as code, the other keys).
+
+    Values that come from the environment or from import-time detection are left out: a fresh
+    process in the same environment gets them anyway.
+    """
+    import torch._inductor.config as inductor_config
+    from torch.utils._config_module import _UNSET_SENTINEL
+
+    renderable: dict[str, Any] = {}
+    other: list[str] = []
+    for key, entry in sorted(inductor_config._config.items()):
+        if entry.user_override.get() is _UNSET_SENTINEL or key.startswith("_"):
+            continue
+        value = getattr(inductor_config, key) if "." not in key else inductor_config.get_config_copy()[key]
+        if _is_literal(value):
+            renderable[key] = value
+        else:
+            other.append(key)
+    return renderable, other
+
+
+def _is_literal(value: Any) -> bool:
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError):
+        return False
+
+
+def repro_spec(
+    subgraph: Subgraph,
+    values: dict[str, Any],
+    *,
+    title: str,
+    finding: list[tuple[str, str]],
+    environment: dict[str, str],
+    expect: Expect = "mismatch",
+    config_patches: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+) -> ReproSpec:
+    renderable, other = nondefault_inductor_config()
+    renderable.update(config_patches or {})
+    forward_code = subgraph.graph_module.code.strip()
+    return ReproSpec(
+        title=title,
+        finding=tuple(finding),
+        forward_code=forward_code,
+        input_names=subgraph.input_names,
+        output_names=subgraph.output_names,
+        inputs_blob=serialise_inputs([values[name] for name in subgraph.input_names]),
+        inductor_config=tuple(sorted(renderable.items())),
+        unrenderable_config=tuple(other),
+        environment=tuple(sorted(environment.items())),
+        expect=expect,
+        notes=tuple(notes or ()),
+    )
+
+
+_HEADER = '''#!/usr/bin/env python3
+# {title}
+#
+# Made by bisect-accuracy. Needs only torch. Run: python {script_name}
+# Exit status: 1 = reproduces, 0 = does not, 125 = cannot run  (works with `git bisect run`).
+#
+{finding}
+#
+# Environment (paste into the bug report):
+{environment}
+from __future__ import annotations
+
+import sys
+import warnings
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+try:
+    import torch
+    import torch.fx
+    from torch import device, inf, nan  # names the generated aten code may use
+except Exception as _error:  # no usable torch here: the repro cannot say
+    print(f"repro: cannot import torch: {{_error}}")
+    sys.exit(125)
+'''
+
+_CONFIG = '''
+# The non-default Inductor config the failing compile ran with.
+INDUCTOR_CONFIG = {config}
+{unrenderable}'''
+
+_BODY = '''
+# The minimal failing subgraph, at aten level (before Inductor's decompositions).
+class Repro(torch.nn.Module):
+{forward}
+
+
+OUTPUT_NAMES = {output_names}
+EXPECT = {expect!r}
+INPUTS_FILE = {inputs_file!r}
+# Inputs {input_names}: torch.save, zlib, base64.
+INPUTS_B64 = (
+{inputs_b64}
+)
+'''
+
+_MAIN = '''
+
+if __name__ == "__main__":
+    sys.exit(repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__))
+'''
+
+
+def _comment_lines(pairs: tuple[tuple[str, str], ...]) -> str:
+    return "\n".join(f"#   {label + ':':<12} {text}" for label, text in pairs)
+
+
+def _embedded(module: Any) -> str:
+    """A module's source, minus what cannot sit in the middle of a script."""
+    lines = Path(module.__file__).read_text().splitlines()
+    kept = [line for line in lines if line.strip() != "from __future__ import annotations"]
+    return f"\n\n# ---- embedded from bisect_engine/{Path(module.__file__).name} ----\n" + "\n".join(kept) + "\n"
+
+
+def _config_literal(config: tuple[tuple[str, Any], ...]) -> str:
+    if not config:
+        return "{}"
+    return "{\n" + "".join(f"    {key!r}: {value!r},\n" for key, value in config) + "}"
+
+
+def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
+    """The repro's text (and sidecar bytes past the inline cap): a pure function of ``spec``."""
+    encoded = base64.b64encode(spec.inputs_blob).decode("ascii")
+    inline = len(encoded) <= INLINE_LIMIT_BYTES
+    chunks = [encoded[i : i + 96] for i in range(0, len(encoded), 96)] if inline else []
+    notes = "".join(f"# Note: {note}\n" for note in spec.notes)
+    unrenderable = "".join(
+        f"# Also non-default, not renderable as code (set it as your job does): {key}\n"
+        for key in spec.unrenderable_config
+    )
+    script = (
+        _HEADER.format(
+            title=spec.title, script_name=script_name,
+            finding=_comment_lines(spec.finding), environment=_comment_lines(spec.environment),
+        )
+        + notes
+        + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable)
+        + _BODY.format(
+            forward=_indent(spec.forward_code), output_names=list(spec.output_names), expect=spec.expect,
+            inputs_file=None if inline else SIDECAR_NAME, input_names=", ".join(spec.input_names),
+            inputs_b64="\n".join(f"    {chunk!r}" for chunk in chunks) or "    ''",
+        )
+        + _embedded(compare) + _embedded(fx_eval) + _embedded(repro_runtime)
+        + _MAIN
+    )
+    return RenderedRepro(script, None if inline else spec.inputs_blob)
+
+
+def _indent(code: str) -> str:
+    return "\n".join(f"    {line}" if line else "" for line in code.splitlines())
+
+
+def write_repro(rendered: RenderedRepro, out_dir: Path, script_name: str = "repro.py") -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / script_name
+    path.write_text(rendered.script)
+    if rendered.sidecar is not None:
+        (out_dir / SIDECAR_NAME).write_bytes(rendered.sidecar)
+    return path
+
+
+def _run_once(path: Path, timeout_s: float) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        completed = subprocess.run(
+            [sys.executable, path.name], cwd=path.parent, capture_output=True, text=True, timeout=timeout_s
+        )
+        status, tail = completed.returncode, (completed.stdout + completed.stderr)[-2000:]
+    except subprocess.TimeoutExpired:
+        status, tail = 125, f"timed out after {timeout_s} s"
+    return {"exit": status, "seconds": round(time.perf_counter() - started, 2), "output_tail": tail}
+
+
+def verify_repro(path: Path, runs: int = 3, timeout_s: float = 600) -> ReproCheck:
+    """Run the repro ``runs`` times in fresh processes (concurrently) and classify the outcome."""
+    with ThreadPoolExecutor(max_workers=max(runs, 1)) as pool:
+        results = tuple(pool.map(lambda _: _run_once(path, timeout_s), range(runs)))
+    exits = [r["exit"] for r in results]
+    reproduced = sum(code == repro_runtime.EXIT_REPRODUCED for code in exits)
+    if reproduced == runs and runs:
+        status = "REPRODUCED"
+    elif reproduced:
+        status = "FLAKY"
+    elif all(code == repro_runtime.EXIT_CANNOT_RUN for code in exits):
+        status = "CANNOT_RUN"
+    else:
+        status = "NOT_REPRODUCED"
+    return ReproCheck(str(path), status, results)  # type: ignore[arg-type]

@@ -1,0 +1,55 @@
+"""Per-node verdicts: every checkable node compiled at once, each fed its reference inputs.
+
+One compile checks all N nodes (``build_subgraph(..., isolate=True)``). A node whose compiled
+output fails the oracle on clean inputs is a *culprit*; nodes downstream that diverge only because
+a culprit fed them are *propagators*, found by an eager replay (no compile).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..compare import Outcome, compare_tensor
+from ..graphs import value_nodes
+from ..oracle import GraphContext, SubgraphVerdict
+from ..runner import Compiler, interpret
+
+
+@dataclass(frozen=True)
+class NodeCheck:
+    verdict: SubgraphVerdict
+    checked: tuple[str, ...]
+    culprits: tuple[str, ...]
+
+
+def check_nodes(context: GraphContext, compiler: Compiler) -> NodeCheck:
+    view = context.view
+    checked = [n.name for n in view.compute_nodes if view.checkable(n)]
+    verdict = context.judge(context.subgraph(checked, isolate=True), compiler, label=f"{context.name}:nodes")
+    failing = set(verdict.failing_outputs)
+    culprits = tuple(
+        name for name in checked if any(v.name in failing for v in value_nodes(view.nodes[name]))
+    )
+    return NodeCheck(verdict, tuple(checked), culprits)
+
+
+def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -> list[str]:
+    """Nodes after ``culprit`` that diverge in an eager replay fed the culprit's compiled output."""
+    view = context.view
+    overrides = {
+        v.name: verdict.compiled_values[v.name]
+        for v in value_nodes(view.nodes[culprit])
+        if v.name in verdict.compiled_values
+    }
+    replayed = interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    start = view.position[culprit] + 1
+    diverging = []
+    for node in view.compute_nodes[start:]:
+        if not view.checkable(node):
+            continue
+        for value in value_nodes(node):
+            reference = context.eager_values.get(value.name)
+            check = compare_tensor(reference, reference, replayed.get(value.name), context.tolerance)
+            if check.outcome is not Outcome.MATCH:
+                diverging.append(node.name)
+                break
+    return diverging

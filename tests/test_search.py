@@ -1,0 +1,355 @@
+"""Tests for bisect_engine.search: the Search object and the search algorithms."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bisect_engine.search import (
+    BudgetExhausted,
+    Search,
+    ddmin,
+    default_key,
+    find_integer,
+    first_failing_prefix,
+    last_failing_start,
+    remove_one_by_one,
+)
+
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
+
+
+def log2_bound(n: int) -> int:
+    return math.ceil(math.log2(n)) + 1 if n > 1 else 1
+
+
+class RecordingPredicate:
+    """Wraps a predicate, recording every argument it is called with."""
+
+    def __init__(self, predicate: Callable[..., bool]) -> None:
+        self.predicate = predicate
+        self.calls: list[object] = []
+
+    def __call__(self, candidate: object) -> bool:
+        self.calls.append(candidate)
+        return self.predicate(candidate)
+
+
+def assert_one_minimal(result: tuple[object, ...], fails: Callable[[tuple], bool]) -> None:
+    assert fails(result), f"result {result!r} does not fail"
+    for index in range(len(result)):
+        smaller = result[:index] + result[index + 1 :]
+        assert not fails(smaller), f"removing index {index} of {result!r} still fails"
+
+
+def is_subsequence(small: Sequence[object], big: Sequence[object]) -> bool:
+    remaining = iter(big)
+    return all(any(item == other for other in remaining) for item in small)
+
+
+# --- Search -----------------------------------------------------------------
+
+
+def test_default_key_normalises_containers() -> None:
+    assert default_key({1, 2}) == frozenset({1, 2})
+    assert default_key([1, 2]) == (1, 2)
+    assert default_key((1, 2)) == (1, 2)
+    assert default_key(7) == 7
+
+
+def test_search_caches_repeated_candidates() -> None:
+    oracle = RecordingPredicate(lambda candidate: 3 in candidate)
+    search: Search[list[int]] = Search(oracle)
+    assert search.is_interesting([1, 3]) is True
+    assert search.is_interesting([1, 3]) is True
+    assert oracle.calls == [[1, 3]]
+    assert (search.calls, search.cache_hits) == (1, 1)
+
+
+def test_search_set_keys_ignore_order() -> None:
+    oracle = RecordingPredicate(lambda candidate: False)
+    search: Search[set[int]] = Search(oracle)
+    search.is_interesting({1, 2, 3})
+    search.is_interesting({3, 2, 1})
+    assert len(oracle.calls) == 1
+
+
+def test_search_history_and_on_call_in_call_order() -> None:
+    seen: list[tuple[object, bool]] = []
+    search: Search[int] = Search(lambda n: n > 5, on_call=lambda c, r: seen.append((c, r)))
+    for n in (9, 2, 9, 6):
+        search.is_interesting(n)
+    assert search.history == [(9, True), (2, False), (6, True)]
+    assert seen == [(9, True), (2, False), (6, True)]
+
+
+def test_search_custom_key() -> None:
+    search: Search[str] = Search(lambda s: True, key=str.lower)
+    search.is_interesting("ABC")
+    search.is_interesting("abc")
+    assert (search.calls, search.cache_hits) == (1, 1)
+
+
+def test_search_max_calls_raises_before_calling_oracle() -> None:
+    oracle = RecordingPredicate(lambda n: True)
+    search: Search[int] = Search(oracle, max_calls=2)
+    search.is_interesting(1)
+    search.is_interesting(2)
+    with pytest.raises(BudgetExhausted) as info:
+        search.is_interesting(3)
+    assert info.value.reason == "max_compiles"
+    assert str(info.value) == "compile budget of 2 exhausted"
+    assert oracle.calls == [1, 2]
+    assert search.calls == 2
+    assert search.is_interesting(1) is True  # cache hits stay free after exhaustion
+
+
+def test_search_timeout_with_fake_clock() -> None:
+    now = [100.0]
+    oracle = RecordingPredicate(lambda n: False)
+    search: Search[int] = Search(oracle, timeout_s=300, clock=lambda: now[0])
+    now[0] = 400.0  # elapsed == timeout is still allowed
+    search.is_interesting(1)
+    now[0] = 400.5
+    with pytest.raises(BudgetExhausted) as info:
+        search.is_interesting(2)
+    assert info.value.reason == "timeout"
+    assert str(info.value) == "timeout of 300 s exceeded"
+    assert oracle.calls == [1]
+    assert search.is_interesting(1) is False
+
+
+def test_search_oracle_result_is_coerced_to_bool() -> None:
+    search: Search[int] = Search(lambda n: n)  # type: ignore[arg-type, return-value]
+    assert search.is_interesting(5) is True
+    assert search.history == [(5, True)]
+
+
+# --- find_integer -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3, 4, 5, 7, 8, 9, 100, 1023, 1024, 10**6])
+def test_find_integer_exact_threshold(limit: int) -> None:
+    f = RecordingPredicate(lambda n: n <= limit)
+    assert find_integer(f) == limit
+    assert 0 not in f.calls
+    assert len(f.calls) <= 2 * log2_bound(limit + 2) + 4
+
+
+@PROPERTY_SETTINGS
+@given(st.integers(min_value=0, max_value=10**9))
+def test_find_integer_property(limit: int) -> None:
+    f = RecordingPredicate(lambda n: n <= limit)
+    assert find_integer(f) == limit
+    assert len(f.calls) <= 2 * log2_bound(limit + 2) + 4
+
+
+def test_find_integer_non_monotone_returns_a_boundary() -> None:
+    truth = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10}
+    n = find_integer(lambda k: k in truth)
+    assert n in truth and n + 1 not in truth
+
+
+# --- first_failing_prefix -----------------------------------------------------
+
+
+def test_first_failing_prefix_empty_is_none() -> None:
+    assert first_failing_prefix(0, lambda k: pytest.fail("must not be called")) is None
+
+
+def test_first_failing_prefix_never_calls_length_and_defaults_to_it() -> None:
+    fails = RecordingPredicate(lambda k: False)
+    assert first_failing_prefix(10, fails) == 10
+    assert 10 not in fails.calls and 0 not in fails.calls
+
+
+def test_first_failing_prefix_threshold() -> None:
+    assert first_failing_prefix(100, lambda k: k >= 37) == 37
+    assert first_failing_prefix(1, lambda k: pytest.fail("must not be called")) == 1
+
+
+@pytest.mark.parametrize("length", range(1, 70))
+def test_first_failing_prefix_call_bound_all_thresholds(length: int) -> None:
+    for threshold in range(1, length + 1):
+        fails = RecordingPredicate(lambda k: k >= threshold)
+        assert first_failing_prefix(length, fails) == threshold
+        assert len(fails.calls) <= log2_bound(length)
+        assert all(1 <= k < length for k in fails.calls)
+
+
+@PROPERTY_SETTINGS
+@given(st.integers(min_value=1, max_value=10**6).flatmap(
+    lambda n: st.tuples(st.just(n), st.integers(min_value=1, max_value=n))))
+def test_first_failing_prefix_property(length_and_threshold: tuple[int, int]) -> None:
+    length, threshold = length_and_threshold
+    fails = RecordingPredicate(lambda k: k >= threshold)
+    assert first_failing_prefix(length, fails) == threshold
+    assert len(fails.calls) <= log2_bound(length)
+    assert length not in fails.calls
+
+
+# --- last_failing_start -------------------------------------------------------
+
+
+def test_last_failing_start_rejects_empty_range() -> None:
+    with pytest.raises(ValueError):
+        last_failing_start(0, lambda s: True)
+
+
+def test_last_failing_start_exact() -> None:
+    fails = RecordingPredicate(lambda s: s <= 42)
+    assert last_failing_start(100, fails) == 42
+    assert 0 not in fails.calls and 100 not in fails.calls
+    assert last_failing_start(1, lambda s: pytest.fail("must not be called")) == 0
+    assert last_failing_start(10, lambda s: True) == 9
+    assert last_failing_start(10, lambda s: False) == 0
+
+
+@pytest.mark.parametrize("end", range(1, 70))
+def test_last_failing_start_call_bound_all_starts(end: int) -> None:
+    for start in range(end):
+        fails = RecordingPredicate(lambda s: s <= start)
+        assert last_failing_start(end, fails) == start
+        assert len(fails.calls) <= log2_bound(end)
+        assert all(0 < s < end for s in fails.calls)
+
+
+@PROPERTY_SETTINGS
+@given(st.integers(min_value=1, max_value=10**6).flatmap(
+    lambda n: st.tuples(st.just(n), st.integers(min_value=0, max_value=n - 1))))
+def test_last_failing_start_property(end_and_start: tuple[int, int]) -> None:
+    end, start = end_and_start
+    fails = RecordingPredicate(lambda s: s <= start)
+    assert last_failing_start(end, fails) == start
+    assert len(fails.calls) <= log2_bound(end)
+
+
+# --- ddmin --------------------------------------------------------------------
+
+
+def test_ddmin_finds_pair() -> None:
+    fails = RecordingPredicate(lambda c: 3 in c and 7 in c)
+    result = ddmin(range(10), fails)
+    assert result == (3, 7)
+    assert tuple(range(10)) not in fails.calls
+    assert_one_minimal(result, fails)
+
+
+def test_ddmin_single_item_input_makes_no_calls() -> None:
+    assert ddmin(["x"], lambda c: pytest.fail("must not be called")) == ("x",)
+    assert ddmin([], lambda c: pytest.fail("must not be called")) == ()
+
+
+def test_ddmin_small_input_tries_single_items_first() -> None:
+    fails = RecordingPredicate(lambda c: "c" in c)
+    assert ddmin("abcd", fails) == ("c",)
+    assert fails.calls == [("a",), ("b",), ("c",)]
+
+
+def test_ddmin_small_input_falls_back_to_ddmin() -> None:
+    fails = RecordingPredicate(lambda c: "a" in c and "d" in c)
+    result = ddmin("abcd", fails)
+    assert result == ("a", "d")
+    assert fails.calls[:4] == [("a",), ("b",), ("c",), ("d",)]
+    assert_one_minimal(result, fails)
+
+
+def test_ddmin_large_input_does_not_start_with_singles() -> None:
+    fails = RecordingPredicate(lambda c: 0 in c)
+    assert ddmin(range(5), fails) == (0,)
+    assert len(fails.calls[0]) > 1
+
+
+def test_ddmin_preserves_order_and_duplicates() -> None:
+    fails = RecordingPredicate(lambda c: c.count("b") >= 2 and "z" in c)
+    result = ddmin("abzxbyb", fails)
+    assert result in {("b", "z", "b"), ("z", "b", "b")}
+    assert is_subsequence(result, "abzxbyb")
+    assert_one_minimal(result, fails)
+
+
+def test_ddmin_is_deterministic() -> None:
+    first = Search(lambda c: sum(c) % 7 == 3 and len(c) > 0)
+    second = Search(lambda c: sum(c) % 7 == 3 and len(c) > 0)
+    items = list(range(1, 40))
+    assert ddmin(items, first.is_interesting) == ddmin(items, second.is_interesting)
+    assert first.history == second.history
+
+
+def test_ddmin_through_search_reuses_cache() -> None:
+    oracle = RecordingPredicate(lambda c: 1 in c and 2 in c)
+    search: Search[tuple[int, ...]] = Search(oracle)
+    assert ddmin((0, 1, 2, 3), search.is_interesting) == (1, 2)
+    assert search.cache_hits > 0
+    assert len(oracle.calls) == len(set(oracle.calls))
+
+
+def test_ddmin_stops_on_budget() -> None:
+    search: Search[tuple[int, ...]] = Search(lambda c: 5 in c and 50 in c, max_calls=3)
+    with pytest.raises(BudgetExhausted):
+        ddmin(range(100), search.is_interesting)
+    assert search.calls == 3
+
+
+@PROPERTY_SETTINGS
+@given(st.integers(min_value=1, max_value=40).flatmap(
+    lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1), min_size=1, max_size=n))))
+def test_ddmin_superset_property(size_and_required: tuple[int, set[int]]) -> None:
+    size, required = size_and_required
+    fails = RecordingPredicate(lambda c: required.issubset(c))
+    result = ddmin(range(size), fails)
+    assert result == tuple(sorted(required))
+    assert_one_minimal(result, fails)
+
+
+@PROPERTY_SETTINGS
+@given(
+    st.lists(st.integers(-20, 20), min_size=1, max_size=30),
+    st.integers(min_value=2, max_value=6),
+)
+def test_ddmin_non_monotone_result_is_one_minimal(items: list[int], modulus: int) -> None:
+    target = sum(items) % modulus
+    fails = RecordingPredicate(lambda c: len(c) > 0 and sum(c) % modulus == target)
+    result = ddmin(items, fails)
+    assert is_subsequence(result, items)
+    assert_one_minimal(result, fails)
+
+
+@PROPERTY_SETTINGS
+@given(
+    st.lists(st.sets(st.integers(0, 29), min_size=1, max_size=4), min_size=1, max_size=4),
+)
+def test_ddmin_any_of_several_causes(causes: list[set[int]]) -> None:
+    items = range(30)
+    fails = RecordingPredicate(lambda c: any(cause.issubset(c) for cause in causes))
+    result = ddmin(items, fails)
+    assert tuple(sorted(result)) == result
+    assert_one_minimal(result, fails)
+
+
+def test_record_seeds_the_cache_without_calling_the_oracle() -> None:
+    calls: list[object] = []
+    search = Search(lambda c: calls.append(c) or True)
+    search.record(frozenset({1, 2}), False)
+    assert search.is_interesting({2, 1}) is False
+    assert calls == [] and search.calls == 0 and search.cache_hits == 1
+    assert search.is_interesting({3}) is True and search.calls == 1
+
+
+@given(st.integers(min_value=1, max_value=12).flatmap(
+    lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1), min_size=1))))
+@PROPERTY_SETTINGS
+def test_remove_one_by_one_is_exact_and_linear_for_monotone_predicates(case: tuple[int, set[int]]) -> None:
+    n, required = case
+    calls: list[tuple[int, ...]] = []
+
+    def fails(candidate: tuple[int, ...]) -> bool:
+        calls.append(candidate)
+        return required <= set(candidate)
+
+    assert remove_one_by_one(tuple(range(n)), fails) == tuple(sorted(required))
+    assert len(calls) <= n and tuple(range(n)) not in calls
