@@ -36,7 +36,7 @@ def write_outputs(result: RunResult, out_dir: Path, verify_runs: int = 3,
                   progress: Progress | None = None) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(result)
-    spec = finding_repro_spec(result)
+    spec = finding_repro_spec(result) if verify_runs >= 0 else None  # -1: stage stops before the repro
     if spec is not None:
         path = write_repro(render(spec), out_dir)
         report["repro"] = {"path": str(path), "status": "UNVERIFIED", "runs": []}

@@ -27,12 +27,17 @@ def main() -> None:
 @click.option("--max-compiles", type=click.IntRange(min=1), default=None, help="Stop searching after N Inductor compiles.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None, help="Stop searching after S seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="torch.manual_seed before capture.")
+@click.option("--stage", type=click.Choice(["localise", "subsystem", "repro"]), default="repro", show_default=True,
+              help="Stop after localising the op, after naming the Inductor subsystem, or after the verified repro.")
+@click.option("--rng", type=click.Choice(["data", "strict"]), default="data", show_default=True,
+              help="data: random draws are recorded and fed to both sides (dropout is not a divergence); "
+                   "strict: compiled random ops must reproduce eager's draws under the same seed.")
 @click.option("--verify-runs", type=click.IntRange(min=0), default=3, show_default=True,
               help="Run the emitted repro this many times in fresh processes (0: do not verify).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
 def run(model_file: Path, out_dir: Path, max_compiles: int | None, timeout_s: float | None,
-        seed: int, verify_runs: int, quiet: bool, verbose: bool) -> None:
+        seed: int, stage: str, rng: str, verify_runs: int, quiet: bool, verbose: bool) -> None:
     """Bisect MODEL_FILE: a file defining get_model() and get_inputs() (see README)."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -42,9 +47,10 @@ def run(model_file: Path, out_dir: Path, max_compiles: int | None, timeout_s: fl
     from .progress import Progress
     from .report import summary
 
-    options = Options(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed)
+    options = Options(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng, stage=stage)
     try:
-        report = bisect_file(model_file, out_dir, options, Progress(enabled=not quiet), verify_runs)
+        report = bisect_file(model_file, out_dir, options, Progress(enabled=not quiet),
+                             verify_runs if stage == "repro" else -1)
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         sys.exit(EXIT_USAGE)

@@ -139,6 +139,20 @@ def _mismatch_reason(
     return ""
 
 
+def compare_random_draw(eager: Any, compiled: Any) -> TensorVerdict:
+    """A random op's output, when draws are data: only its shape, dtype and finiteness count."""
+    if not isinstance(eager, torch.Tensor) or not isinstance(compiled, torch.Tensor):
+        return compare_tensor(eager, eager, compiled)
+    if compiled.shape != eager.shape or compiled.dtype != eager.dtype:
+        return TensorVerdict(Outcome.MISMATCH, reason=f"{compiled.dtype}{tuple(compiled.shape)} != {eager.dtype}{tuple(eager.shape)}")
+    if not (eager.is_floating_point() or eager.is_complex()):
+        return TensorVerdict(Outcome.MATCH)
+    new_nonfinite = int((~torch.isfinite(compiled) & torch.isfinite(eager)).sum())
+    if new_nonfinite:
+        return TensorVerdict(Outcome.MISMATCH, new_nonfinite=new_nonfinite, reason="nonfinite")
+    return TensorVerdict(Outcome.MATCH)
+
+
 def compare_values(
     eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance = Tolerance()
 ) -> list[TensorVerdict]:

@@ -88,8 +88,9 @@ def interpret(
     return interpreter.values
 
 
-def run_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, upcast: bool = False) -> list[Any]:
+def run_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, upcast: bool = False,
+              overrides: dict[str, Any] | None = None) -> list[Any]:
     """A graph's outputs, eagerly; ``upcast`` runs every floating op in fp64."""
-    values = interpret(graph_module, inputs, upcast=upcast)
+    values = interpret(graph_module, inputs, upcast=upcast, overrides=overrides)
     output_node = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
     return list(fx.node.map_arg(output_node.args[0], lambda n: values[n.name]))

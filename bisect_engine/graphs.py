@@ -102,9 +102,15 @@ class GraphView:
             is_tensor_value(value) for value in value_nodes(node)
         )
 
-    def compilable_names(self) -> list[str]:
+    def is_random_tensor_op(self, node: fx.Node) -> bool:
+        return is_random(node) and not is_mutating(node) and any(is_tensor_value(v) for v in value_nodes(node))
+
+    def compilable_names(self, keep_random: bool = False) -> list[str]:
         """Compute nodes that may go into a compiled subgraph (random ones are fed as data)."""
-        return [n.name for n in self.compute_nodes if not is_random(n)]
+        return [n.name for n in self.compute_nodes if keep_random or not is_random(n)]
+
+    def random_names(self) -> list[str]:
+        return [n.name for n in self.compute_nodes if is_random(n)]
 
     def is_convex(self, names: Iterable[str]) -> bool:
         """No path leaves the set and comes back (a window compiles as one region)."""
@@ -144,7 +150,7 @@ def build_subgraph(
     ``isolate=True`` cuts the edges between chosen nodes too, so each node reads the reference
     values of its inputs (the stitched per-node check: N nodes, one compile).
     """
-    chosen = {name for name in names if not is_random(view.nodes[name])}
+    chosen = set(names)
     ordered = [node for node in view.compute_nodes if node.name in chosen]
     inside_values = {value for node in ordered for value in value_nodes(node)} | set(ordered)
     graph = fx.Graph()

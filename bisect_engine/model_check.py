@@ -31,7 +31,8 @@ def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_
     return [v.detach().clone() for v in values]
 
 
-def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance, seed: int) -> str:
+def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance, seed: int,
+                      config_patches: dict[str, Any] | None = None) -> str:
     """"match" or "mismatch" for the whole model, outputs and (with loss_fn) gradients."""
     eager = _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed)
     fp64 = eager
@@ -41,7 +42,7 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
     torch._dynamo.reset()
     try:
         compiled_model = torch.compile(
-            spec.model, backend=lambda gm, example: compiler.compile(gm, example, label="model")
+            spec.model, backend=lambda gm, example: compiler.compile(gm, example, label="model", aten_graph=False, config_patches=config_patches)
         )
         compiled = _forward_and_grads(compiled_model, spec.inputs, spec.loss_fn, seed)
     finally:

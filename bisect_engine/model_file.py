@@ -10,12 +10,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
 from .errors import ModelError, UsageError
+from .inductor_adapter import nondefault_inductor_config
 
 REQUIRED = ("get_model", "get_inputs")
 
@@ -29,6 +30,9 @@ class ModelSpec:
     inputs: tuple[Any, ...]
     loss_fn: Callable[[Any], Any] | None
     get_batches: Callable[[], Any] | None
+    # The Inductor config the user's code set, read right after import, before we patch anything.
+    inductor_config: dict[str, Any] = field(default_factory=dict)
+    unrenderable_config: list[str] = field(default_factory=list)
 
 
 def load_module(path: Path) -> ModuleType:
@@ -56,6 +60,7 @@ def is_model_file(module: ModuleType) -> bool:
 def load_model_spec(path: str | os.PathLike[str]) -> ModelSpec:
     path = Path(path).resolve()
     module = load_module(path)
+    config, unrenderable = nondefault_inductor_config()
     if not is_model_file(module):
         raise UsageError(
             f"{path.name} defines neither get_model() nor get_inputs(); running plain scripts "
@@ -73,7 +78,7 @@ def load_model_spec(path: str | os.PathLike[str]) -> ModelSpec:
     loss_fn = getattr(module, "loss_fn", None)
     get_batches = getattr(module, "get_batches", None)
     return ModelSpec(path, model, inputs, loss_fn if callable(loss_fn) else None,
-                     get_batches if callable(get_batches) else None)
+                     get_batches if callable(get_batches) else None, config, unrenderable)
 
 
 def _call(path: Path, function: Callable[[], Any], name: str) -> Any:

@@ -12,10 +12,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
+
 from .capture import CapturedGraph
-from .compare import Outcome, Tolerance, TensorVerdict, compare_values, worst
-from .graphs import GraphView, Subgraph, build_subgraph, reference_inputs
-from .runner import Compiler, interpret, run_compiled, run_graph
+from .compare import Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values, worst
+from .graphs import GraphView, Subgraph, build_subgraph, reference_inputs, value_nodes
+from .runner import Compiler, interpret, run_compiled, run_graph, to_fp64
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +44,19 @@ class GraphContext:
     view: GraphView
     eager_values: dict[str, Any]
     tolerance: Tolerance = Tolerance()
+    rng_strict: bool = False  # random draws must match eager's under the same seed
+    seed: int = 0
 
     @classmethod
-    def from_captured(cls, captured: CapturedGraph, tolerance: Tolerance = Tolerance()) -> "GraphContext":
+    def from_captured(cls, captured: CapturedGraph, tolerance: Tolerance = Tolerance(),
+                      rng_strict: bool = False, seed: int = 0) -> "GraphContext":
+        torch.manual_seed(seed)
         values = interpret(captured.graph_module, captured.inputs)
-        return cls(captured, GraphView(captured.graph_module), values, tolerance)
+        return cls(captured, GraphView(captured.graph_module), values, tolerance, rng_strict, seed)
+
+    @property
+    def _random_values(self) -> set[str]:
+        return {v.name for name in self.view.random_names() for v in value_nodes(self.view.nodes[name])}
 
     @property
     def name(self) -> str:
@@ -56,7 +66,7 @@ class GraphContext:
         return build_subgraph(self.view, names, isolate=isolate, outputs="all" if isolate else "escaping")
 
     def whole(self) -> Subgraph:
-        return self.subgraph(self.view.compilable_names())
+        return self.subgraph(self.view.compilable_names(keep_random=self.rng_strict))
 
     def judge(
         self,
@@ -66,22 +76,33 @@ class GraphContext:
         label: str,
         config_patches: dict[str, Any] | None = None,
         decompositions: dict[Any, Callable[..., Any]] | None = None,
+        fallbacks: tuple[Any, ...] = (),
     ) -> SubgraphVerdict:
+        if not subgraph.node_names:
+            return SubgraphVerdict(Outcome.INVALID, error="empty subgraph")
         inputs = reference_inputs(subgraph, self.eager_values)
         try:
             compiled = compiler.compile(
                 subgraph.graph_module, inputs, label=label,
-                config_patches=config_patches, decompositions=decompositions,
+                config_patches=config_patches, decompositions=decompositions, fallbacks=fallbacks,
             )
+            torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
         except Exception as error:  # the verdict says so; callers decide what a crash means
             log.debug("compile/run of %s crashed:\n%s", label, traceback.format_exc())
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
-        fp64_outputs = run_graph(subgraph.graph_module, inputs, upcast=True)
+        # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
+        draws = {name: to_fp64(self.eager_values[name]) for name in self._random_values if name in self.eager_values}
+        fp64_outputs = run_graph(subgraph.graph_module, inputs, upcast=True, overrides=draws)
         eager_outputs = [self.eager_values[name] for name in subgraph.output_names]
         verdicts = compare_values(eager_outputs, fp64_outputs, compiled_outputs, self.tolerance)
         if len(verdicts) != len(subgraph.output_names):
             return SubgraphVerdict(Outcome.MISMATCH, error=verdicts[0].reason)
+        if not self.rng_strict:
+            verdicts = [
+                compare_random_draw(eager, compiled) if name in self._random_values else verdict
+                for name, eager, compiled, verdict in zip(subgraph.output_names, eager_outputs, compiled_outputs, verdicts)
+            ]
         outputs = dict(zip(subgraph.output_names, verdicts))
         return SubgraphVerdict(
             worst(verdicts).outcome if verdicts else Outcome.MATCH,

@@ -27,9 +27,13 @@ from .progress import Progress
 from .runner import Compiler
 from .search import BudgetExhausted, Search
 from .strategies.nodes import NodeCheck, check_nodes, propagators
+from .strategies.subsystems import Attribution, attribute, attribute_model
 from .strategies.windows import find_window, window_oracle
 
 log = logging.getLogger(__name__)
+
+
+STAGES = ("localise", "subsystem", "repro")
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,11 @@ class Options:
     max_compiles: int | None = None
     timeout_s: float | None = None
     seed: int = 0
+    rng: str = "data"  # "data": random draws are fed to both sides; "strict": they must match eager's
+    stage: str = "repro"  # stop after "localise", "subsystem" or "repro"
+
+    def runs(self, stage: str) -> bool:
+        return STAGES.index(stage) <= STAGES.index(self.stage)
 
 
 @dataclass
@@ -54,12 +63,20 @@ class GraphResult:
     nan_problem: bool = False
     propagators: list[str] = field(default_factory=list)
     budget_message: str | None = None
+    attribution: Attribution | None = None
+    confirmed: bool | None = None  # the culprit subgraph, compiled on its own, still diverges
 
     @property
     def culprit_nodes(self) -> tuple[str, ...]:
+        if self.window:
+            return self.window
         if self.nodes and self.nodes.culprits:
             return self.nodes.culprits[:1]
-        return self.window or ()
+        return ()
+
+    @property
+    def culprit_kind(self) -> str:
+        return "window" if self.window else "node"
 
     @property
     def has_finding(self) -> bool:
@@ -74,6 +91,7 @@ class RunResult:
     seconds: float
     captured: list[CapturedGraph] = field(default_factory=list)
     model_level: str | None = None  # "match" | "mismatch" | None (not run)
+    model_attribution: Attribution | None = None
 
     @property
     def captured_count(self) -> int:
@@ -103,22 +121,38 @@ def run(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
         if result.has_finding:
             break
     run_result = RunResult(spec, results, compiler, 0.0, captured)
-    if not any(r.has_finding for r in results) and not any(_has_random(r) for r in results):
+    finding = run_result.finding
+    compiler.stage = "subsystem"
+    if finding is not None and options.runs("subsystem"):
+        _attribute(finding, compiler, progress)
+    compiler.stage = "model_check"
+    if finding is None and (options.rng == "strict" or not any(_has_random(r) for r in results)):
         with progress.step("model-level check"):
             run_result.model_level = check_model_level(spec, compiler, options.tolerance, options.seed)
+        compiler.stage = "subsystem"
+        if run_result.model_level == "mismatch" and options.runs("subsystem"):
+            with progress.step("model-level subsystem bisection"):
+                run_result.model_attribution = attribute_model(spec, compiler, options.tolerance, options.seed)
     run_result.seconds = time.perf_counter() - started
     return run_result
 
 
 def _has_random(result: GraphResult) -> bool:
-    from .graphs import is_random
+    return bool(result.context.view.random_names())
 
-    return any(is_random(n) for n in result.context.view.compute_nodes)
+
+def _attribute(finding: GraphResult, compiler: Compiler, progress: Progress) -> None:
+    names = finding.culprit_nodes or ((finding.compiled_nan,) if finding.compiled_nan else ())
+    if not names:
+        return
+    with progress.step(f"{finding.context.name}: subsystem bisection"):
+        subgraph = finding.context.subgraph(names)
+        finding.attribution = attribute(finding.context, subgraph, compiler)
 
 
 def _examine(graph: CapturedGraph, compiler: Compiler, options: Options, progress: Progress) -> GraphResult:
     try:
-        context = GraphContext.from_captured(graph, options.tolerance)
+        context = GraphContext.from_captured(graph, options.tolerance, options.rng == "strict", options.seed)
     except Exception as error:
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
     with progress.step(f"{graph.name}: compile whole graph ({len(context.view.compute_nodes)} nodes)"):
@@ -127,16 +161,36 @@ def _examine(graph: CapturedGraph, compiler: Compiler, options: Options, progres
     eager_outputs = [context.eager_values[name] for name in context.whole().output_names]
     eager_problem = has_nan_problem(context.view, context.eager_values, eager_outputs)
     compiled_problem = has_nan_problem(context.view, {}, list(whole.compiled_values.values()))
-    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem):
+    random_unchecked = bool(context.view.random_names()) and not context.rng_strict
+    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked):
         return result
     with progress.step(f"{graph.name}: per-node verdicts"):
         result.nodes = check_nodes(context, compiler)
     _nan_forensics(result, eager_problem)
     if result.nodes.culprits:
-        result.propagators = propagators(context, result.nodes.culprits[0], result.nodes.verdict)
+        _confirm_node(result, compiler, options, progress)
     elif whole.outcome is not Outcome.MATCH:
         _search_window(result, compiler, options, progress)
     return result
+
+
+def _confirm_node(result: GraphResult, compiler: Compiler, options: Options, progress: Progress) -> None:
+    """Compile the first culprit alone: the repro and the subsystem search rely on it diverging.
+
+    In the stitched check it was compiled beside every other node; alone, Inductor may generate
+    other code (a lone random op falls back to aten, say). If it then matches, the divergence
+    needs neighbours: search windows instead.
+    """
+    assert result.nodes is not None
+    context, first = result.context, result.nodes.culprits[0]
+    with progress.step(f"{context.name}: confirming {first} alone"):
+        alone = context.judge(context.subgraph([first]), compiler, label=f"{context.name}:confirm")
+    result.confirmed = alone.outcome is not Outcome.MATCH
+    if result.confirmed:
+        result.propagators = propagators(context, first, result.nodes.verdict)
+    elif result.whole.outcome is not Outcome.MATCH:
+        passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [first]
+        _search_window(result, compiler, options, progress, passing)
 
 
 def _nan_forensics(result: GraphResult, eager_problem: bool) -> None:
@@ -151,7 +205,8 @@ def _nan_forensics(result: GraphResult, eager_problem: bool) -> None:
     result.nan_problem = eager_problem or compiled_problem
 
 
-def _search_window(result: GraphResult, compiler: Compiler, options: Options, progress: Progress) -> None:
+def _search_window(result: GraphResult, compiler: Compiler, options: Options, progress: Progress,
+                   known_passing: list[str] | None = None) -> None:
     context = result.context
     target = result.whole.outcome
     oracle = window_oracle(context, compiler, target)
@@ -163,7 +218,8 @@ def _search_window(result: GraphResult, compiler: Compiler, options: Options, pr
     assert result.nodes is not None
     with progress.step(f"{context.name}: window search"):
         try:
-            result.window = find_window(context, search, known_passing=result.nodes.checked)
+            passing = result.nodes.checked if known_passing is None else known_passing
+            result.window = find_window(context, search, known_passing=passing)
         except BudgetExhausted as exhausted:
             result.budget_message = str(exhausted)
             return

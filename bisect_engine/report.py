@@ -64,7 +64,8 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
     if not names:
         return None
     culprit = describe_node(result, graph, names[0])
-    culprit["kind"] = "node" if graph.nodes and graph.nodes.culprits else "window"
+    culprit["kind"] = graph.culprit_kind
+    culprit["confirmed_alone"] = graph.confirmed
     culprit["nodes"] = list(names)
     culprit["ops"] = [op_name(graph.context.view.nodes[n]) for n in names]
     verdict = graph.nodes.verdict if culprit["kind"] == "node" and graph.nodes else graph.window_verdict
@@ -127,10 +128,12 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "model": str(result.spec.path),
         "graphs": [graph_json(g) for g in result.graphs],
         "model_level": result.model_level,
+        "subsystem": _attribution(result),
         "budget": next((g.budget_message for g in result.graphs if g.budget_message), None),
         "environment": environment(),
         "stats": {
             "compiles": result.compiler.compiles,
+            "compiles_by_stage": dict(result.compiler.by_stage),
             "compile_seconds": round(result.compiler.seconds, 2),
             "seconds": round(result.seconds, 2),
             "graphs_captured": result.captured_count,
@@ -166,11 +169,35 @@ def finding_repro_spec(result: RunResult) -> ReproSpec | None:
         ("module", described["module"] or "<top>"),
         ("model", result.spec.path.name),
     ]
+    notes = []
+    if graph.attribution is not None:
+        attribution = graph.attribution.to_json()
+        notes.append(f"subsystem: {attribution['kind']} {attribution['name']}: {subsystem_sentence(attribution)}")
+        notes += ["workaround:"] + [f"    {line}" for line in attribution["workaround"].splitlines()]
     return repro_spec(
-        graph.context.subgraph(names), graph.context.eager_values,
+        graph.context.subgraph(names), graph.context.eager_values, notes=notes,
+        config=result.spec.inductor_config, unrenderable_config=result.spec.unrenderable_config,
+        rng_strict=graph.context.rng_strict, seed=graph.context.seed,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
         finding=finding, environment=environment(), expect=expect,
     )
+
+
+def _attribution(result: RunResult) -> dict[str, str] | None:
+    attribution = result.finding.attribution if result.finding else result.model_attribution
+    return attribution.to_json() if attribution else None
+
+
+_SUBSYSTEM_SENTENCE = {
+    "decomposition": "Inductor's decomposition of {name} is wrong: compiling without it matches eager.",
+    "lowering": "Inductor's lowering/codegen of {name} is wrong: falling back to the aten kernel matches eager.",
+    "pass": "the graph pass {name} breaks it: compiling with it disabled matches eager.",
+    "config": "flipping config {name} makes it match eager.",
+}
+
+
+def subsystem_sentence(subsystem: dict[str, str]) -> str:
+    return _SUBSYSTEM_SENTENCE[subsystem["kind"]].format(name=subsystem["name"])
 
 
 def environment() -> dict[str, str]:
@@ -202,6 +229,10 @@ def summary(report: dict[str, Any]) -> str:
             )
         if culprit["propagators"]:
             lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
+    subsystem = report.get("subsystem")
+    if subsystem:
+        lines.append(f"  subsystem: {subsystem['kind']} {subsystem['name']}: {subsystem_sentence(subsystem)}")
+        lines.append("  workaround:\n" + "\n".join(f"    {line}" for line in subsystem["workaround"].splitlines()))
     nan = report.get("nan")
     if nan:
         for side in ("eager", "compiled"):
@@ -216,5 +247,6 @@ def summary(report: dict[str, Any]) -> str:
     if report.get("budget"):
         lines.append(f"  search stopped: {report['budget']}")
     stats = report["stats"]
-    lines.append(f"  stats:   {stats['compiles']} Inductor compiles, {stats['seconds']} s")
+    stages = ", ".join(f"{k} {v}" for k, v in stats.get("compiles_by_stage", {}).items())
+    lines.append(f"  stats:   {stats['compiles']} Inductor compiles ({stages}), {stats['seconds']} s")
     return "\n".join(lines)

@@ -9,7 +9,6 @@ fingerprint, and the tool's own comparison code embedded verbatim.
 """
 from __future__ import annotations
 
-import ast
 import base64
 import io
 import subprocess
@@ -44,6 +43,8 @@ class ReproSpec:
     environment: tuple[tuple[str, str], ...]
     expect: Expect = "mismatch"
     notes: tuple[str, ...] = ()
+    rng_strict: bool = False
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -70,35 +71,6 @@ def serialise_inputs(values: list[Any]) -> bytes:
     return zlib.compress(buffer.getvalue(), 9)
 
 
-def nondefault_inductor_config() -> tuple[dict[str, Any], list[str]]:
-    """The Inductor config the user's code set: (renderable as code, the other keys).
-
-    Values that come from the environment or from import-time detection are left out: a fresh
-    process in the same environment gets them anyway.
-    """
-    import torch._inductor.config as inductor_config
-    from torch.utils._config_module import _UNSET_SENTINEL
-
-    renderable: dict[str, Any] = {}
-    other: list[str] = []
-    for key, entry in sorted(inductor_config._config.items()):
-        if entry.user_override.get() is _UNSET_SENTINEL or key.startswith("_"):
-            continue
-        value = getattr(inductor_config, key) if "." not in key else inductor_config.get_config_copy()[key]
-        if _is_literal(value):
-            renderable[key] = value
-        else:
-            other.append(key)
-    return renderable, other
-
-
-def _is_literal(value: Any) -> bool:
-    try:
-        return ast.literal_eval(repr(value)) == value
-    except (ValueError, SyntaxError):
-        return False
-
-
 def repro_spec(
     subgraph: Subgraph,
     values: dict[str, Any],
@@ -107,11 +79,12 @@ def repro_spec(
     finding: list[tuple[str, str]],
     environment: dict[str, str],
     expect: Expect = "mismatch",
-    config_patches: dict[str, Any] | None = None,
+    config: dict[str, Any],
+    unrenderable_config: list[str],
     notes: list[str] | None = None,
+    rng_strict: bool = False,
+    seed: int = 0,
 ) -> ReproSpec:
-    renderable, other = nondefault_inductor_config()
-    renderable.update(config_patches or {})
     forward_code = subgraph.graph_module.code.strip()
     return ReproSpec(
         title=title,
@@ -120,11 +93,13 @@ def repro_spec(
         input_names=subgraph.input_names,
         output_names=subgraph.output_names,
         inputs_blob=serialise_inputs([values[name] for name in subgraph.input_names]),
-        inductor_config=tuple(sorted(renderable.items())),
-        unrenderable_config=tuple(other),
+        inductor_config=tuple(sorted(config.items())),
+        unrenderable_config=tuple(unrenderable_config),
         environment=tuple(sorted(environment.items())),
         expect=expect,
         notes=tuple(notes or ()),
+        rng_strict=rng_strict,
+        seed=seed,
     )
 
 
@@ -166,6 +141,8 @@ class Repro(torch.nn.Module):
 
 OUTPUT_NAMES = {output_names}
 EXPECT = {expect!r}
+RNG_STRICT = {rng_strict!r}  # True: random ops must reproduce eager's draws under SEED
+SEED = {seed!r}
 INPUTS_FILE = {inputs_file!r}
 # Inputs {input_names}: torch.save, zlib, base64.
 INPUTS_B64 = (
@@ -176,7 +153,8 @@ INPUTS_B64 = (
 _MAIN = '''
 
 if __name__ == "__main__":
-    sys.exit(repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__))
+    sys.exit(repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
+                        RNG_STRICT, SEED))
 '''
 
 
@@ -202,7 +180,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
     encoded = base64.b64encode(spec.inputs_blob).decode("ascii")
     inline = len(encoded) <= INLINE_LIMIT_BYTES
     chunks = [encoded[i : i + 96] for i in range(0, len(encoded), 96)] if inline else []
-    notes = "".join(f"# Note: {note}\n" for note in spec.notes)
+    notes = "".join(f"# {note}\n" for note in spec.notes)
     unrenderable = "".join(
         f"# Also non-default, not renderable as code (set it as your job does): {key}\n"
         for key in spec.unrenderable_config
@@ -216,6 +194,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable)
         + _BODY.format(
             forward=_indent(spec.forward_code), output_names=list(spec.output_names), expect=spec.expect,
+            rng_strict=spec.rng_strict, seed=spec.seed,
             inputs_file=None if inline else SIDECAR_NAME, input_names=", ".join(spec.input_names),
             inputs_b64="\n".join(f"    {chunk!r}" for chunk in chunks) or "    ''",
         )

@@ -11,6 +11,7 @@ Exit status: 1 the finding reproduces, 0 it does not, 125 the repro cannot run (
 import base64
 import copy
 import io
+import operator
 import os
 import sys
 import traceback
@@ -19,8 +20,8 @@ import zlib
 import torch
 
 if __package__:  # imported by the tool itself; inside a repro these names are defined above
-    from .compare import Outcome, compare_values
-    from .fx_eval import clone_value, run_graph
+    from .compare import Outcome, compare_random_draw, compare_values
+    from .fx_eval import clone_value, interpret, run_graph, to_fp64
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_CANNOT_RUN = 1, 0, 125
 
@@ -34,14 +35,48 @@ def load_inputs(inputs_b64, inputs_file, script_path):
     return torch.load(io.BytesIO(zlib.decompress(blob)), weights_only=True)
 
 
-def compile_with_inductor(graph_module, inputs, inductor_config):
+def compile_with_inductor(graph_module, inputs, inductor_config, seed):
     from torch._inductor.compile_fx import compile_fx
 
-    with torch._inductor.config.patch(inductor_config):
+    with torch._inductor.config.patch({"use_pre_grad_passes": False, **inductor_config}):
         compiled = compile_fx(copy.deepcopy(graph_module), list(inputs))
+        torch.manual_seed(seed)
         with torch.no_grad():
             outputs = compiled(*[clone_value(v) for v in inputs])
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
+def trace(repro_module, inputs):
+    """The repro's graph. make_fx records every aten call, factory ops (rand, arange, ...)
+    included, where symbolic tracing would bake their values in as constants."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(repro_module)(*[clone_value(v) for v in inputs])
+
+
+def random_outputs(graph_module):
+    """For each graph output, whether a random op made it (its draw is data, not a reference)."""
+    output = next(node for node in graph_module.graph.nodes if node.op == "output")
+    flags = []
+    for node in torch.fx.node.map_arg(output.args[0], lambda n: n):
+        producer = node.args[0] if node.target is operator.getitem else node
+        tags = getattr(producer.target, "tags", ())
+        flags.append(torch.Tag.nondeterministic_seeded in tags)
+    return flags
+
+
+def references(graph_module, inputs, seed):
+    """Eager outputs (seeded), and fp64 outputs that reuse eager's random draws."""
+    torch.manual_seed(seed)
+    values = interpret(graph_module, inputs)
+    draws = {
+        node.name: to_fp64(values[node.name])
+        for node in graph_module.graph.nodes
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+    }
+    output = next(node for node in graph_module.graph.nodes if node.op == "output")
+    eager = list(torch.fx.node.map_arg(output.args[0], lambda n: values[n.name]))
+    return eager, run_graph(graph_module, inputs, upcast=True, overrides=draws)
 
 
 def report(names, verdicts):
@@ -61,12 +96,12 @@ def has_nonfinite(values):
     )
 
 
-def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path):
+def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
+               rng_strict=False, seed=0):
     try:
         inputs = load_inputs(inputs_b64, inputs_file, script_path)
-        graph_module = torch.fx.symbolic_trace(repro_module)
-        eager = run_graph(graph_module, inputs)
-        fp64 = run_graph(graph_module, inputs, upcast=True)
+        graph_module = trace(repro_module, inputs)
+        eager, fp64 = references(graph_module, inputs, seed)
     except Exception:
         traceback.print_exc()
         print("repro: cannot run (loading inputs or the eager reference failed)")
@@ -76,7 +111,7 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         print(f"repro: eager output {'holds' if found else 'holds no'} NaN/Inf")
         return EXIT_REPRODUCED if found else EXIT_NOT_REPRODUCED
     try:
-        compiled = compile_with_inductor(graph_module, inputs, inductor_config)
+        compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed)
     except Exception as error:
         if expect == "crash":
             print(f"repro: REPRODUCED: Inductor raised {type(error).__name__}: {error}")
@@ -88,6 +123,11 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         print("repro: NOT REPRODUCED: Inductor compiled and ran without raising")
         return EXIT_NOT_REPRODUCED
     verdicts = compare_values(eager, fp64, compiled)
+    if not rng_strict and len(verdicts) == len(eager):  # draws are data: only their finiteness counts
+        verdicts = [
+            compare_random_draw(e, c) if is_random else v
+            for e, c, v, is_random in zip(eager, compiled, verdicts, random_outputs(graph_module))
+        ]
     report(output_names, verdicts)
     mismatched = any(v.outcome is not Outcome.MATCH for v in verdicts)
     print(f"repro: {'REPRODUCED' if mismatched else 'NOT REPRODUCED'}: Inductor "

@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
+from .inductor_adapter import forced_fallbacks
 from .fx_eval import clone_value, interpret, run_graph, to_fp64
 
 __all__ = ["Compiler", "interpret", "run_compiled", "run_graph", "to_fp64"]
@@ -33,6 +34,8 @@ class Compiler:
     compiles: int = 0
     seconds: float = 0.0
     history: list[str] = field(default_factory=list)
+    stage: str = "localise"  # the pipeline stage compiles are counted under
+    by_stage: dict[str, int] = field(default_factory=dict)
 
     def compile(
         self,
@@ -42,23 +45,34 @@ class Compiler:
         label: str = "",
         config_patches: dict[str, Any] | None = None,
         decompositions: dict[Any, Callable[..., Any]] | None = None,
+        fallbacks: Sequence[Any] = (),
+        aten_graph: bool = True,
     ) -> Callable[..., Any]:
+        """Compile with Inductor; ``fallbacks`` are ops forced to their aten kernels.
+
+        ``aten_graph``: the graph is already past Dynamo and AOT tracing, so pre-grad passes
+        (written for torch-level graphs) are off, as they are for the graph a real run lowers.
+        """
         import time
+
+        patches = {**({"use_pre_grad_passes": False} if aten_graph else {}), **(config_patches or {})}
 
         def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
             self.compiles += 1
+            self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
             self.history.append(label)
             return compile_fx_inner(*args, **kwargs)
 
         start = time.perf_counter()
         try:
-            compiled = compile_fx(
-                copy.deepcopy(graph_module),
-                list(example_inputs),
-                inner_compile=counting_inner_compile,
-                config_patches=config_patches,
-                decompositions=decompositions,
-            )
+            with forced_fallbacks(fallbacks):
+                compiled = compile_fx(
+                    copy.deepcopy(graph_module),
+                    list(example_inputs),
+                    inner_compile=counting_inner_compile,
+                    config_patches=patches or None,
+                    decompositions=decompositions,
+                )
         finally:
             self.seconds += time.perf_counter() - start
         return compiled

@@ -23,8 +23,11 @@ class NodeCheck:
 
 def check_nodes(context: GraphContext, compiler: Compiler) -> NodeCheck:
     view = context.view
-    checked = [n.name for n in view.compute_nodes if view.checkable(n)]
-    verdict = context.judge(context.subgraph(checked, isolate=True), compiler, label=f"{context.name}:nodes")
+    # Random nodes are checked too: in data mode only for NaN/Inf their draws should not hold
+    # (a bad decomposition of a random op), in strict mode against eager's draws.
+    checked = [n.name for n in view.compute_nodes if view.checkable(n) or view.is_random_tensor_op(n)]
+    subgraph = context.subgraph(checked, isolate=True)
+    verdict = context.judge(subgraph, compiler, label=f"{context.name}:nodes")
     failing = set(verdict.failing_outputs)
     culprits = tuple(
         name for name in checked if any(v.name in failing for v in value_nodes(view.nodes[name]))

@@ -47,7 +47,7 @@ def find_window(
     known_passing: Iterable[str] = (),
 ) -> tuple[str, ...]:
     """The 1-minimal set of nodes (in execution order) whose joint compile still diverges."""
-    order = context.view.compilable_names()
+    order = context.view.compilable_names(keep_random=context.rng_strict)
     search.record(frozenset(order), True)
     for name in known_passing:
         search.record(frozenset([name]), False)

@@ -1,0 +1,83 @@
+"""The one place that touches Inductor state no public hook reaches: forced aten fallbacks.
+
+Inductor has no config or ``compile_fx`` argument to make one op fall back to its aten kernel, so
+:func:`forced_fallbacks` registers a fallback lowering (``torch._inductor.lowering.make_fallback``)
+and restores the lowering table, the fallback set and the realized-inputs set in ``finally``.
+Everything else the engine changes goes through ``config.patch`` or ``compile_fx`` arguments.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+from typing import Any, Iterable, Iterator
+
+import torch
+
+
+@contextlib.contextmanager
+def forced_fallbacks(ops: Iterable[Any]) -> Iterator[None]:
+    from torch._inductor import lowering
+
+    ops = list(ops)
+    saved_lowerings = {op: lowering.lowerings.get(op) for op in ops}
+    saved_fallbacks = set(lowering.fallbacks)
+    saved_realized = set(lowering.needs_realized_inputs)
+    try:
+        for op in ops:
+            lowering.make_fallback(op, warn=False, override_decomp=True)
+        yield
+    finally:
+        for op, saved in saved_lowerings.items():
+            if saved is None:
+                lowering.lowerings.pop(op, None)
+            else:
+                lowering.lowerings[op] = saved
+        lowering.fallbacks.clear()
+        lowering.fallbacks.update(saved_fallbacks)
+        lowering.needs_realized_inputs.clear()
+        lowering.needs_realized_inputs.update(saved_realized)
+
+
+def default_decompositions() -> dict[Any, Any]:
+    """A copy of the decomposition table Inductor compiles with under the current config."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    return dict(select_decomp_table())
+
+
+def is_lowered(op: Any) -> bool:
+    from torch._inductor import lowering
+
+    return isinstance(op, torch._ops.OpOverload) and op in lowering.lowerings
+
+
+def nondefault_inductor_config() -> tuple[dict[str, Any], list[str]]:
+    """The Inductor config the user's code set: (renderable as code, the other keys).
+
+    Values that come from the environment or from import-time detection are left out: a fresh
+    process in the same environment gets them anyway.
+    """
+    import torch._inductor.config as inductor_config
+    from torch.utils._config_module import _UNSET_SENTINEL
+
+    renderable: dict[str, Any] = {}
+    other: list[str] = []
+    current = inductor_config.get_config_copy()
+    for key, entry in sorted(inductor_config._config.items()):
+        if entry.user_override.get() is _UNSET_SENTINEL or key.startswith("_") or key not in current:
+            continue
+        value = current[key]
+        if value == entry.default:
+            continue
+        if _is_literal(value):
+            renderable[key] = value
+        else:
+            other.append(key)
+    return renderable, other
+
+
+def _is_literal(value: Any) -> bool:
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError):
+        return False
