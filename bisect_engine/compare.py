@@ -5,7 +5,7 @@ exceeds eager's own error against fp64*, with errors measured in units of the ou
 rounding unit at the tensor's scale ("ulps"). Working in ulps makes one rule serve fp32, bf16 and
 fp16 alike, where ``torch._dynamo.utils.same`` hand-tunes a factor per dtype and size:
 
-    err(x) = |x - ref64| / (u(dtype) * scale),   scale = RMS(ref64) (finite entries)
+    err(x) = |x - ref64| / (u(dtype) * scale),   scale = max(RMS(ref64), RMS(compiled)) (finite)
     mismatch  iff  rms_err(compiled) > RATIO * rms_err(eager) + RMS_FLOOR
               or   max_err(compiled) > RATIO * max_err(eager) + MAX_FLOOR
               or   compiled is NaN/Inf where eager and fp64 are finite
@@ -88,7 +88,11 @@ def compare_tensor(
     if not (eager.is_floating_point() or eager.is_complex()):
         equal = torch.equal(eager.cpu(), compiled.cpu())
         return TensorVerdict(Outcome.MATCH if equal else Outcome.MISMATCH, reason="" if equal else "exact")
-    return _compare_floating(eager, fp64 if isinstance(fp64, torch.Tensor) else eager, compiled, tolerance)
+    reference = fp64 if isinstance(fp64, torch.Tensor) else eager
+    if eager.is_complex():  # judge real and imaginary parts as a pair of real tensors
+        eager, compiled = torch.view_as_real(eager), torch.view_as_real(compiled)
+        reference = torch.view_as_real(reference.to(torch.complex128))
+    return _compare_floating(eager, reference, compiled, tolerance)
 
 
 def _compare_floating(
@@ -100,13 +104,19 @@ def _compare_floating(
     ref_finite = torch.isfinite(ref)
     eager_finite = torch.isfinite(eager64)
     compiled_finite = torch.isfinite(compiled64)
-    new_nonfinite = int((~compiled_finite & eager_finite & ref_finite).sum())
+    # Compiled turns non-finite where eager and fp64 are finite, or is a different non-finite
+    # (NaN, +Inf, -Inf) where eager agrees with fp64's non-finite value.
+    ref_class, eager_class, compiled_class = _finite_class(ref), _finite_class(eager64), _finite_class(compiled64)
+    changed = ~ref_finite & (eager_class == ref_class) & (compiled_class != ref_class)
+    new_nonfinite = int((~compiled_finite & eager_finite & ref_finite).sum() + changed.sum())
     usable = ref_finite & eager_finite & compiled_finite
     if usable.sum() == 0:
         outcome = Outcome.MISMATCH if new_nonfinite else Outcome.MATCH
         return TensorVerdict(outcome, new_nonfinite=new_nonfinite, reason="nonfinite" if new_nonfinite else "")
     ref_used = ref[usable]
-    scale = float(ref_used.square().mean().sqrt())
+    # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
+    # still gives a finite, meaningful error.
+    scale = max(float(ref_used.square().mean().sqrt()), float(compiled64[usable].square().mean().sqrt()))
     unit = rounding_unit(eager.dtype) * max(scale, torch.finfo(eager.dtype).tiny)
     compiled_error = (compiled64[usable] - ref_used).abs() / unit
     eager_error = (eager64[usable] - ref_used).abs() / unit
@@ -119,6 +129,15 @@ def _compare_floating(
     )
     reason = _mismatch_reason(tolerance, **verdict)
     return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, **verdict)
+
+
+def _finite_class(values: torch.Tensor) -> torch.Tensor:
+    """0 finite, 1 NaN, 2 +Inf, 3 -Inf."""
+    classes = torch.zeros(values.shape, dtype=torch.int8)
+    classes[torch.isnan(values)] = 1
+    classes[values == float("inf")] = 2
+    classes[values == float("-inf")] = 3
+    return classes
 
 
 def _mismatch_reason(

@@ -66,11 +66,13 @@ def bit_hash(tensor: torch.Tensor) -> str:
         flat = flat.to(torch.uint8)
     raw = flat.view(torch.uint8)
     padding = (-raw.numel()) % 4
-    if padding:
-        raw = torch.cat([raw, raw.new_zeros(padding)])
+    raw = torch.cat([raw, raw.new_zeros(padding)])  # a fresh, aligned copy
     words = raw.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
     positions = torch.arange(1, words.numel() + 1, device=words.device, dtype=torch.int64)
-    # Two odd multipliers mix value and position; int64 products wrap, which is deterministic.
-    mixed = (words * 0x9E3779B1 + positions * 0x85EBCA77) ^ (words << 17)
-    folded = int((mixed * 0x27D4EB2F165667C5).sum()) & _MASK_62
+    # Mix each word with its position through a non-linear finaliser (xor-shift, multiply), so
+    # swapping two elements changes the sum; int64 products wrap, which is deterministic.
+    mixed = words * 0x9E3779B1 + positions * 0x85EBCA77
+    mixed = (mixed ^ (mixed >> 29)) * 0x27D4EB2F165667C5
+    mixed = mixed ^ (mixed >> 31)
+    folded = int(mixed.sum()) & _MASK_62
     return f"{folded:016x}"

@@ -51,7 +51,23 @@ class _RecordingInterpreter(fx.Interpreter):
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
             log.debug("fp64 failed for %s: %s", node.name, error)
             self.fp64_failures.append(node.name)
-            return node.target(*args, **kwargs)
+            args = fx.node.map_arg(node.args, self._in_model_dtype)
+            kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
+            return _as_fp64(node.target(*args, **kwargs))
+
+    def _in_model_dtype(self, source: fx.Node) -> Any:
+        """An input's fp64 value cast back to the dtype the graph recorded for it."""
+        value = self.env[source]
+        recorded = source.meta.get("val", source.meta.get("example_value"))
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float64:
+            return value
+        # No record (a hand-built graph): float32, the dtype every floating kernel has.
+        return value.to(recorded.dtype if isinstance(recorded, torch.Tensor) else torch.float32)
+
+
+
+def _as_fp64(value: Any) -> Any:
+    return to_fp64(value)
 
 
 def to_fp64(value: Any) -> Any:
@@ -93,4 +109,5 @@ def run_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, upcast: bo
     """A graph's outputs, eagerly; ``upcast`` runs every floating op in fp64."""
     values = interpret(graph_module, inputs, upcast=upcast, overrides=overrides)
     output_node = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
-    return list(fx.node.map_arg(output_node.args[0], lambda n: values[n.name]))
+    outputs = fx.node.map_arg(output_node.args[0], lambda n: values[n.name])
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]

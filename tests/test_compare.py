@@ -1,0 +1,303 @@
+"""Tests for bisect_engine.compare: the ulp-based accuracy oracle.
+
+Errors are planted in exact multiples of the rounding unit, so every threshold of the documented
+rule (``compiled_rms > RATIO * eager_rms + RMS_FLOOR`` / the same for max / new non-finite values)
+is probed on both sides with exact arithmetic.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bisect_engine.compare import (
+    Outcome,
+    TensorVerdict,
+    Tolerance,
+    compare_tensor,
+    compare_values,
+    rounding_unit,
+    worst,
+)
+
+U32 = 2.0**-24  # fp32 unit roundoff
+
+
+def signed_ones(n: int = 64) -> torch.Tensor:
+    """+-1 in fp64: RMS (the oracle's scale) is exactly 1, so one ulp at scale is exactly U32."""
+    return torch.where(torch.arange(n) % 3 == 0, -1.0, 1.0).to(torch.float64)
+
+
+def towards_zero(ref: torch.Tensor, ulps: int) -> torch.Tensor:
+    """fp32 values ``ulps`` units of 2**-24 closer to zero than +-1: exactly representable."""
+    return (ref - ref.sign() * ulps * U32).to(torch.float32)
+
+
+def bump_bits(tensor: torch.Tensor, steps: int = 1) -> torch.Tensor:
+    """Move every element ``steps`` representable values away from zero (same dtype)."""
+    int_dtype = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32}[tensor.dtype]
+    return (tensor.view(int_dtype) + steps).view(tensor.dtype)
+
+
+def judge(eager_ulps: int, compiled_ulps: int, tolerance: Tolerance = Tolerance()):
+    ref = signed_ones()
+    return compare_tensor(towards_zero(ref, eager_ulps), ref, towards_zero(ref, compiled_ulps), tolerance)
+
+
+# --- the rule's thresholds ------------------------------------------------------------------------
+
+
+def test_planted_errors_are_measured_in_ulps_at_scale() -> None:
+    verdict = judge(eager_ulps=3, compiled_ulps=5)
+    assert verdict.eager_rms_ulps == pytest.approx(3.0)
+    assert verdict.compiled_rms_ulps == pytest.approx(5.0)
+    assert verdict.eager_max_ulps == pytest.approx(3.0)
+    assert verdict.compiled_max_ulps == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("compiled_ulps, expected", [(0, Outcome.MATCH), (8, Outcome.MATCH), (9, Outcome.MISMATCH), (20, Outcome.MISMATCH)])
+def test_rms_floor_of_8_ulps_when_eager_is_exact(compiled_ulps: int, expected: Outcome) -> None:
+    verdict = judge(eager_ulps=0, compiled_ulps=compiled_ulps)
+    assert verdict.outcome is expected
+    assert verdict.reason == ("" if expected is Outcome.MATCH else "rms")
+
+
+@pytest.mark.parametrize("compiled_ulps, expected", [(28, Outcome.MATCH), (29, Outcome.MISMATCH)])
+def test_ratio_2_plus_floor_when_eager_has_error(compiled_ulps: int, expected: Outcome) -> None:
+    # eager 10 ulps off: the bound is 2 * 10 + 8 = 28 ulps.
+    verdict = judge(eager_ulps=10, compiled_ulps=compiled_ulps)
+    assert verdict.outcome is expected
+
+
+def test_custom_tolerance_moves_the_threshold() -> None:
+    assert judge(0, 9).outcome is Outcome.MISMATCH
+    assert judge(0, 9, Tolerance(rms_floor_ulps=9.0)).outcome is Outcome.MATCH
+    assert judge(10, 25, Tolerance(ratio=1.0)).outcome is Outcome.MISMATCH  # 25 > 1 * 10 + 8
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_compiled_more_accurate_than_eager_never_fails(seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    ref = torch.randn(1000, generator=generator, dtype=torch.float64)
+    scale = float(ref.square().mean().sqrt())
+    # eager is sloppy (hundreds of ulps), compiled is the correctly rounded fp32 value.
+    eager = (ref + torch.randn(1000, generator=generator, dtype=torch.float64) * 300 * U32 * scale).float()
+    compiled = ref.float()
+    strict = Tolerance(ratio=1.0, rms_floor_ulps=0.0, max_floor_ulps=0.0)
+    for tolerance in (Tolerance(), strict):
+        verdict = compare_tensor(eager, ref, compiled, tolerance)
+        assert verdict.outcome is Outcome.MATCH, verdict
+        assert verdict.compiled_rms_ulps < verdict.eager_rms_ulps
+
+
+def test_compiled_finite_where_eager_overflowed_is_not_a_mismatch() -> None:
+    ref = torch.tensor([1.0, 70000.0, -2.0], dtype=torch.float64)  # 70000 overflows fp16
+    eager = ref.to(torch.float16)
+    assert torch.isinf(eager[1])
+    compiled = torch.tensor([1.0, 65504.0, -2.0], dtype=torch.float16)
+    verdict = compare_tensor(eager, ref, compiled)
+    assert verdict.outcome is Outcome.MATCH
+    # Errors are measured on entries finite in all three, so eager's Inf does not make them Inf.
+    assert math.isfinite(verdict.eager_rms_ulps) and math.isfinite(verdict.eager_max_ulps)
+
+
+def test_one_wrong_element_among_10000_is_caught_by_the_max_criterion() -> None:
+    generator = torch.Generator().manual_seed(0)
+    ref = torch.randn(10_000, generator=generator, dtype=torch.float64)
+    eager = ref.float()
+    ulp_at_scale = U32 * float(ref.square().mean().sqrt())
+
+    def planted(ulps: float) -> torch.Tensor:
+        compiled = eager.clone()
+        compiled[4321] = float(ref[4321] + ulps * ulp_at_scale)
+        return compiled
+
+    caught = compare_tensor(eager, ref, planted(200))
+    assert caught.outcome is Outcome.MISMATCH
+    assert caught.reason == "max"  # RMS alone (~2 ulps over 10,000 entries) would miss it
+    assert caught.compiled_rms_ulps < 8
+    assert caught.compiled_max_ulps == pytest.approx(200, abs=1)
+    assert compare_tensor(eager, ref, planted(40)).outcome is Outcome.MATCH  # within the 64-ulp max floor
+
+
+# --- non-finite values ----------------------------------------------------------------------------
+
+
+def test_nan_in_compiled_where_eager_and_fp64_are_finite_is_a_mismatch() -> None:
+    ref = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    eager = ref.float()
+    compiled = eager.clone()
+    compiled[1] = math.nan
+    compiled[3] = math.inf
+    verdict = compare_tensor(eager, ref, compiled)
+    assert verdict.outcome is Outcome.MISMATCH
+    assert verdict.reason == "nonfinite"
+    assert verdict.new_nonfinite == 2
+
+
+def test_nan_everywhere_in_compiled_is_a_mismatch() -> None:
+    ref = torch.ones(3, dtype=torch.float64)
+    verdict = compare_tensor(ref.float(), ref, torch.full((3,), math.nan))
+    assert verdict.outcome is Outcome.MISMATCH
+    assert verdict.reason == "nonfinite"
+
+
+def test_nan_in_all_three_matches() -> None:
+    ref = torch.tensor([math.nan, 1.0, -math.inf], dtype=torch.float64)
+    verdict = compare_tensor(ref.float(), ref, ref.float())
+    assert verdict.outcome is Outcome.MATCH
+    assert verdict.new_nonfinite == 0
+    only_nan = torch.full((2,), math.nan, dtype=torch.float64)
+    assert compare_tensor(only_nan.float(), only_nan, only_nan.float()).outcome is Outcome.MATCH
+
+
+def test_nan_where_eager_is_nan_too_is_not_new() -> None:
+    ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    eager = torch.tensor([math.nan, 2.0])
+    compiled = torch.tensor([math.nan, 2.0])
+    verdict = compare_tensor(eager, ref, compiled)
+    assert verdict.outcome is Outcome.MATCH
+    assert verdict.new_nonfinite == 0
+
+
+# --- structure and exact dtypes -------------------------------------------------------------------
+
+
+def test_shape_mismatch() -> None:
+    verdict = compare_tensor(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.float64), torch.zeros(3, 2))
+    assert verdict.outcome is Outcome.MISMATCH
+    assert "shape" in verdict.reason
+
+
+def test_dtype_mismatch() -> None:
+    verdict = compare_tensor(torch.zeros(4), torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float16))
+    assert verdict.outcome is Outcome.MISMATCH
+    assert "dtype" in verdict.reason
+
+
+def test_compiled_not_a_tensor() -> None:
+    verdict = compare_tensor(torch.zeros(2), torch.zeros(2, dtype=torch.float64), None)
+    assert verdict.outcome is Outcome.MISMATCH
+    assert "NoneType" in verdict.reason
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_integers_must_match_exactly(dtype: torch.dtype) -> None:
+    eager = torch.arange(100, dtype=dtype)
+    assert compare_tensor(eager, eager, eager.clone()).outcome is Outcome.MATCH
+    off_by_one = eager.clone()
+    off_by_one[57] += 1
+    verdict = compare_tensor(eager, eager, off_by_one)
+    assert verdict.outcome is Outcome.MISMATCH
+    assert verdict.reason == "exact"
+
+
+def test_booleans_must_match_exactly() -> None:
+    eager = torch.tensor([True, False, True])
+    assert compare_tensor(eager, None, eager.clone()).outcome is Outcome.MATCH
+    assert compare_tensor(eager, None, torch.tensor([True, True, True])).outcome is Outcome.MISMATCH
+
+
+def test_python_scalars_compare_by_equality() -> None:
+    assert compare_tensor(3, 3, 3).outcome is Outcome.MATCH
+    verdict = compare_tensor(3, 3, 4)
+    assert verdict.outcome is Outcome.MISMATCH
+    assert verdict.reason == "value"
+
+
+def test_missing_fp64_uses_eager_as_the_reference() -> None:
+    eager = torch.ones(16)
+    assert compare_tensor(eager, None, towards_zero(torch.ones(16, dtype=torch.float64), 8)).outcome is Outcome.MATCH
+    assert compare_tensor(eager, None, towards_zero(torch.ones(16, dtype=torch.float64), 9)).outcome is Outcome.MISMATCH
+
+
+# --- low-precision dtypes use their own rounding unit ---------------------------------------------
+
+
+def test_rounding_unit_is_half_epsilon() -> None:
+    assert rounding_unit(torch.float32) == 2.0**-24
+    assert rounding_unit(torch.bfloat16) == 2.0**-8
+    assert rounding_unit(torch.float16) == 2.0**-11
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_one_ulp_in_low_precision_matches(dtype: torch.dtype) -> None:
+    ref = torch.randn(4096, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    eager = ref.to(dtype)
+    compiled = bump_bits(eager, 1)
+    assert not torch.equal(compiled, eager)
+    verdict = compare_tensor(eager, ref, compiled)
+    assert verdict.outcome is Outcome.MATCH, verdict
+    # Measured in the dtype's own unit, one ulp of the value is a few units, not 2**16 of fp32's.
+    assert 0.5 < verdict.compiled_rms_ulps < 4
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fifty_percent_error_in_low_precision_mismatches(dtype: torch.dtype) -> None:
+    ref = torch.randn(4096, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    eager = ref.to(dtype)
+    verdict = compare_tensor(eager, ref, (ref * 1.5).to(dtype))
+    assert verdict.outcome is Outcome.MISMATCH
+    assert verdict.reason == "rms"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_planted_errors_flip_at_the_floor(dtype: torch.dtype) -> None:
+    # In [0.5, 1) values are spaced u apart, so k steps below 1.0 is exactly k units at scale 1.
+    ref = torch.ones(32, dtype=torch.float64)
+    eager = ref.to(dtype)
+    below = lambda steps: (eager.view(torch.int16) - steps).view(dtype)  # noqa: E731
+    assert compare_tensor(eager, ref, below(8)).compiled_rms_ulps == 8.0
+    assert compare_tensor(eager, ref, below(8)).outcome is Outcome.MATCH
+    assert compare_tensor(eager, ref, below(9)).outcome is Outcome.MISMATCH
+
+
+def test_complex_imaginary_part_is_compared() -> None:
+    eager = torch.tensor([1 + 1j, 2 + 2j, -3 + 0.5j], dtype=torch.complex64)
+    compiled = eager.clone()
+    compiled.imag.mul_(-1.0)
+    verdict = compare_tensor(eager, eager.to(torch.complex128), compiled)
+    assert verdict.outcome is Outcome.MISMATCH
+
+
+# --- compare_values / worst / to_json -------------------------------------------------------------
+
+
+def test_compare_values_pairs_outputs_and_checks_count() -> None:
+    ref = signed_ones()
+    eager = towards_zero(ref, 0)
+    verdicts = compare_values([eager, eager], [ref, ref], [eager.clone(), towards_zero(ref, 30)])
+    assert [v.outcome for v in verdicts] == [Outcome.MATCH, Outcome.MISMATCH]
+    short = compare_values([eager, eager], [ref, ref], [eager])
+    assert len(short) == 1
+    assert short[0].outcome is Outcome.MISMATCH
+
+
+def test_worst_picks_the_first_mismatch_else_the_largest_error() -> None:
+    small, large = judge(0, 2), judge(0, 6)
+    first_bad, second_bad = judge(0, 50), judge(0, 20)
+    assert worst([small, large, small]) is large
+    assert worst([small, second_bad, first_bad]) is second_bad
+    crash = TensorVerdict(Outcome.CRASH, reason="boom")
+    assert worst([small, crash]) is crash
+    assert worst([]).outcome is Outcome.MATCH
+
+
+def test_to_json_keeps_non_finite_errors_readable() -> None:
+    verdict = TensorVerdict(Outcome.MISMATCH, compiled_rms_ulps=math.inf, eager_rms_ulps=1.23456, reason="rms")
+    payload = verdict.to_json()
+    assert payload["outcome"] == "mismatch"
+    assert payload["compiled_rms_ulps"] == "inf"
+    assert payload["eager_rms_ulps"] == 1.235
+    assert payload["reason"] == "rms"
+
+
+def test_a_different_non_finite_where_eager_agrees_with_fp64_is_a_mismatch() -> None:
+    eager = torch.tensor([float("inf"), 1.0, 2.0])
+    fp64 = eager.to(torch.float64)
+    for wrong in (float("-inf"), float("nan")):
+        compiled = torch.tensor([wrong, 1.0, 2.0])
+        verdict = compare_tensor(eager, fp64, compiled)
+        assert verdict.outcome is Outcome.MISMATCH and verdict.reason == "nonfinite"
+    assert compare_tensor(eager, fp64, eager.clone()).outcome is Outcome.MATCH

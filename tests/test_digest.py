@@ -1,0 +1,155 @@
+"""Tests for bisect_engine.digest: TensorDigest, digest and bit_hash."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bisect_engine.digest import TensorDigest, bit_hash, digest
+
+
+def flip_bit(tensor: torch.Tensor, index: int, bit: int) -> torch.Tensor:
+    """A copy of a float32 tensor with one bit of one element flipped."""
+    words = tensor.clone().view(torch.int32).reshape(-1)
+    words[index] ^= 1 << bit if bit < 31 else -(1 << 31)
+    return words.view(torch.float32).reshape(tensor.shape)
+
+
+# --- digest ---------------------------------------------------------------------------------------
+
+
+def test_digest_of_a_known_tensor() -> None:
+    d = digest(torch.tensor([[1.0, -2.0], [3.5, -0.25]]))
+    assert isinstance(d, TensorDigest)
+    assert d.shape == (2, 2)
+    assert d.dtype == "float32"
+    assert d.l1_norm == 6.75
+    assert (d.nan_count, d.inf_count) == (0, 0)
+    assert not d.nonfinite
+    assert len(d.bit_hash) == 16 and int(d.bit_hash, 16) >= 0
+
+
+def test_l1_norm_is_accumulated_in_fp64() -> None:
+    # fp32 cannot hold 200000001 (its spacing there is 16): an fp32 sum would lose the 1.
+    d = digest(torch.tensor([1e8, 1.0, -1e8], dtype=torch.float32))
+    assert d.l1_norm == 200_000_001.0
+
+
+def test_nan_and_inf_are_counted_and_left_out_of_the_norm() -> None:
+    d = digest(torch.tensor([1.0, math.nan, math.inf, -math.inf, -2.0, math.nan]))
+    assert (d.nan_count, d.inf_count) == (2, 2)
+    assert d.l1_norm == 3.0
+    assert d.nonfinite
+    assert digest(torch.tensor([math.inf])).nonfinite
+    assert not digest(torch.tensor([1e38, -1e38])).nonfinite
+
+
+def test_to_json_round_trips_the_fields() -> None:
+    payload = digest(torch.tensor([math.nan, 2.0])).to_json()
+    assert payload["shape"] == [2]
+    assert payload["dtype"] == "float32"
+    assert payload["l1_norm"] == 2.0
+    assert payload["nan"] == 1 and payload["inf"] == 0
+    assert payload["bit_hash"] == bit_hash(torch.tensor([math.nan, 2.0]))
+
+
+@pytest.mark.parametrize(
+    "tensor, dtype, l1, infs",
+    [
+        (torch.tensor([True, False, True]), "bool", 2.0, 0),
+        (torch.tensor([-3, 4, 0], dtype=torch.int64), "int64", 7.0, 0),
+        (torch.tensor([-3, 4], dtype=torch.int8), "int8", 7.0, 0),
+        (torch.tensor([1.5, -2.25], dtype=torch.bfloat16), "bfloat16", 3.75, 0),
+        (torch.tensor([1.5, -2.25, -math.inf], dtype=torch.float16), "float16", 3.75, 1),
+    ],
+)
+def test_digest_of_other_dtypes(tensor: torch.Tensor, dtype: str, l1: float, infs: int) -> None:
+    d = digest(tensor)
+    assert d.dtype == dtype
+    assert d.shape == tuple(tensor.shape)
+    assert d.l1_norm == l1
+    assert d.nan_count == 0
+    assert d.inf_count == infs
+
+
+def test_digest_of_scalar_and_empty_tensors() -> None:
+    assert digest(torch.tensor(-4.0)).shape == ()
+    assert digest(torch.tensor(-4.0)).l1_norm == 4.0
+    empty = digest(torch.empty(0, 3))
+    assert empty.shape == (0, 3)
+    assert empty.l1_norm == 0.0
+
+
+# --- bit_hash -------------------------------------------------------------------------------------
+
+
+def test_bit_hash_is_equal_for_equal_tensors() -> None:
+    a = torch.randn(7, 5, generator=torch.Generator().manual_seed(0))
+    b = torch.randn(7, 5, generator=torch.Generator().manual_seed(0))
+    assert a is not b
+    assert bit_hash(a) == bit_hash(b)
+
+
+def test_bit_hash_of_a_non_contiguous_view_equals_its_contiguous_copy() -> None:
+    base = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+    view = base.t()[::2]
+    assert not view.is_contiguous()
+    assert bit_hash(view) == bit_hash(view.contiguous())
+    assert bit_hash(view) != bit_hash(base.t()[1::2].contiguous())
+
+
+@pytest.mark.parametrize("index", [0, 13, 34])
+@pytest.mark.parametrize("bit", [0, 1, 16, 22, 23, 30, 31])
+def test_bit_hash_changes_when_one_bit_flips(index: int, bit: int) -> None:
+    tensor = torch.randn(5, 7, generator=torch.Generator().manual_seed(2))
+    flipped = flip_bit(tensor, index, bit)
+    assert not torch.equal(tensor.view(torch.int32), flipped.view(torch.int32))
+    assert bit_hash(flipped) != bit_hash(tensor)
+
+
+def test_bit_hash_sees_the_sign_of_zero_and_nan_payloads() -> None:
+    assert bit_hash(torch.tensor([0.0])) != bit_hash(torch.tensor([-0.0]))
+    quiet = torch.tensor([math.nan])
+    payload = (quiet.view(torch.int32) | 1).view(torch.float32)
+    assert bit_hash(quiet) != bit_hash(payload)
+
+
+def test_bit_hash_changes_when_two_elements_swap() -> None:
+    cases = [
+        (torch.tensor([0.0, 1.0, 7.0]), torch.tensor([1.0, 0.0, 7.0])),
+        (torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([2.0, 1.0, 3.0, 4.0])),
+        (torch.tensor([0, 1, 5], dtype=torch.int64), torch.tensor([1, 0, 5], dtype=torch.int64)),
+        (torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[1.0, 3.0], [2.0, 4.0]])),
+    ]
+    collisions = [(a.tolist(), b.tolist()) for a, b in cases if bit_hash(a) == bit_hash(b)]
+    assert not collisions, f"swapped tensors with equal bit_hash: {collisions}"
+
+
+@pytest.mark.parametrize(
+    "tensor, other",
+    [
+        (torch.tensor([True, False, True]), torch.tensor([True, True, True])),
+        (torch.tensor([3, 4, 5], dtype=torch.int64), torch.tensor([3, 4, 6], dtype=torch.int64)),
+        (torch.tensor([3, 4, 5], dtype=torch.int8), torch.tensor([3, 4, 6], dtype=torch.int8)),
+        (torch.tensor([1.0, 2.0, 3.0], dtype=torch.bfloat16), torch.tensor([1.0, 2.0, 3.015625], dtype=torch.bfloat16)),
+        (torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16), torch.tensor([1.0, 2.0, 3.001953125], dtype=torch.float16)),
+    ],
+)
+def test_bit_hash_of_other_dtypes(tensor: torch.Tensor, other: torch.Tensor) -> None:
+    assert not torch.equal(tensor, other)
+    assert bit_hash(tensor) == bit_hash(tensor.clone())
+    assert bit_hash(tensor) != bit_hash(other)
+    assert len(bit_hash(tensor)) == 16
+
+
+def test_bit_hash_of_odd_byte_counts_depends_on_the_last_element() -> None:
+    # 3 bytes are padded to one 4-byte word; the padding must not hide the last byte.
+    assert bit_hash(torch.tensor([1, 2, 3], dtype=torch.uint8)) != bit_hash(torch.tensor([1, 2, 4], dtype=torch.uint8))
+    assert bit_hash(torch.tensor([1, 2, 3, 0, 0], dtype=torch.uint8)) != bit_hash(torch.tensor([1, 2, 3], dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.bfloat16])
+def test_bit_hash_of_an_offset_slice(dtype: torch.dtype) -> None:
+    base = torch.arange(9).to(dtype)
+    assert bit_hash(base[1:]) == bit_hash(base[1:].clone())

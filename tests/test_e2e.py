@@ -1,0 +1,149 @@
+"""End to end: the real CLI with real Inductor compiles on every bundled case.
+
+Each case file declares ``EXPECTED`` (the exact op, graph, kind, subsystem) and ``plant()``, which
+installs its bug. The tool runs in a subprocess whose interpreter plants the bug at start-up (a
+``sitecustomize``), so every fresh process it starts, the repro's included, has "the same
+environment". Then the repro runs again with the bug absent (no plant, planted config keys
+removed) and must exit 0. All cases run up front, two at a time, and the tests read the results.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = sorted((ROOT / "repro_cases").glob("*.py")) + sorted((ROOT / "tests" / "upstream_cases").glob("*.py"))
+pytestmark = pytest.mark.e2e
+
+
+def _literal(path: Path, name: str, default: Any = None) -> Any:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    return default
+
+
+@dataclass
+class CaseRun:
+    case: Path
+    exit_code: int
+    output: str
+    report: dict[str, Any] | None
+    out_dir: Path
+    env: dict[str, str]
+
+
+def _planting_env(case: Path, site_dir: Path) -> dict[str, str]:
+    site_dir.mkdir(parents=True, exist_ok=True)
+    (site_dir / "sitecustomize.py").write_text(
+        "import importlib.util as _u\n"
+        f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
+        "_module = _u.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_module)\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site_dir), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def _run_case(case: Path, base: Path) -> CaseRun:
+    out_dir = base / case.stem / "out"
+    workdir = base / case.stem / "cwd"
+    workdir.mkdir(parents=True)
+    env = _planting_env(case, base / case.stem / "site")
+    command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(out_dir),
+               "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", [])]
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=workdir)
+    report_path = out_dir / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else None
+    return CaseRun(case, completed.returncode, completed.stdout + completed.stderr, report, out_dir, env)
+
+
+@pytest.fixture(scope="session")
+def case_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseRun]:
+    base = tmp_path_factory.mktemp("e2e")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda case: _run_case(case, base), CASES))
+    return {run.case.stem: run for run in runs}
+
+
+def _ids() -> list[str]:
+    return [case.stem for case in CASES]
+
+
+@pytest.mark.parametrize("stem", _ids())
+def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> None:
+    run = case_runs[stem]
+    expected = _literal(run.case, "EXPECTED")
+    assert run.report is not None, run.output
+    report = run.report
+    assert report["verdict"] == expected["verdict"], run.output
+    assert run.exit_code == (0 if expected["verdict"] == "clean" else 1), run.output
+    culprit = report["culprit"]
+    if expected.get("op") is None:
+        assert culprit is None, culprit
+    else:
+        assert culprit is not None, run.output
+        assert culprit["op"] == expected["op"], run.output
+        if "graph" in expected:
+            assert culprit["graph"] == expected["graph"]
+        if "kind" in expected:
+            assert culprit["kind"] == expected["kind"], run.output
+        if "ops" in expected:
+            assert sorted(culprit["ops"]) == sorted(expected["ops"]), run.output
+        if "forward_op" in expected:
+            assert culprit["forward_op"]["op"] == expected["forward_op"], run.output
+    for side in ("eager", "compiled"):
+        key = f"nan_{side}_op"
+        if key in expected:
+            found = (report["nan"] or {}).get(side)
+            assert (found["op"] if found else None) == expected[key], report["nan"]
+    if "subsystem" in expected:
+        subsystem = report["subsystem"]
+        assert subsystem is not None, run.output
+        assert {k: subsystem[k] for k in ("kind", "name")} == expected["subsystem"], run.output
+
+
+def _has_repro(stem: str) -> bool:
+    case = next(c for c in CASES if c.stem == stem)
+    expected = _literal(case, "EXPECTED")
+    return expected["verdict"] in ("divergent", "nan") and expected.get("op") is not None
+
+
+@pytest.mark.parametrize("stem", [s for s in _ids() if _has_repro(s)])
+def test_repro_reproduces_in_a_fresh_process_and_not_without_the_bug(case_runs: dict[str, CaseRun], stem: str) -> None:
+    run = case_runs[stem]
+    assert run.report is not None, run.output
+    assert run.report["repro"]["status"] == "REPRODUCED", run.report["repro"]
+    repro = Path(run.report["repro"]["path"])
+    again = subprocess.run([sys.executable, repro.name], cwd=repro.parent, env=run.env,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stdout + again.stderr
+    planted = _literal(run.case, "PLANTED", {"config": {}})
+    if _literal(run.case, "EXPECTED").get("nan_eager_op"):  # the model's own NaN: no bug to remove
+        return
+    fixed = repro.with_name("repro_without_bug.py")
+    script = repro.read_text()
+    for key in planted["config"]:
+        script, removed = re.subn(rf"^    {re.escape(repr(key))}: .*,\n", "", script, flags=re.M)
+        assert removed == 1, f"{key} not in the repro's INDUCTOR_CONFIG"
+    fixed.write_text(script)
+    clean_env = {k: v for k, v in os.environ.items()}
+    absent = subprocess.run([sys.executable, fixed.name], cwd=fixed.parent, env=clean_env,
+                            capture_output=True, text=True, timeout=600)
+    assert absent.returncode == 0, absent.stdout + absent.stderr
+
+
+def test_nothing_is_written_outside_the_output_folder(case_runs: dict[str, CaseRun]) -> None:
+    for run in case_runs.values():
+        assert list((run.out_dir.parent / "cwd").iterdir()) == [], run.case.stem

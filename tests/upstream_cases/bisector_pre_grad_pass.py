@@ -1,0 +1,48 @@
+"""CPU equivalent of upstream test_compiler_bisector.py::test_pre_grad.
+
+A custom pre-grad pass rewrites ``x + 1`` into ``x + 2`` on the torch-level graph, before AOT
+tracing: no aten graph we capture shows it, so the tool finds it by recompiling the whole model
+with each pass disabled (``not_reproducible`` at graph level, attributed to the pass).
+"""
+import operator
+
+import torch
+from torch._inductor import config
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+PLANTED = {"config": {}}
+EXPECTED = {
+    "verdict": "not_reproducible", "op": None,
+    "subsystem": {"kind": "pass", "name": "pre_grad_custom_pass"},
+}
+
+
+class CustomPrePass(CustomGraphPass):
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        for node in graph.find_nodes(op="call_function", target=operator.add):
+            args = list(node.args)
+            args[1] = 2
+            node.args = tuple(args)
+
+    def uuid(self):
+        return hash("bisect-accuracy.upstream.pre_grad")
+
+
+def plant():
+    config.pre_grad_custom_pass = CustomPrePass()
+
+
+plant()
+
+
+def foo(x):
+    return x + 1
+
+
+def get_model():
+    return foo
+
+
+def get_inputs():
+    torch.manual_seed(0)
+    return (torch.rand([10]),)
