@@ -105,3 +105,15 @@ def capture(
     finally:
         torch._dynamo.reset()
     return backend.called_graphs(), output
+
+
+def capture_graph_module(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> list[CapturedGraph]:
+    """Capture one Dynamo graph's forward aten graph without Dynamo (no ``torch._dynamo.reset``):
+    for graphs met while a user's program runs, whose compiled frames must stay as they are."""
+    backend = CaptureBackend()
+    try:
+        with torch.no_grad():
+            backend(graph_module, list(inputs))(*inputs)
+    except Exception as error:
+        raise ModelError(f"re-running the graph eagerly raised {type(error).__name__}: {error}") from error
+    return backend.called_graphs()

@@ -107,12 +107,24 @@ class RunResult:
 
 
 def run(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
+    """Capture the model through torch.compile, then search the captured graphs."""
     started = time.perf_counter()
     torch.manual_seed(options.seed)
     with progress.step("capture"):
         captured, _output = capture(spec.model, spec.inputs, spec.loss_fn)
     if not captured:
         raise BisectError("torch.compile captured no graph: the model runs no tensor ops under Dynamo")
+    return run_captured(spec, captured, options, progress, started)
+
+
+def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Options, progress: Progress,
+                 started: float | None = None, model_level_check: bool = True) -> RunResult:
+    """Search graphs captured elsewhere (a model file, or a running script's compiled graph).
+
+    ``model_level_check=False`` skips recompiling ``spec.model`` through torch.compile (script
+    mode: the user's own compiled frames must not be reset).
+    """
+    started = time.perf_counter() if started is None else started
     compiler = Compiler()
     results: list[GraphResult] = []
     for graph in captured:
@@ -126,7 +138,8 @@ def run(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
     if finding is not None and options.runs("subsystem"):
         _attribute(finding, compiler, progress)
     compiler.stage = "model_check"
-    if finding is None and (options.rng == "strict" or not any(_has_random(r) for r in results)):
+    random_graphs = any(_has_random(r) for r in results)
+    if finding is None and model_level_check and (options.rng == "strict" or not random_graphs):
         with progress.step("model-level check"):
             run_result.model_level = check_model_level(spec, compiler, options.tolerance, options.seed)
         compiler.stage = "subsystem"
