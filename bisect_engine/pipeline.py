@@ -62,6 +62,7 @@ class GraphResult:
     compiled_nan: str | None = None
     nan_problem: bool = False
     propagators: list[str] = field(default_factory=list)
+    replay_values: dict[str, Any] = field(default_factory=dict)  # eager replay of the culprit's output
     budget_message: str | None = None
     attribution: Attribution | None = None
     confirmed: bool | None = None  # the culprit subgraph, compiled on its own, still diverges
@@ -155,12 +156,17 @@ def _has_random(result: GraphResult) -> bool:
 
 
 def _attribute(finding: GraphResult, compiler: Compiler, progress: Progress) -> None:
-    names = finding.culprit_nodes or ((finding.compiled_nan,) if finding.compiled_nan else ())
+    """Name the Inductor subsystem behind a compiler-made divergence (never for the model's NaN)."""
+    names, verified = finding.culprit_nodes, True
+    if finding.nodes and finding.nodes.culprits and not finding.window and not finding.confirmed:
+        names = ()  # a culprit that does not diverge alone: no subgraph to switch subsystems on
+    if not names and finding.compiled_nan and not finding.eager_nan:
+        names, verified = (finding.compiled_nan,), False
     if not names:
         return
     with progress.step(f"{finding.context.name}: subsystem bisection"):
         subgraph = finding.context.subgraph(names)
-        finding.attribution = attribute(finding.context, subgraph, compiler)
+        finding.attribution = attribute(finding.context, subgraph, compiler, verified=verified)
 
 
 def _examine(graph: CapturedGraph, compiler: Compiler, options: Options, progress: Progress) -> GraphResult:
@@ -179,11 +185,11 @@ def _examine(graph: CapturedGraph, compiler: Compiler, options: Options, progres
         return result
     with progress.step(f"{graph.name}: per-node verdicts"):
         result.nodes = check_nodes(context, compiler)
-    _nan_forensics(result, eager_problem)
     if result.nodes.culprits:
         _confirm_node(result, compiler, options, progress)
     elif whole.outcome is not Outcome.MATCH:
         _search_window(result, compiler, options, progress)
+    _nan_forensics(result, eager_problem)
     return result
 
 
@@ -200,7 +206,7 @@ def _confirm_node(result: GraphResult, compiler: Compiler, options: Options, pro
         alone = context.judge(context.subgraph([first]), compiler, label=f"{context.name}:confirm")
     result.confirmed = alone.outcome is not Outcome.MATCH
     if result.confirmed:
-        result.propagators = propagators(context, first, result.nodes.verdict)
+        result.propagators, result.replay_values = propagators(context, first, result.nodes.verdict)
     elif result.whole.outcome is not Outcome.MATCH:
         passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [first]
         _search_window(result, compiler, options, progress, passing)
@@ -213,6 +219,10 @@ def _nan_forensics(result: GraphResult, eager_problem: bool) -> None:
     compiled_problem = has_nan_problem(context.view, compiled_values, list(result.whole.compiled_values.values()))
     eager_origin = first_origin(context.view, context.eager_values) if eager_problem else None
     compiled_origin = first_origin(context.view, compiled_values, context.eager_values) if compiled_problem or eager_problem else None
+    if compiled_origin is None and result.replay_values and has_nan_problem(context.view, result.replay_values, []):
+        # The culprit's output is wrong but finite; the NaN appears further down (eager replay).
+        compiled_problem = True
+        compiled_origin = first_origin(context.view, result.replay_values)
     result.eager_nan = eager_origin.name if eager_origin is not None else None
     result.compiled_nan = compiled_origin.name if compiled_origin is not None else None
     result.nan_problem = eager_problem or compiled_problem

@@ -13,6 +13,7 @@ import torch.fx as fx
 
 from .compare import Outcome
 from .digest import digest
+from .forensics import describe_origin
 from .graphs import module_path, op_name, source_location, value_nodes
 from .pipeline import GraphResult, RunResult
 from .repro import Expect, ReproSpec, repro_spec
@@ -85,10 +86,26 @@ def _value_names(graph: GraphResult, names: tuple[str, ...]) -> set[str]:
 def nan_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None:
     if not graph.nan_problem:
         return None
-    return {
-        side: describe_node(result, graph, name) if name else None
-        for side, name in (("eager", graph.eager_nan), ("compiled", graph.compiled_nan))
-    }
+    nan: dict[str, Any] = {side: _nan_side(result, graph, name, side) if name else None
+                           for side, name in (("eager", graph.eager_nan), ("compiled", graph.compiled_nan))}
+    nan["made_by"] = "model" if graph.eager_nan else "compiler"
+    return nan
+
+
+def _nan_side(result: RunResult, graph: GraphResult, name: str, side: str) -> dict[str, Any]:
+    """Where a side first turns non-finite, what its op was fed, why, and the usual fix."""
+    described = describe_node(result, graph, name)
+    view, eager = graph.context.view, graph.context.eager_values
+    node = view.nodes[name]
+    sources = [n for n in node.all_input_nodes if n.name in eager]
+    outputs = eager if side == "eager" else {**graph.replay_values, **(graph.nodes.verdict.compiled_values if graph.nodes else {})}
+    output = [outputs.get(v.name) for v in value_nodes(node)]
+    described.update(describe_origin(op_name(node), [n.name for n in sources], [eager[n.name] for n in sources], output))
+    forward = forward_node_of(result, graph, node)
+    if forward is not None:
+        source, _ = source_location(forward)
+        described["backward_of"] = f"the backward of the {op_name(forward)} at {source or '?'}"
+    return described
 
 
 def graph_json(graph: GraphResult) -> dict[str, Any]:
@@ -239,6 +256,10 @@ def summary(report: dict[str, Any]) -> str:
             where = nan.get(side)
             text = f"{where['op']} (node {where['node']}, {where['source'] or '?'})" if where else "none"
             lines.append(f"  first NaN/Inf in {side}: {text}")
+            if where:
+                lines.append(f"    cause: {where['cause']}; fix: {where['fix']}")
+                if "backward_of" in where:
+                    lines.append(f"    {where['backward_of']}")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
     repro = report.get("repro")

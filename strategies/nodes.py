@@ -7,6 +7,7 @@ a culprit fed them are *propagators*, found by an eager replay (no compile).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..compare import Outcome, compare_tensor
 from ..graphs import value_nodes
@@ -35,8 +36,9 @@ def check_nodes(context: GraphContext, compiler: Compiler) -> NodeCheck:
     return NodeCheck(verdict, tuple(checked), culprits)
 
 
-def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -> list[str]:
-    """Nodes after ``culprit`` that diverge in an eager replay fed the culprit's compiled output."""
+def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -> tuple[list[str], dict[str, Any]]:
+    """Nodes after ``culprit`` that diverge in an eager replay fed the culprit's compiled output,
+    and the replay's values (where a wrong but finite value turns into NaN further down)."""
     view = context.view
     overrides = {
         v.name: verdict.compiled_values[v.name]
@@ -55,4 +57,4 @@ def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -
             if check.outcome is not Outcome.MATCH:
                 diverging.append(node.name)
                 break
-    return diverging
+    return diverging, replayed

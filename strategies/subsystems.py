@@ -166,9 +166,15 @@ def _decomposition_workaround(drop: str) -> str:
     )
 
 
-def attribute(context: GraphContext, subgraph: Subgraph, compiler: Compiler) -> Attribution | None:
-    """The first subsystem whose switch makes the culprit subgraph match eager, in table order."""
+def attribute(context: GraphContext, subgraph: Subgraph, compiler: Compiler,
+              verified: bool = True) -> Attribution | None:
+    """The first subsystem whose switch makes the culprit subgraph match eager, in table order.
+
+    ``verified=False``: first check that the subgraph diverges with nothing switched off.
+    """
     search = SubsystemSearch(context, subgraph, compiler)
+    if not verified and search.outcome() is Outcome.MATCH:
+        return None
     switch = search.first_fixing_switch(PASSES)
     if switch is not None:
         return Attribution(switch.kind, switch.name, config_workaround(switch.patch))
