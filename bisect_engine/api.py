@@ -13,6 +13,7 @@ from typing import Any
 
 from .model_file import load_model_spec
 from .pipeline import Options, RunResult, run
+from .scan_flow import run_scanned
 from .progress import Progress
 from .repro import render, verify_repro, write_repro
 from .report import build_report, finding_repro_spec
@@ -26,7 +27,7 @@ def bisect_file(model_path: str | Path, out_dir: str | Path, options: Options = 
     spec = load_model_spec(model_path)
     progress = progress or Progress(enabled=False)
     try:
-        result = run(spec, options, progress)
+        result = run_scanned(spec, options, progress) if spec.get_batches else run(spec, options, progress)
         return write_outputs(result, Path(out_dir), verify_runs, progress)
     finally:
         progress.close()

@@ -35,7 +35,10 @@ class _RecordingInterpreter(fx.Interpreter):
         self.fp64_failures: list[str] = []
 
     def run_node(self, node: fx.Node) -> Any:
-        if node.name in self.overrides:
+        if node.op == "placeholder":  # always consume the positional input, even when overridden
+            result = super().run_node(node)
+            result = self.overrides.get(node.name, result)
+        elif node.name in self.overrides:
             result = self.overrides[node.name]
         elif self.upcast and node.op == "call_function":
             result = self._run_fp64(node)

@@ -1,4 +1,5 @@
-"""The one place that touches Inductor state no public hook reaches: forced aten fallbacks.
+"""The one place that touches torch state no public hook reaches: forced aten fallbacks, and
+routing every ``torch.compile`` through script mode's checking backend.
 
 Inductor has no config or ``compile_fx`` argument to make one op fall back to its aten kernel, so
 :func:`forced_fallbacks` registers a fallback lowering (``torch._inductor.lowering.make_fallback``)
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
-from typing import Any, Iterable, Iterator
+import functools
+import importlib
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -81,3 +84,34 @@ def _is_literal(value: Any) -> bool:
         return ast.literal_eval(repr(value)) == value
     except (ValueError, SyntaxError):
         return False
+
+
+@contextlib.contextmanager
+def compiles_routed_through(wrap: Callable[[Any], Any]) -> Iterator[None]:
+    """Every ``torch.compile`` made inside compiles with ``wrap(backend)`` instead of ``backend``.
+
+    ``torch.compile`` turns the user's ``backend``, ``mode`` and ``options`` into one backend
+    object (``torch._TorchCompileInductorWrapper`` for Inductor, ``torch._TorchCompileWrapper``
+    around ``torch._dynamo.lookup_backend(name)`` otherwise) and hands it to
+    ``torch._dynamo.optimize``. No public hook lets a tool wrap that object
+    (``torch.compiler.set_stance(force_backend=...)`` replaces it and loses the user's options),
+    so ``torch._dynamo.optimize`` is replaced while the block runs: the one patch point that sees
+    ``torch.compile``, ``nn.Module.compile`` and direct ``torch._dynamo.optimize`` calls alike,
+    after torch has resolved the user's choices. Restored in ``finally``.
+    """
+    dynamo = importlib.import_module("torch._dynamo")
+    original = dynamo.optimize
+
+    @functools.wraps(original)
+    def optimize(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (wrap(args[0]), *args[1:])
+        else:
+            kwargs["backend"] = wrap(kwargs.get("backend", "inductor"))
+        return original(*args, **kwargs)
+
+    dynamo.optimize = optimize
+    try:
+        yield
+    finally:
+        dynamo.optimize = original

@@ -2,7 +2,8 @@
 
 Required: ``get_model()`` (an ``nn.Module`` or callable) and ``get_inputs()`` (a tuple of
 positional arguments). Optional: ``loss_fn(output)`` returning a scalar (gradients are compared
-too), ``get_batches()`` (an iterable of input tuples). Every failure is a :class:`UsageError`
+too), ``get_batches()`` (an iterable of input tuples: the batches are scanned), and
+``get_optimizer(parameters)`` (with ``get_batches`` and ``loss_fn``: training steps are scanned). Every failure is a :class:`UsageError`
 naming the file and the function.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ModelSpec:
     # The Inductor config the user's code set, read right after import, before we patch anything.
     inductor_config: dict[str, Any] = field(default_factory=dict)
     unrenderable_config: list[str] = field(default_factory=list)
+    get_optimizer: Callable[..., Any] | None = None
 
 
 def load_module(path: Path) -> ModuleType:
@@ -77,8 +79,10 @@ def load_model_spec(path: str | os.PathLike[str]) -> ModelSpec:
         inputs = (inputs,) if not isinstance(inputs, list) else tuple(inputs)
     loss_fn = getattr(module, "loss_fn", None)
     get_batches = getattr(module, "get_batches", None)
+    get_optimizer = getattr(module, "get_optimizer", None)
     return ModelSpec(path, model, inputs, loss_fn if callable(loss_fn) else None,
-                     get_batches if callable(get_batches) else None, config, unrenderable)
+                     get_batches if callable(get_batches) else None, config, unrenderable,
+                     get_optimizer if callable(get_optimizer) else None)
 
 
 def _call(path: Path, function: Callable[[], Any], name: str) -> Any:

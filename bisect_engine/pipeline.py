@@ -93,6 +93,7 @@ class RunResult:
     captured: list[CapturedGraph] = field(default_factory=list)
     model_level: str | None = None  # "match" | "mismatch" | None (not run)
     model_attribution: Attribution | None = None
+    scan: dict[str, Any] = field(default_factory=dict)  # "batch" / "step" findings of a scan
 
     @property
     def captured_count(self) -> int:
@@ -107,7 +108,7 @@ class RunResult:
         return next((g for g in self.graphs if g.has_finding), None)
 
 
-def run(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
+def run(spec: ModelSpec, options: Options, progress: Progress, compiler: Compiler | None = None) -> RunResult:
     """Capture the model through torch.compile, then search the captured graphs."""
     started = time.perf_counter()
     torch.manual_seed(options.seed)
@@ -115,18 +116,20 @@ def run(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
         captured, _output = capture(spec.model, spec.inputs, spec.loss_fn)
     if not captured:
         raise BisectError("torch.compile captured no graph: the model runs no tensor ops under Dynamo")
-    return run_captured(spec, captured, options, progress, started)
+    return run_captured(spec, captured, options, progress, started, compiler=compiler)
 
 
 def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Options, progress: Progress,
-                 started: float | None = None, model_level_check: bool = True) -> RunResult:
+                 started: float | None = None, model_level_check: bool = True,
+                 compiler: Compiler | None = None) -> RunResult:
     """Search graphs captured elsewhere (a model file, or a running script's compiled graph).
 
     ``model_level_check=False`` skips recompiling ``spec.model`` through torch.compile (script
     mode: the user's own compiled frames must not be reset).
     """
     started = time.perf_counter() if started is None else started
-    compiler = Compiler()
+    compiler = compiler or Compiler()
+    compiler.stage = "localise"
     results: list[GraphResult] = []
     for graph in captured:
         result = _examine(graph, compiler, options, progress)

@@ -61,15 +61,22 @@ def describe_node(result: RunResult, graph: GraphResult, name: str) -> dict[str,
 
 
 def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None:
+    """The compiler's culprit; for a NaN the model makes in eager too, the op that first makes it."""
     names = graph.culprit_nodes
+    made_by = "compiler"
+    if not names and graph.eager_nan:
+        names, made_by = (graph.eager_nan,), "model"
     if not names:
         return None
     culprit = describe_node(result, graph, names[0])
+    culprit["made_by"] = made_by
     culprit["kind"] = graph.culprit_kind
     culprit["confirmed_alone"] = graph.confirmed
     culprit["nodes"] = list(names)
     culprit["ops"] = [op_name(graph.context.view.nodes[n]) for n in names]
     verdict = graph.nodes.verdict if culprit["kind"] == "node" and graph.nodes else graph.window_verdict
+    if made_by == "model":
+        verdict = None
     if verdict is not None:
         failing = [n for n in verdict.failing_outputs if n in _value_names(graph, names)] or verdict.failing_outputs
         if failing:
@@ -156,6 +163,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
             "graphs_captured": result.captured_count,
         },
     }
+    report.update(result.scan)  # "batch" / "step" when a scan ran
     report.update(extra or {})
     return report
 
@@ -246,6 +254,12 @@ def summary(report: dict[str, Any]) -> str:
             )
         if culprit["propagators"]:
             lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
+    if report.get("step") is not None:
+        lines.append(f"  training step: {report['step']} (first to diverge: {', '.join(report['step_detail']['diverged_in'])})")
+    if isinstance(report.get("batch"), dict):
+        batch = report["batch"]
+        samples = f", samples {batch['samples']}" if batch["samples"] is not None else " (samples not independent)"
+        lines.append(f"  batch:   {batch['index']}{samples}")
     subsystem = report.get("subsystem")
     if subsystem:
         lines.append(f"  subsystem: {subsystem['kind']} {subsystem['name']}: {subsystem_sentence(subsystem)}")

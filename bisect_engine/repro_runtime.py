@@ -38,7 +38,10 @@ def load_inputs(inputs_b64, inputs_file, script_path):
 def compile_with_inductor(graph_module, inputs, inductor_config, seed):
     from torch._inductor.compile_fx import compile_fx
 
-    with torch._inductor.config.patch({"use_pre_grad_passes": False, **inductor_config}):
+    # A fresh compile every time: no FX-graph or AOT-autograd cache entry may answer for it.
+    fresh = {"use_pre_grad_passes": False, "fx_graph_cache": False, "fx_graph_remote_cache": False}
+    with torch._inductor.config.patch({**fresh, **inductor_config}), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
         compiled = compile_fx(copy.deepcopy(graph_module), list(inputs))
         torch.manual_seed(seed)
         with torch.no_grad():

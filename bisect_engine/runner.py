@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
+import torch._functorch.config as functorch_config
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
 from .inductor_adapter import forced_fallbacks
@@ -22,6 +23,12 @@ from .fx_eval import clone_value, interpret, run_graph, to_fp64
 __all__ = ["Compiler", "interpret", "run_compiled", "run_graph", "to_fp64"]
 
 log = logging.getLogger(__name__)
+
+# Every compile here is a fresh one: the FX-graph and AOT-autograd caches key on graphs and
+# config, not on the decomposition table or forced fallbacks a candidate changes, so a cached
+# artifact could answer for a different candidate. (The C++ code cache stays: it keys on source.)
+NO_GRAPH_CACHES = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
+
 
 @dataclass
 class Compiler:
@@ -55,7 +62,7 @@ class Compiler:
         """
         import time
 
-        patches = {**({"use_pre_grad_passes": False} if aten_graph else {}), **(config_patches or {})}
+        patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}), **(config_patches or {})}
 
         def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
             self.compiles += 1
@@ -65,7 +72,7 @@ class Compiler:
 
         start = time.perf_counter()
         try:
-            with forced_fallbacks(fallbacks):
+            with forced_fallbacks(fallbacks), functorch_config.patch(enable_autograd_cache=False):
                 compiled = compile_fx(
                     copy.deepcopy(graph_module),
                     list(example_inputs),

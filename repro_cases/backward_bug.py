@@ -47,7 +47,7 @@ PLANTED = {
     "also_sets": {"fx_graph_cache": False, "functorch.enable_autograd_cache": False},
 }
 
-EXPECTED = {"verdict": "divergent", "op": "aten.gelu_backward.default", "graph": "backward_0", "kind": "node"}
+EXPECTED = {"subsystem": {"kind": "decomposition", "name": "aten.gelu_backward.default"}, "forward_op": "aten.gelu.default", "verdict": "divergent", "op": "aten.gelu_backward.default", "graph": "backward_0", "kind": "node"}
 
 
 class FeedForward(nn.Module):

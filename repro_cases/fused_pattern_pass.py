@@ -38,9 +38,9 @@ def plant():
 
 plant()
 
-PLANTED = {"config": {"post_grad_custom_post_pass": "MulAddFusionPass()"}}
+PLANTED = {"config": {}}  # plant() installs the pass object (not renderable as config code)
 
-EXPECTED = {
+EXPECTED = {"subsystem": {"kind": "pass", "name": "post_grad_custom_post_pass"}, 
     "verdict": "divergent",
     "op": "aten.mul.Tensor",
     "graph": "forward_0",

@@ -57,7 +57,7 @@ PLANTED = {
     "also_sets": {"fx_graph_cache": False, "functorch.enable_autograd_cache": False},
 }
 
-EXPECTED = {"verdict": "divergent", "op": "aten.native_layer_norm.default", "graph": "forward_0", "kind": "node"}
+EXPECTED = {"subsystem": {"kind": "decomposition", "name": "aten.native_layer_norm.default"}, "verdict": "divergent", "op": "aten.native_layer_norm.default", "graph": "forward_0", "kind": "node"}
 
 
 class Encoder(nn.Module):

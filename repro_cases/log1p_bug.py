@@ -18,7 +18,7 @@ plant()
 
 PLANTED = {"config": {"cpp.inject_log1p_bug_TESTING_ONLY": "accuracy"}}
 
-EXPECTED = {"verdict": "divergent", "op": "aten.log1p.default", "graph": "forward_0", "kind": "node"}
+EXPECTED = {"subsystem": {"kind": "lowering", "name": "aten.log1p.default"}, "verdict": "divergent", "op": "aten.log1p.default", "graph": "forward_0", "kind": "node"}
 
 
 class SoftplusFeatures(nn.Module):

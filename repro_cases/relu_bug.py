@@ -16,7 +16,7 @@ plant()
 
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 
-EXPECTED = {"verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node"}
+EXPECTED = {"subsystem": {"kind": "lowering", "name": "aten.relu.default"}, "verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node"}
 
 
 class Block(nn.Module):

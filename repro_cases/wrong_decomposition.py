@@ -42,7 +42,7 @@ PLANTED = {
     "also_sets": {"fx_graph_cache": False, "functorch.enable_autograd_cache": False},
 }
 
-EXPECTED = {"verdict": "divergent", "op": "aten.hardswish.default", "graph": "forward_0", "kind": "node"}
+EXPECTED = {"subsystem": {"kind": "decomposition", "name": "aten.hardswish.default"}, "verdict": "divergent", "op": "aten.hardswish.default", "graph": "forward_0", "kind": "node"}
 
 
 class ConvBNAct(nn.Module):

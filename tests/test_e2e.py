@@ -108,6 +108,10 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
         if key in expected:
             found = (report["nan"] or {}).get(side)
             assert (found["op"] if found else None) == expected[key], report["nan"]
+    if "batch" in expected:
+        assert {k: report["batch"][k] for k in ("index", "samples")} == expected["batch"], report.get("batch")
+    if "step" in expected:
+        assert report["step"] == expected["step"], run.output
     if "subsystem" in expected:
         subsystem = report["subsystem"]
         assert subsystem is not None, run.output

@@ -228,3 +228,12 @@ def test_to_fp64_converts_floating_tensors_in_containers() -> None:
     assert same_ints is ints
     assert converted["b"] is doubles
     assert converted["c"] == 2.5
+
+
+def test_an_overridden_placeholder_still_consumes_its_input() -> None:
+    graph_module = make_fx(lambda a, b: (a + b,))(torch.ones(2), torch.ones(2))
+    names = [n.name for n in graph_module.graph.nodes if n.op == "placeholder"]
+    values = interpret(graph_module, [torch.tensor([1.0, 2.0]), torch.tensor([10.0, 20.0])],
+                       overrides={names[0]: torch.tensor([5.0, 5.0])})
+    assert torch.equal(values[names[1]], torch.tensor([10.0, 20.0]))
+    assert torch.equal(values["add"], torch.tensor([15.0, 25.0]))

@@ -1,0 +1,128 @@
+"""One call of a compiled Dynamo graph, checked: the graph run eagerly and in fp64 on the same
+real inputs, and the compiled result judged with :func:`bisect_engine.compare.compare_values`.
+
+Inputs the graph mutates in place (running statistics, an optimizer step) are judged too, after
+the call, as extra outputs. A graph that draws random numbers is detected by the global random
+state moving during the eager run: its draws differ between eager and Inductor, so a mismatch
+there is inconclusive, not a divergence (script mode then asks the engine, which feeds eager's
+draws to both sides). Nothing here writes files; the caller owns the random state.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+from .compare import Outcome, TensorVerdict, Tolerance, compare_values, worst
+from .fx_eval import clone_value, run_graph, to_fp64
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class References:
+    """The graph's outputs (and mutated inputs) eagerly in the model's dtype and in fp64."""
+
+    eager: list[Any]
+    fp64: list[Any] | None  # None: no fp64 run was possible; eager is the reference
+    eager_inputs: list[Any]
+    fp64_inputs: list[Any]
+    mutated: list[int]  # positions of the inputs the graph writes to
+    random: bool
+    fp64_error: str = ""
+
+
+@dataclass(frozen=True)
+class CallVerdict:
+    outcome: Outcome
+    outputs: dict[str, TensorVerdict]
+
+    @property
+    def failing(self) -> str | None:
+        return next((name for name, v in self.outputs.items() if v.outcome is not Outcome.MATCH), None)
+
+    def to_json(self) -> dict[str, Any]:
+        name = self.failing
+        verdict = self.outputs[name] if name else worst(list(self.outputs.values()))
+        return {"outcome": self.outcome.value, "output": name, **verdict.to_json()}
+
+
+def _rng_states() -> list[torch.Tensor]:
+    states = [torch.get_rng_state()]
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states += torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: list[torch.Tensor]) -> None:
+    torch.set_rng_state(states[0])
+    if len(states) > 1:
+        torch.cuda.set_rng_state_all(states[1:])
+
+
+def flat_values(value: Any) -> list[Any]:
+    return list(pytree.tree_leaves(value))
+
+
+def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> References:
+    """Run the graph on copies of ``inputs``, eagerly then in fp64, from the same random state.
+
+    The caller restores the random state afterwards (the program must draw what it would have).
+    """
+    eager_inputs = clone_value(list(inputs))
+    versions = [v._version if isinstance(v, torch.Tensor) else None for v in eager_inputs]
+    states = _rng_states()
+    with torch.no_grad():
+        eager = clone_value(flat_values(graph_module(*eager_inputs)))
+    random = any(not torch.equal(a, b) for a, b in zip(states, _rng_states()))
+    mutated = [i for i, (v, version) in enumerate(zip(eager_inputs, versions))
+               if isinstance(v, torch.Tensor) and v._version != version]
+    _set_rng_states(states)
+    fp64, fp64_inputs, error = _fp64_outputs(graph_module, inputs)
+    if fp64 is not None and len(fp64) != len(eager):
+        fp64, error = None, "the fp64 run returned another number of outputs; eager is the reference"
+    return References(eager, fp64, eager_inputs, fp64_inputs, mutated, random, error)
+
+
+def _fp64_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> tuple[list[Any] | None, list[Any], str]:
+    """Every floating op in fp64: per node (the engine's interpreter), else the whole graph module
+    cast to fp64 (graphs with ``call_module`` nodes), else no fp64 reference at all."""
+    fp64_inputs = to_fp64(clone_value(list(inputs)))
+    try:
+        return run_graph(graph_module, fp64_inputs, upcast=True), fp64_inputs, ""
+    except Exception as error:  # noqa: BLE001 - reported as the reason eager is the reference
+        log.debug("per-node fp64 run failed: %s", error)
+    fp64_inputs = to_fp64(clone_value(list(inputs)))
+    try:
+        with torch.no_grad():
+            module64 = copy.deepcopy(graph_module).to(torch.float64)
+            return flat_values(module64(*fp64_inputs)), fp64_inputs, ""
+    except Exception as error:  # noqa: BLE001
+        log.debug("fp64 module run failed: %s", error)
+        return None, fp64_inputs, f"no fp64 reference ({type(error).__name__}: {error}); eager is the reference"
+
+
+def judge_call(references: References, compiled_outputs: Any, compiled_inputs: Sequence[Any],
+               tolerance: Tolerance = Tolerance()) -> CallVerdict:
+    """The compiled call's outputs, and the inputs it wrote to, against eager and fp64."""
+    compiled = flat_values(compiled_outputs)
+    fp64 = references.fp64 if references.fp64 is not None else references.eager
+    names = [f"output {i}" for i in range(len(references.eager))]
+    eager_values, fp64_values, compiled_values = list(references.eager), list(fp64), compiled
+    if len(compiled) == len(references.eager):
+        for i in references.mutated:
+            names.append(f"input {i} (written in place)")
+            eager_values.append(references.eager_inputs[i])
+            reference = references.fp64_inputs[i] if references.fp64 is not None else references.eager_inputs[i]
+            fp64_values.append(reference)
+            compiled_values = compiled_values + [compiled_inputs[i]]
+    verdicts = compare_values(eager_values, fp64_values, compiled_values, tolerance)
+    if len(verdicts) != len(names):
+        return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
+    outputs = dict(zip(names, verdicts))
+    return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)

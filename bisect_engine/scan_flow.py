@@ -1,0 +1,83 @@
+"""Model files with ``get_batches()``: scan first (batches, or training steps), then localise.
+
+With ``get_optimizer`` (and ``loss_fn``) the training steps are scanned; otherwise the batches.
+The core pipeline then runs on what the scan found: the failing samples of the failing batch
+(all of it when samples are not independent), or the model as it was just before the failing
+step, on that step's batch.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from typing import Any, Iterable
+
+from tqdm import tqdm
+
+from .errors import ModelError
+from .model_file import ModelSpec
+from .pipeline import Options, RunResult, run
+from .progress import Progress
+from .runner import Compiler
+from .scans import scan_batches, scan_steps, take_samples
+
+
+def _batches(spec: ModelSpec) -> list[Any]:
+    try:
+        return list(spec.get_batches())  # type: ignore[misc]
+    except Exception as error:
+        raise ModelError(f"{spec.path.name}: get_batches() raised {type(error).__name__}: {error}") from error
+
+
+def _bar(progress: Progress, description: str) -> Any:
+    def wrap(items: Iterable[Any]) -> Iterable[Any]:
+        items = list(items)
+        return tqdm(items, desc=description, unit="step" if "step" in description else "batch",
+                    disable=None if progress.enabled else True, leave=False)
+    return wrap
+
+
+def run_scanned(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
+    started = time.perf_counter()
+    compiler = Compiler(stage="scan")
+    batches = _batches(spec)
+    training = spec.get_optimizer is not None and spec.loss_fn is not None
+    if training:
+        result = _steps(spec, batches, options, progress, compiler)
+    else:
+        result = _batches_flow(spec, batches, options, progress, compiler)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _steps(spec: ModelSpec, batches: list[Any], options: Options, progress: Progress, compiler: Compiler) -> RunResult:
+    finding = scan_steps(spec.model, batches, spec.loss_fn, spec.get_optimizer, compiler, options.tolerance,
+                         options.seed, _bar(progress, "scanning training steps"))
+    if finding is None:
+        return _clean(spec, compiler, {"steps_scanned": len(batches)})
+    model = copy.deepcopy(spec.model)
+    model.load_state_dict(finding.state)
+    result = run(dataclasses.replace(spec, model=model, inputs=finding.batch), options, progress, compiler)
+    result.scan = {"step": finding.step, "step_detail": finding.to_json()}
+    return result
+
+
+def _batches_flow(spec: ModelSpec, batches: list[Any], options: Options, progress: Progress,
+                  compiler: Compiler) -> RunResult:
+    finding = scan_batches(spec.model, batches, compiler, options.tolerance, options.seed,
+                           _bar(progress, "scanning batches"))
+    if finding is None:
+        return _clean(spec, compiler, {"batches_scanned": len(batches)})
+    inputs = take_samples(finding.batch, finding.samples) if finding.samples else finding.batch
+    result = run(dataclasses.replace(spec, inputs=inputs), options, progress, compiler)
+    if result.finding is None and finding.samples:  # the samples alone do not show it: whole batch
+        result = run(dataclasses.replace(spec, inputs=finding.batch), options, progress, compiler)
+        finding = dataclasses.replace(finding, samples=None)
+    result.scan = {"batch": finding.to_json()}
+    return result
+
+
+def _clean(spec: ModelSpec, compiler: Compiler, scan: dict[str, Any]) -> RunResult:
+    result = RunResult(spec, [], compiler, 0.0)
+    result.scan = scan
+    return result

@@ -1,0 +1,199 @@
+"""Scans over data batches and training steps: find *when* compiled and eager first part ways.
+
+Each scan runs three copies side by side, eager in the model's dtype, eager in fp64 and compiled
+(one Inductor compile, reused for every batch of the same shape), judges every batch or step
+with the same oracle as the graph search, and stops at the first that diverges or turns
+non-finite. The op is then found by the core pipeline on that batch (only its failing samples,
+when samples are independent) or on the model state saved just before that step.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+from .compare import Outcome, Tolerance, compare_values
+from .runner import Compiler, to_fp64
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Check:
+    diverged: bool
+    nonfinite: bool
+
+    @property
+    def failed(self) -> bool:
+        return self.diverged or self.nonfinite
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [v.detach().clone() for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
+
+
+def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance) -> Check:
+    verdicts = compare_values(eager, fp64, compiled, tolerance)
+    nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
+    return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite)
+
+
+def compiled_copy(model: Callable[..., Any], compiler: Compiler) -> Callable[..., Any]:
+    """``torch.compile`` through Inductor's entry point, compiles counted."""
+    return torch.compile(model, backend=lambda gm, example: compiler.compile(gm, example, label="scan", aten_graph=False))
+
+
+def fp64_copy(model: Callable[..., Any]) -> Callable[..., Any]:
+    return copy.deepcopy(model).to(torch.float64) if isinstance(model, torch.nn.Module) else model
+
+
+# ---- batches -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchFinding:
+    index: int
+    batch: tuple[Any, ...]
+    samples: tuple[int, ...] | None  # failing samples, when the model treats samples independently
+    independent: bool
+    scanned: int
+    nonfinite: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "samples": list(self.samples) if self.samples is not None else None,
+                "independent": self.independent, "batches_scanned": self.scanned, "nonfinite": self.nonfinite}
+
+
+def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, tolerance: Tolerance,
+                 seed: int, progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> BatchFinding | None:
+    """The first batch on which compiled disagrees with eager or NaN/Inf appears (early exit)."""
+    compiled, model64 = compiled_copy(model, compiler), fp64_copy(model)
+    scanned = 0
+    for index, batch in enumerate(progress(batches)):
+        batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+        scanned += 1
+        with torch.no_grad():
+            eager_out, fp64_out, compiled_out = (_run(f, args, seed) for f, args in
+                                                 ((model, batch), (model64, to_fp64(batch)), (compiled, batch)))
+        check = judge(eager_out, fp64_out, compiled_out, tolerance)
+        if check.failed:
+            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, tolerance, seed)
+            return BatchFinding(index, batch, samples, independent, scanned, check.nonfinite)
+    return None
+
+
+def _run(function: Callable[..., Any], args: Sequence[Any], seed: int) -> list[torch.Tensor]:
+    torch.manual_seed(seed)
+    return _tensors(function(*args))
+
+
+def batch_size(batch: Sequence[Any]) -> int | None:
+    sizes = {v.shape[0] for v in batch if isinstance(v, torch.Tensor) and v.dim() > 0}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def take_samples(batch: Sequence[Any], samples: Sequence[int]) -> tuple[Any, ...]:
+    size = batch_size(batch)
+    index = torch.tensor(list(samples), dtype=torch.long)
+    return tuple(v.index_select(0, index) if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == size
+                 else v for v in batch)
+
+
+def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: list[torch.Tensor],
+                    fp64: list[torch.Tensor], compiled: list[torch.Tensor], tolerance: Tolerance,
+                    seed: int) -> tuple[tuple[int, ...] | None, bool]:
+    """Rows whose outputs fail, and whether the model treats samples independently.
+
+    Independence is checked eagerly: the failing rows run on their own must give the rows they
+    gave inside the batch. When they do not (batch norm in training, attention across the batch),
+    no sample subset is claimed.
+    """
+    size = batch_size(batch)
+    rows = [i for i in range(size or 0)
+            if _row_fails(i, size, eager, fp64, compiled, tolerance)]
+    if not rows or size is None:
+        return None, False
+    with torch.no_grad():
+        alone = _run(model, take_samples(batch, rows), seed)
+    inside = [t.index_select(0, torch.tensor(rows)) if t.dim() > 0 and t.shape[0] == size else t for t in eager]
+    independent = len(alone) == len(inside) and all(
+        a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True) for a, b in zip(alone, inside))
+    return (tuple(rows), True) if independent else (None, False)
+
+
+def _row_fails(row: int, size: int | None, eager: list[torch.Tensor], fp64: list[torch.Tensor],
+               compiled: list[torch.Tensor], tolerance: Tolerance) -> bool:
+    def pick(values: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [t[row] for t in values if t.dim() > 0 and t.shape[0] == size]
+
+    return judge(pick(eager), pick(fp64), pick(compiled), tolerance).failed
+
+
+# ---- training steps -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepFinding:
+    step: int
+    batch: tuple[Any, ...]
+    state: dict[str, Any]  # eager model's state_dict just before the step
+    diverged_in: tuple[str, ...]  # "loss", "gradients", "parameters"
+    nonfinite: bool
+    scanned: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "diverged_in": list(self.diverged_in), "nonfinite": self.nonfinite,
+                "steps_scanned": self.scanned}
+
+
+def default_optimizer(parameters: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(parameters, lr=0.01)
+
+
+class _Trainer:
+    """One copy of the model with its optimizer; ``step`` returns loss, gradients, parameters."""
+
+    def __init__(self, model: torch.nn.Module, make_optimizer: Callable[..., Any], loss_fn: Callable[[Any], Any],
+                 forward: Callable[..., Any] | None = None, upcast: bool = False):
+        self.model, self.loss_fn, self.upcast = model, loss_fn, upcast
+        self.forward = model if forward is None else forward
+        self.optimizer = make_optimizer(model.parameters())
+
+    def step(self, batch: tuple[Any, ...], seed: int) -> dict[str, list[torch.Tensor]]:
+        torch.manual_seed(seed)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.forward(*(to_fp64(batch) if self.upcast else batch)))
+        loss.backward()
+        grads = [p.grad.detach().clone() for p in self.model.parameters() if p.grad is not None]
+        self.optimizer.step()
+        return {"loss": [loss.detach().clone()], "gradients": grads,
+                "parameters": [p.detach().clone() for p in self.model.parameters()]}
+
+
+def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable[[Any], Any],
+               make_optimizer: Callable[..., Any] | None, compiler: Compiler, tolerance: Tolerance, seed: int,
+               progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> StepFinding | None:
+    """Train eager, fp64 and compiled copies from one initial state; the first step that parts.
+
+    The eager state before each step is kept (one snapshot, replaced every step), so localising
+    the op inside the failing step never replays training from step 0.
+    """
+    make_optimizer = make_optimizer or default_optimizer
+    eager = _Trainer(copy.deepcopy(model), make_optimizer, loss_fn)
+    reference = _Trainer(copy.deepcopy(model).to(torch.float64), make_optimizer, loss_fn, upcast=True)
+    compiled_model = copy.deepcopy(model)
+    compiled = _Trainer(compiled_model, make_optimizer, loss_fn, forward=compiled_copy(compiled_model, compiler))
+    for step, batch in enumerate(progress(batches)):
+        batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+        snapshot = copy.deepcopy(eager.model.state_dict())
+        results = [trainer.step(batch, seed + step) for trainer in (eager, reference, compiled)]
+        parts = [(part, judge(results[0][part], results[1][part], results[2][part], tolerance))
+                 for part in ("loss", "gradients", "parameters")]
+        failed = tuple(part for part, check in parts if check.failed)
+        if failed:
+            return StepFinding(step, batch, snapshot, failed, any(c.nonfinite for _, c in parts), step + 1)
+    return None
