@@ -1,0 +1,72 @@
+"""The repro renderer is a pure function: golden text for its own part, verbatim embedded code."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from bisect_engine import compare, fx_eval, repro_runtime
+from bisect_engine.capture import CapturedGraph
+from bisect_engine.oracle import GraphContext
+from bisect_engine.repro import ReproSpec, render, repro_spec, serialise_inputs
+
+GOLDEN = Path(__file__).parent / "golden" / "repro_head.txt"
+ENVIRONMENT = {"torch": "2.13.0+cpu", "python": "3.11.7", "platform": "Linux", "cpu": "x86_64", "cuda": "none"}
+
+
+def _spec() -> ReproSpec:
+    def model(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.tanh(torch.relu(x @ w) * 0.5),)
+
+    inputs = [torch.arange(12, dtype=torch.float32).reshape(3, 4) / 7, torch.eye(4)]
+    graph_module = make_fx(model)(*inputs)
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, inputs, True))
+    return repro_spec(
+        context.subgraph(["relu", "mul"]), context.eager_values,
+        title="aten.relu.default (+1 more): Inductor disagrees with eager (fp64 reference)",
+        finding=[("verdict", "divergent"), ("ops", "aten.relu.default, aten.mul.Tensor")],
+        environment=ENVIRONMENT, config={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"},
+        unrenderable_config=["post_grad_custom_post_pass"], notes=["subsystem: lowering aten.relu.default"],
+    )
+
+
+def _head(script: str) -> str:
+    return script.split("\n\n# ---- embedded from")[0]
+
+
+def test_rendering_is_deterministic_and_matches_the_golden_text() -> None:
+    first, second = render(_spec()), render(_spec())
+    assert first.script == second.script and first.sidecar is None
+    if not GOLDEN.exists():
+        GOLDEN.write_text(_head(first.script))
+        raise AssertionError(f"wrote {GOLDEN}: review it, commit it, run again")
+    assert _head(first.script) == GOLDEN.read_text()
+
+
+def test_the_repro_embeds_the_tools_own_comparison_code_verbatim() -> None:
+    script = render(_spec()).script
+    for module in (compare, fx_eval, repro_runtime):
+        body = Path(module.__file__).read_text().replace("from __future__ import annotations\n", "")
+        assert body in script, module.__name__
+    compile(script, "repro.py", "exec")
+
+
+def test_serialised_inputs_are_the_same_bytes_in_another_process() -> None:
+    here = serialise_inputs([torch.arange(6, dtype=torch.float32).reshape(2, 3), torch.tensor([1, 2])])
+    code = ("import sys, torch\nfrom bisect_engine.repro import serialise_inputs\n"
+            "sys.stdout.write(serialise_inputs([torch.arange(6, dtype=torch.float32).reshape(2, 3), "
+            "torch.tensor([1, 2])]).hex())")
+    there = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    assert bytes.fromhex(there.stdout) == here
+
+
+def test_large_inputs_go_to_a_sidecar_named_relative_to_the_script() -> None:
+    spec = _spec()
+    big = ReproSpec(**{**spec.__dict__, "inputs_blob": bytes(3_000_000)})
+    rendered = render(big)
+    assert rendered.sidecar == bytes(3_000_000)
+    assert "INPUTS_FILE = 'repro_inputs.bin'" in rendered.script
+    assert "/" not in "INPUTS_FILE = 'repro_inputs.bin'"
