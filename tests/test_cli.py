@@ -1,0 +1,55 @@
+"""The CLI's contract for bad input: a clear message, exit status 2, no traceback, no output."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _run(tmp_path: Path, source: str | None, *extra: str) -> subprocess.CompletedProcess[str]:
+    model = tmp_path / "model.py"
+    if source is not None:
+        model.write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "bisect_engine.cli", "run", str(model), "--out", str(tmp_path / "out"), "-q", *extra],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+
+
+GOOD_INPUTS = "import torch\ndef get_inputs():\n    return (torch.ones(3),)\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (None, "no such model file"),
+        ("import torch\ndef get_model():\n    return torch.nn.ReLU()\n", "must define get_inputs()"),
+        ("def get_model():\n    pass\nraise ValueError('broken import')\n",
+         "importing model.py raised ValueError: broken import"),
+        (GOOD_INPUTS + "def get_model():\n    raise RuntimeError('no weights')\n", "get_model() raised RuntimeError: no weights"),
+        (GOOD_INPUTS + "def get_model():\n    return 3\n", "not a module or callable"),
+        (GOOD_INPUTS + "def get_model():\n    def f(x):\n        raise KeyError('boom')\n    return f\n",
+         "the model raised while being captured"),
+        (GOOD_INPUTS + "def get_model():\n    return torch.nn.Identity()\ndef loss_fn(out):\n    return out\n",
+         "loss_fn(output) must return a scalar tensor"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path: Path, source: str | None, message: str) -> None:
+    result = _run(tmp_path, source)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
+    result = _run(tmp_path, GOOD_INPUTS + "def get_model():\n    return torch.nn.ReLU()\n", "--stage", "nowhere")
+    assert result.returncode == 2 and "Invalid value for '--stage'" in result.stderr
+
+
+def test_help_documents_the_stages(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    for word in ("--stage", "localise", "subsystem", "--rng", "--max-compiles", "--timeout", "--out"):
+        assert word in result.stdout

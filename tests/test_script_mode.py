@@ -1,0 +1,366 @@
+"""Script mode: unmodified scripts through ``bisect-accuracy run`` and through the start-up hook.
+
+Fast layers first (levels, ranks, the import hook, the checking backend with cheap non-Inductor
+backends), then the end to end runs with real Inductor compiles, all started up front two at a
+time: the CLI and the environment variable on one planted-bug training script (same culprit, a
+repro that reproduces), a clean script (stdout and exit status exactly as ``python`` gives them),
+scripts that raise or exit, and a two-rank ``torchrun``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import torch
+
+from bisect_engine import autostart
+from bisect_engine.hook import HOOK_LINE, hook_path
+from bisect_engine.inductor_adapter import compiles_routed_through
+from bisect_engine.levels import (LEVEL_VARIABLE, Level, ScriptSettings, clear_environment,
+                                  settings_from_environment)
+from bisect_engine.model_file import defines_model_contract
+from bisect_engine.ranks import collect_statuses, summarise
+from bisect_engine.script_mode import Session, exit_status, script_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+RELU_SCRIPT = ROOT / "repro_cases" / "script_relu_bug.py"
+CLEAN_SCRIPT = ROOT / "repro_cases" / "script_clean.py"
+TORCHRUN_SCRIPT = ROOT / "tests" / "scripts" / "torchrun_rank1_bug.py"
+
+
+# -- levels and settings ----------------------------------------------------------------------
+
+
+def test_levels_parse_numbers_and_names() -> None:
+    assert Level.parse("2") is Level.CHECK and Level.parse(" Localise ") is Level.LOCALISE
+    with pytest.raises(ValueError, match="expected one of 0 off, 1 record"):
+        Level.parse("5")
+    assert autostart.LEVEL_VARIABLE == LEVEL_VARIABLE
+
+
+def test_settings_from_environment() -> None:
+    settings = settings_from_environment({LEVEL_VARIABLE: "3", "BISECT_ACCURACY_OUT": "o",
+                                          "BISECT_ACCURACY_CHECK_EVERY": "5", "BISECT_ACCURACY_STOP": "1"})
+    assert (settings.level, settings.out_dir, settings.check_every, settings.stop_on_divergence,
+            settings.stage) == (Level.LOCALISE, Path("o"), 5, True, "subsystem")
+    assert settings_from_environment({}).level is Level.OFF
+    with pytest.raises(ValueError, match="BISECT_ACCURACY_CHECK_EVERY"):
+        settings_from_environment({LEVEL_VARIABLE: "2", "BISECT_ACCURACY_CHECK_EVERY": "often"})
+
+
+@pytest.mark.parametrize(("every", "checked"), [(0, [1]), (1, [1, 2, 3, 4, 5, 6, 7]), (3, [1, 4, 7])])
+def test_checked_calls(every: int, checked: list[int]) -> None:
+    assert [c for c in range(1, 8) if ScriptSettings(check_every=every).checks_call(c)] == checked
+
+
+def test_clear_environment_removes_only_ours() -> None:
+    environ = {LEVEL_VARIABLE: "2", "BISECT_ACCURACY_OUT": "x", "PATH": "/bin"}
+    assert clear_environment(environ) == {LEVEL_VARIABLE: "2", "BISECT_ACCURACY_OUT": "x"}
+    assert environ == {"PATH": "/bin"}
+
+
+def test_exit_status_follows_python() -> None:
+    assert exit_status(None) == (0, None) and exit_status(7) == (7, None) and exit_status("bye") == (1, "bye")
+
+
+# -- model file or script ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "is_model"), [("relu_bug.py", True), ("script_relu_bug.py", False),
+                                                ("script_clean.py", False)])
+def test_model_files_and_scripts_are_told_apart_without_running_them(name: str, is_model: bool) -> None:
+    assert defines_model_contract(ROOT / "repro_cases" / name) is is_model
+
+
+# -- ranks --------------------------------------------------------------------------------------
+
+
+def _status(wall_time: float | None, call: int = 1, final: bool = True) -> dict[str, Any]:
+    divergence = None if wall_time is None else {"wall_time": wall_time, "call": call}
+    return {"final": final, "divergence": divergence}
+
+
+def test_summary_orders_ranks_by_time_then_call() -> None:
+    summary = summarise({0: _status(None), 1: _status(5.0, 3), 2: _status(5.0, 2), 3: _status(4.0, 9, final=False),
+                         4: None})
+    assert summary["diverged"] == [1, 2, 3] and summary["first"] == 3 and summary["order"] == [3, 2, 1]
+    assert summary["missing"] == [4] and summary["unfinished"] == [3]
+
+
+def test_collect_statuses_waits_a_bounded_time(tmp_path: Path) -> None:
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank0" / "status.json").write_text(json.dumps(_status(None)))
+    naps: list[float] = []
+    statuses = collect_statuses(tmp_path, 2, wait_s=0.0, sleep=naps.append)
+    assert statuses[0] == _status(None) and statuses[1] is None and naps == []
+
+
+# -- the start-up hook --------------------------------------------------------------------------
+
+
+def _python(code: str, **env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
+    completed = subprocess.run([sys.executable, "-c", code], env={**environ, **env}, capture_output=True,
+                               text=True, timeout=120, check=True)
+    return completed.stdout.strip()
+
+
+def test_autostart_imports_no_torch_until_dynamo_is_imported() -> None:
+    code = "import sys, bisect_engine.autostart; print('torch' in sys.modules)"
+    assert _python(code) == "False"
+    assert _python(code, **{LEVEL_VARIABLE: "2"}) == "False"
+
+
+def test_after_import_calls_back_with_the_real_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "watched_module.py").write_text("VALUE = 41\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[Any] = []
+    finder = autostart.AfterImport("watched_module", seen.append)
+    sys.meta_path.insert(0, finder)
+    try:
+        import watched_module  # type: ignore[import-not-found]
+    finally:
+        autostart.stand_down()
+        sys.modules.pop("watched_module", None)
+    assert seen == [watched_module] and watched_module.VALUE == 41
+    assert type(watched_module.__loader__).__name__ == "SourceFileLoader"
+    assert finder not in sys.meta_path
+
+
+def test_install_and_uninstall_hook(tmp_path: Path) -> None:
+    path, before = hook_path(), hook_path().exists()
+    try:
+        command = [str(BIN / "bisect-accuracy")]
+        subprocess.run([*command, "uninstall-hook"], check=True, capture_output=True)
+        assert not path.exists()
+        subprocess.run([*command, "install-hook"], check=True, capture_output=True)
+        assert path.read_text() == HOOK_LINE
+        assert _python("import sys; print('bisect_engine.autostart' in sys.modules)") == "True"
+    finally:
+        if before:
+            path.write_text(HOOK_LINE)
+        else:
+            path.unlink(missing_ok=True)
+
+
+# -- the checking backend, in process, with cheap backends -------------------------------------
+
+
+def _off_by_one(graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    """A wrong compiler: every floating output is off by one."""
+    def run(*args: Any) -> Any:
+        return tuple(v + 1 if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                     for v in graph_module(*args))
+    return run
+
+
+def _function(x: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x) * 2
+
+
+@pytest.fixture
+def session_factory(tmp_path: Path) -> Iterator[Callable[..., Session]]:
+    torch._dynamo.reset()
+    yield lambda **kw: Session(ScriptSettings(out_dir=tmp_path / "out", **kw), tmp_path / "script.py", [], "test")
+    torch._dynamo.reset()
+
+
+def _run_compiled(session: Session, backend: Any, calls: int = 3) -> list[torch.Tensor]:
+    original = torch._dynamo.optimize
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_function, backend=backend)
+        outputs = [compiled(torch.full((4,), float(i))) for i in range(calls)]
+    assert torch._dynamo.optimize is original
+    return outputs
+
+
+def test_a_wrong_backend_is_reported_and_the_program_keeps_its_result(session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.LOCALISE)
+    outputs = _run_compiled(session, _off_by_one)
+    assert torch.equal(outputs[0], _function(torch.zeros(4)) + 1)  # the compiled result, wrong as it is
+    report = session.finish(0)
+    assert report["verdict"] == "divergent" and report["culprit"] is None
+    script = report["script"]
+    assert script["first_divergence_call"]["graph"] == "graph_0" and script["first_divergence_call"]["call"] == 1
+    assert "localisation compiles with Inductor" in script["not_localised"]
+    assert Path(script["graphs"][0]["files"][0]).read_text().startswith("class GraphModule")
+    assert "diverged: graph_0 on its call 1" in script_summary(report)
+
+
+@pytest.mark.parametrize(("every", "checked"), [(0, 1), (2, 2)])
+def test_a_right_backend_is_clean_and_checked_as_asked(session_factory: Callable[..., Session], every: int,
+                                                       checked: int) -> None:
+    session = session_factory(level=Level.CHECK, check_every=every)
+    outputs = _run_compiled(session, "aot_eager")
+    assert torch.equal(outputs[2], _function(torch.full((4,), 2.0)))
+    report = session.finish(0)
+    assert report["verdict"] == "clean"
+    assert (report["script"]["calls"], report["script"]["calls_checked"]) == (3, checked)
+    assert report["script"]["graphs"][0]["backend"] == "aot_eager"
+
+
+def test_level_1_records_graphs_without_checking(session_factory: Callable[..., Session], tmp_path: Path) -> None:
+    session = session_factory(level=Level.RECORD)
+    _run_compiled(session, _off_by_one)
+    report = session.finish(0)
+    assert report["verdict"] == "unchecked" and report["script"]["calls_checked"] == 0
+    inputs = torch.load(tmp_path / "out" / "graphs" / "graph_0_call_1.pt")
+    assert torch.equal(inputs[0], torch.zeros(4))
+
+
+# -- end to end, real Inductor compiles ---------------------------------------------------------
+
+
+@dataclass
+class Run:
+    exit_code: int
+    stdout: str
+    stderr: str
+    out_dir: Path
+    cwd: Path
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return json.loads((self.out_dir / "report.json").read_text())
+
+
+def _environment(**extra: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
+    return {**environ, "PYTHONDONTWRITEBYTECODE": "1", **extra}
+
+
+def _run(base: Path, name: str, command: list[str], **env: str) -> Run:
+    cwd, out_dir = base / name / "cwd", base / name / "out"
+    cwd.mkdir(parents=True)
+    env = {k: v.replace("{out}", str(out_dir)) for k, v in env.items()}
+    command = [part.replace("{out}", str(out_dir)) for part in command]
+    completed = subprocess.run(command, cwd=cwd, env=_environment(**env), capture_output=True, text=True, timeout=600)
+    return Run(completed.returncode, completed.stdout, completed.stderr, out_dir, cwd)
+
+
+def _tool(*args: str) -> list[str]:
+    return [str(BIN / "bisect-accuracy"), "run", "--out", "{out}", "--verify-runs", "1", "-q", *args]
+
+
+def _python_script(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "cli_relu": (_tool(str(RELU_SCRIPT), "--steps", "2"), {}),
+    "env_relu": (_python_script(str(RELU_SCRIPT), "--steps", "2"),
+                 {LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}", "BISECT_ACCURACY_VERIFY_RUNS": "1"}),
+    "plain_clean": (_python_script(str(CLEAN_SCRIPT), "--exit-code", "3"), {}),
+    "cli_clean": (_tool(str(CLEAN_SCRIPT), "--exit-code", "3"), {}),
+    "env_clean": (_python_script(str(CLEAN_SCRIPT), "--exit-code", "3"),
+                  {LEVEL_VARIABLE: "check", "BISECT_ACCURACY_OUT": "{out}"}),
+    "torchrun": ([str(BIN / "torchrun"), "--nproc_per_node", "2", str(TORCHRUN_SCRIPT)],
+                 {LEVEL_VARIABLE: "3", "BISECT_ACCURACY_OUT": "{out}", "OMP_NUM_THREADS": "1"}),
+}
+
+
+@pytest.fixture(scope="module")
+def hook_installed() -> Iterator[None]:
+    path, before = hook_path(), hook_path().exists()
+    path.write_text(HOOK_LINE)
+    yield
+    if not before:
+        path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, hook_installed: None) -> dict[str, Run]:
+    base = tmp_path_factory.mktemp("script_mode")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(_run, base, name, command, **env) for name, (command, env) in RUNS.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.e2e
+def test_cli_and_environment_variable_find_the_same_culprit(runs: dict[str, Run]) -> None:
+    cli, env = runs["cli_relu"], runs["env_relu"]
+    assert cli.exit_code == 1, cli.stderr
+    assert env.exit_code == 0, env.stderr  # the program's own status: the hook never ends it by default
+    for run in (cli, env):
+        report = run.report
+        assert report["verdict"] == "divergent", run.stderr
+        assert {k: report["culprit"][k] for k in ("op", "graph", "kind")} == \
+               {"op": "aten.relu.default", "graph": "forward_0", "kind": "node"}
+        assert report["repro"]["status"] == "REPRODUCED", report["repro"]
+        assert report["script"]["first_divergence_call"]["call"] == 1
+        assert run.stdout.splitlines() == ["step 0 loss 1.3688", "step 1 loss 1.8432"]
+    assert cli.report["culprit"]["node"] == env.report["culprit"]["node"]
+    assert (cli.report["script"]["mode"], env.report["script"]["mode"]) == ("cli", "environment")
+
+
+@pytest.mark.e2e
+def test_the_repro_reproduces_in_a_fresh_process(runs: dict[str, Run]) -> None:
+    repro = Path(runs["env_relu"].report["repro"]["path"])
+    again = subprocess.run([sys.executable, repro.name], cwd=repro.parent, env=_environment(),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stdout + again.stderr
+
+
+@pytest.mark.e2e
+def test_a_clean_script_keeps_its_stdout_and_exit_status(runs: dict[str, Run]) -> None:
+    plain = runs["plain_clean"]
+    assert plain.exit_code == 3 and plain.stdout.count("\n") == 2
+    for name in ("cli_clean", "env_clean"):
+        run = runs[name]
+        assert (run.exit_code, run.stdout) == (plain.exit_code, plain.stdout), run.stderr
+        report = run.report
+        assert report["verdict"] == "clean" and report["script"]["calls_checked"] == 1, run.stderr
+    # dropout: eager and Inductor draw differently; the engine, fed eager's draws, clears it (level 4)
+    assert runs["cli_clean"].report["script"]["graphs"][0]["outcome"] == "random_ok_as_data"
+    assert runs["env_clean"].report["script"]["graphs"][0]["outcome"] == "inconclusive_random"
+
+
+@pytest.mark.e2e
+def test_nothing_is_written_outside_the_output_folder(runs: dict[str, Run]) -> None:
+    for name, run in runs.items():
+        assert list(run.cwd.iterdir()) == [], name
+
+
+@pytest.mark.e2e
+def test_torchrun_gives_per_rank_reports_and_a_summary(runs: dict[str, Run]) -> None:
+    run = runs["torchrun"]
+    assert run.exit_code == 0, run.stderr
+    summary = json.loads((run.out_dir / "summary.json").read_text())
+    assert (summary["diverged"], summary["first"], summary["missing"]) == ([1], 1, []), summary
+    rank0 = json.loads((run.out_dir / "rank0" / "report.json").read_text())
+    rank1 = json.loads((run.out_dir / "rank1" / "report.json").read_text())
+    assert rank0["verdict"] == "clean" and rank0["script"]["rank"]["rank"] == 0
+    assert rank1["verdict"] == "divergent" and rank1["culprit"]["op"] == "aten.relu.default"
+    assert sorted(line.split(" step")[0] for line in run.stdout.splitlines()) == ["rank 0", "rank 0", "rank 1", "rank 1"]
+
+
+# -- scripts that fail ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("source", "code", "message"), [
+    ("import sys\nprint('before')\nsys.exit('bye')\n", 1, "bye"),
+    ("print('before')\nraise SystemExit(4)\n", 4, None),
+    ("import sys\nprint('before', sys.argv[1:])\ndef fail():\n    raise ValueError('broken')\nfail()\n", 1,
+     "ValueError: broken"),
+])
+def test_a_script_that_exits_or_raises_behaves_as_under_python(tmp_path: Path, source: str, code: int,
+                                                               message: str | None) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    python = subprocess.run([sys.executable, str(script), "a", "--b"], capture_output=True, text=True,
+                            env=_environment())
+    ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", str(script), "a", "--b", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=_environment(), timeout=300)
+    assert (ours.returncode, ours.stdout) == (python.returncode, python.stdout) == (code, python.stdout)
+    if message:
+        assert message in ours.stderr and message in python.stderr
+    if "Traceback" in python.stderr:
+        assert ours.stderr.split("Traceback", 1)[1].startswith(" (most recent call last):\n  File \"" + str(script))
