@@ -117,3 +117,23 @@ def capture_graph_module(graph_module: fx.GraphModule, inputs: Sequence[Any]) ->
     except Exception as error:
         raise ModelError(f"re-running the graph eagerly raised {type(error).__name__}: {error}") from error
     return backend.called_graphs()
+
+
+def capture_graph_module_with_backward(graph_module: fx.GraphModule, inputs: Sequence[Any], grad_positions: Sequence[int],
+                                       loss_of: Callable[[list[Any]], torch.Tensor | None]) -> list[CapturedGraph]:
+    """Like :func:`capture_graph_module`, for a training step: the inputs at ``grad_positions``
+    require grad, ``loss_of(outputs)`` is differentiated, and the backward graph is captured too
+    (its real inputs include the cotangents ``loss_of`` implies)."""
+    backend = CaptureBackend()
+    args = _detached(inputs)
+    for position in grad_positions:
+        args[position].requires_grad_(True)
+    try:
+        with torch.enable_grad():
+            outputs = backend(graph_module, args)(*args)
+            loss = loss_of(list(outputs) if isinstance(outputs, (tuple, list)) else [outputs])
+            if loss is not None:
+                loss.backward()
+    except Exception as error:
+        raise ModelError(f"re-running the graph eagerly raised {type(error).__name__}: {error}") from error
+    return backend.called_graphs()

@@ -1,27 +1,46 @@
 """The command line: parse options, call the API, print a summary, map errors to exit codes.
 
 Exit status: 0 clean, 1 divergence / NaN / crash found, 2 usage or input error, 3 internal error.
+Script mode (a file without get_model/get_inputs): when nothing diverges, the script's own status.
 """
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:
+    from .levels import ScriptSettings
+
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+FINDINGS = ("divergent", "nan", "crash", "not_reproducible")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Find the op that makes torch.compile (Inductor) disagree with eager, or make NaN/Inf."""
+    _isolate_from_hook()
+
+
+def _isolate_from_hook() -> None:
+    """This process runs its own session: neither it nor its subprocesses (repro verification,
+    the script's children) start the environment-variable hook."""
+    from . import autostart
+    from .levels import clear_environment
+
+    autostart.stand_down()
+    clear_environment(os.environ)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("model_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("bisect-accuracy-out"), show_default=True, help="Folder for report.json and the repro.")
 @click.option("--max-compiles", type=click.IntRange(min=1), default=None, help="Stop searching after N Inductor compiles.")
@@ -34,15 +53,43 @@ def main() -> None:
                    "strict: compiled random ops must reproduce eager's draws under the same seed.")
 @click.option("--verify-runs", type=click.IntRange(min=0), default=3, show_default=True,
               help="Run the emitted repro this many times in fresh processes (0: do not verify).")
+@click.option("--level", type=click.IntRange(1, 4), default=None,
+              help="Script mode: 1 record graphs, 2 check, 3 localise, 4 repro "
+                   "[default: 4, or 3 with --stage localise/subsystem].")
+@click.option("--check-every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Script mode: check each graph's first call, then every N-th call (0: the first only).")
+@click.option("--stop-on-divergence", is_flag=True,
+              help="Script mode: end the program at its first divergence (exit status 1).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
-def run(model_file: Path, out_dir: Path, max_compiles: int | None, timeout_s: float | None,
-        seed: int, stage: str, rng: str, verify_runs: int, quiet: bool, verbose: bool) -> None:
-    """Bisect MODEL_FILE: a file defining get_model() and get_inputs() (see README)."""
+def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
+        timeout_s: float | None, seed: int, stage: str, rng: str, verify_runs: int, level: int | None,
+        check_every: int, stop_on_divergence: bool, quiet: bool, verbose: bool) -> None:
+    """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
+    SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
+    script's own options after `--` when they share a name with ours."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    from .errors import BisectError, UsageError
+    from .levels import Level, ScriptSettings, stage_for
+    from .model_file import defines_model_contract
+
+    if model_file.is_file() and not defines_model_contract(model_file):
+        chosen = Level(level) if level else (Level.REPRO if stage == "repro" else Level.LOCALISE)
+        settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
+                                  stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
+                                  stage=stage_for(chosen, stage), max_compiles=max_compiles, timeout_s=timeout_s)
+        sys.exit(_run_script(model_file, script_args, settings, quiet))
+    if script_args:
+        click.echo(f"bisect-accuracy: error: {model_file.name} is a model file; extra arguments "
+                   f"{' '.join(script_args)!r} are only for plain scripts", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(_run_model_file(model_file, out_dir, max_compiles, timeout_s, seed, stage, rng, verify_runs, quiet))
+
+
+def _run_model_file(model_file: Path, out_dir: Path, max_compiles: int | None, timeout_s: float | None,
+                    seed: int, stage: str, rng: str, verify_runs: int, quiet: bool) -> int:
     from .api import bisect_file
+    from .errors import BisectError, UsageError
     from .pipeline import Options
     from .progress import Progress
     from .report import summary
@@ -53,19 +100,73 @@ def run(model_file: Path, out_dir: Path, max_compiles: int | None, timeout_s: fl
                              verify_runs if stage == "repro" else -1)
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     except BisectError as error:
         click.echo(f"bisect-accuracy: {error}", err=True)
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     except Exception as error:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "internal-error.log").write_text(traceback.format_exc())
-        click.echo(f"bisect-accuracy: internal error: {type(error).__name__}: {error}\n"
-                   f"  traceback written to {out_dir / 'internal-error.log'}", err=True)
-        sys.exit(EXIT_INTERNAL)
+        return _internal_error(out_dir, error)
     click.echo(summary(report))
     click.echo(f"  report:  {report['report_path']}")
-    sys.exit(EXIT_CLEAN if report["verdict"] == "clean" else EXIT_FOUND)
+    return EXIT_CLEAN if report["verdict"] == "clean" else EXIT_FOUND
+
+
+def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSettings, quiet: bool) -> int:
+    """Script mode. Everything the tool says goes to stderr: the script owns stdout."""
+    from .progress import Progress
+    from .script_mode import run_script, script_summary
+
+    progress = Progress(enabled=not quiet)
+    try:
+        outcome = run_script(script, script_args, settings, progress)
+    except Exception as error:
+        return _internal_error(settings.out_dir, error)
+    finally:
+        progress.close()
+    sys.stdout.flush()
+    if outcome.message:
+        sys.stderr.write(outcome.message if outcome.message.endswith("\n") else outcome.message + "\n")
+    click.echo(script_summary(outcome.report), err=True)
+    if outcome.internal_error:
+        return EXIT_INTERNAL
+    if outcome.stopped or outcome.report["verdict"] in FINDINGS:
+        return EXIT_FOUND
+    return outcome.exit_code
+
+
+def _internal_error(out_dir: Path, error: Exception) -> int:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "internal-error.log").write_text(traceback.format_exc())
+    click.echo(f"bisect-accuracy: internal error: {type(error).__name__}: {error}\n"
+               f"  traceback written to {out_dir / 'internal-error.log'}", err=True)
+    return EXIT_INTERNAL
+
+
+@main.command("install-hook")
+def install_hook_command() -> None:
+    """Install the start-up hook into this interpreter's site-packages, so that
+    BISECT_ACCURACY_LEVEL=<n> python train.py works (it does nothing while the variable is unset)."""
+    from .hook import install_hook
+
+    try:
+        path = install_hook()
+    except OSError as error:
+        click.echo(f"bisect-accuracy: error: cannot write the hook: {error}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(f"bisect-accuracy: start-up hook installed: {path}")
+
+
+@main.command("uninstall-hook")
+def uninstall_hook_command() -> None:
+    """Remove the start-up hook from this interpreter's site-packages."""
+    from .hook import uninstall_hook
+
+    try:
+        path = uninstall_hook()
+    except OSError as error:
+        click.echo(f"bisect-accuracy: error: cannot remove the hook: {error}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(f"bisect-accuracy: start-up hook removed: {path}" if path else "bisect-accuracy: no start-up hook installed")
 
 
 if __name__ == "__main__":

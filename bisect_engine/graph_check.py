@@ -2,7 +2,8 @@
 real inputs, and the compiled result judged with :func:`bisect_engine.compare.compare_values`.
 
 Inputs the graph mutates in place (running statistics, an optimizer step) are judged too, after
-the call, as extra outputs. A graph that draws random numbers is detected by the global random
+the call, as extra outputs. In a training step, gradients are judged as well: the compiled graph's
+own backward against eager's and fp64's, for fixed cotangents (:func:`weighted_sum`). A graph that draws random numbers is detected by the global random
 state moving during the eager run: its draws differ between eager and Inductor, so a mismatch
 there is inconclusive, not a divergence (script mode then asks the engine, which feeds eager's
 draws to both sides). Nothing here writes files; the caller owns the random state.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -65,6 +66,12 @@ def _set_rng_states(states: list[torch.Tensor]) -> None:
         torch.cuda.set_rng_state_all(states[1:])
 
 
+def input_label(graph_module: fx.GraphModule, position: int) -> str:
+    """``input 3 (L_self_modules_up_parameters_weight_)``: Dynamo names inputs by their source."""
+    names = [node.target for node in graph_module.graph.nodes if node.op == "placeholder"]
+    return f"input {position} ({names[position]})" if position < len(names) else f"input {position}"
+
+
 def flat_values(value: Any) -> list[Any]:
     return list(pytree.tree_leaves(value))
 
@@ -107,8 +114,8 @@ def _fp64_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> tuple[
         return None, fp64_inputs, f"no fp64 reference ({type(error).__name__}: {error}); eager is the reference"
 
 
-def judge_call(references: References, compiled_outputs: Any, compiled_inputs: Sequence[Any],
-               tolerance: Tolerance = Tolerance()) -> CallVerdict:
+def judge_call(graph_module: fx.GraphModule, references: References, compiled_outputs: Any,
+               compiled_inputs: Sequence[Any], tolerance: Tolerance = Tolerance()) -> CallVerdict:
     """The compiled call's outputs, and the inputs it wrote to, against eager and fp64."""
     compiled = flat_values(compiled_outputs)
     fp64 = references.fp64 if references.fp64 is not None else references.eager
@@ -116,7 +123,7 @@ def judge_call(references: References, compiled_outputs: Any, compiled_inputs: S
     eager_values, fp64_values, compiled_values = list(references.eager), list(fp64), compiled
     if len(compiled) == len(references.eager):
         for i in references.mutated:
-            names.append(f"input {i} (written in place)")
+            names.append(f"{input_label(graph_module, i)}, written in place")
             eager_values.append(references.eager_inputs[i])
             reference = references.fp64_inputs[i] if references.fp64 is not None else references.eager_inputs[i]
             fp64_values.append(reference)
@@ -125,4 +132,61 @@ def judge_call(references: References, compiled_outputs: Any, compiled_inputs: S
     if len(verdicts) != len(names):
         return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
     outputs = dict(zip(names, verdicts))
+    return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+
+
+# -- gradients ------------------------------------------------------------------------------------
+
+
+def grad_positions(inputs: Sequence[Any]) -> list[int]:
+    """The inputs a training step differentiates: floating tensors that require grad."""
+    return [i for i, v in enumerate(inputs)
+            if isinstance(v, torch.Tensor) and v.requires_grad and v.is_floating_point()]
+
+
+def weighted_sum(outputs: Sequence[Any]) -> torch.Tensor | None:
+    """``sum_i (output_i * c_i).sum()`` with fixed pseudo-random cotangents ``c_i`` (drawn in fp32
+    from a private generator, so eager, fp64 and compiled runs share them): its gradient is the
+    vector-Jacobian product every output contributes to. None when no output needs a gradient."""
+    generator = torch.Generator().manual_seed(0)
+    total: torch.Tensor | None = None
+    for output in outputs:
+        if isinstance(output, torch.Tensor) and output.requires_grad and output.is_floating_point():
+            cotangent = torch.randn(output.shape, generator=generator).to(device=output.device, dtype=output.dtype)
+            term = (output * cotangent).sum()
+            total = term if total is None else total + term
+    return total
+
+
+def _gradients(function: Callable[..., Any], inputs: Sequence[Any], positions: list[int]) -> list[Any] | None:
+    args = clone_value(list(inputs))
+    for i in positions:
+        args[i].requires_grad_(True)
+    with torch.enable_grad():
+        total = weighted_sum(flat_values(function(*args)))
+        if total is None:
+            return None
+        grads = torch.autograd.grad(total, [args[i] for i in positions], allow_unused=True)
+    return [None if g is None else g.detach() for g in grads]
+
+
+def check_gradients(graph_module: fx.GraphModule, compiled: Callable[..., Any], inputs: Sequence[Any],
+                    positions: list[int], tolerance: Tolerance = Tolerance()) -> CallVerdict | None:
+    """The compiled graph's gradients (through its own backward) against eager's and fp64's, for
+    the inputs at ``positions`` (see :func:`grad_positions`); None when no output needs a
+    gradient. The caller owns the random state; ``compiled`` runs on copies of the inputs."""
+    if not positions:
+        return None
+    compiled_grads = _gradients(compiled, inputs, positions)
+    eager_grads = _gradients(graph_module, inputs, positions)
+    if compiled_grads is None or eager_grads is None:
+        return None
+    try:
+        module64 = copy.deepcopy(graph_module).to(torch.float64)
+        fp64_grads = _gradients(module64, to_fp64(clone_value(list(inputs))), positions) or eager_grads
+    except Exception as error:  # noqa: BLE001 - eager is then the reference
+        log.debug("fp64 gradients failed: %s", error)
+        fp64_grads = eager_grads
+    verdicts = compare_values(eager_grads, fp64_grads, compiled_grads, tolerance)
+    outputs = {f"gradient of {input_label(graph_module, i)}": v for i, v in zip(positions, verdicts)}
     return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)

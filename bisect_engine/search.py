@@ -3,7 +3,7 @@
 Modeled on Shrink Ray / Hypothesis' shrinker. ``Search`` is the one object that
 talks to the expensive oracle: it owns the result cache, call counting, history
 and the budget (max calls, timeout; exhaustion raises ``BudgetExhausted``).
-The algorithms (``find_integer``, ``first_failing_prefix``, ``last_failing_start``,
+The algorithms (``find_integer``, ``first_failing_prefix``,
 ``ddmin``) are written once over plain integers and sequences and only *propose*
 candidates to a predicate, normally ``Search.is_interesting``. Deterministic.
 """
@@ -134,24 +134,6 @@ def first_failing_prefix(length: int, fails: Callable[[int], bool]) -> int | Non
     passing, failing = 0, length
     while failing - passing > 1:
         middle = (passing + failing) // 2
-        if fails(middle):
-            failing = middle
-        else:
-            passing = middle
-    return failing
-
-
-def last_failing_start(end: int, fails: Callable[[int], bool]) -> int:
-    """Largest s in [0, end - 1] such that the window [s, end) still fails.
-
-    fails(0) is assumed true and never called; fails is assumed monotone
-    (fails(s) implies fails(s') for s' < s). Uses ceil(log2(end)) calls.
-    """
-    if end < 1:
-        raise ValueError(f"end must be >= 1, got {end}")
-    failing, passing = 0, end
-    while passing - failing > 1:
-        middle = (failing + passing) // 2
         if fails(middle):
             failing = middle
         else:

@@ -16,7 +16,6 @@ from bisect_engine.search import (
     default_key,
     find_integer,
     first_failing_prefix,
-    last_failing_start,
     remove_one_by_one,
 )
 
@@ -190,42 +189,6 @@ def test_first_failing_prefix_property(length_and_threshold: tuple[int, int]) ->
     assert first_failing_prefix(length, fails) == threshold
     assert len(fails.calls) <= log2_bound(length)
     assert length not in fails.calls
-
-
-# --- last_failing_start -------------------------------------------------------
-
-
-def test_last_failing_start_rejects_empty_range() -> None:
-    with pytest.raises(ValueError):
-        last_failing_start(0, lambda s: True)
-
-
-def test_last_failing_start_exact() -> None:
-    fails = RecordingPredicate(lambda s: s <= 42)
-    assert last_failing_start(100, fails) == 42
-    assert 0 not in fails.calls and 100 not in fails.calls
-    assert last_failing_start(1, lambda s: pytest.fail("must not be called")) == 0
-    assert last_failing_start(10, lambda s: True) == 9
-    assert last_failing_start(10, lambda s: False) == 0
-
-
-@pytest.mark.parametrize("end", range(1, 70))
-def test_last_failing_start_call_bound_all_starts(end: int) -> None:
-    for start in range(end):
-        fails = RecordingPredicate(lambda s: s <= start)
-        assert last_failing_start(end, fails) == start
-        assert len(fails.calls) <= log2_bound(end)
-        assert all(0 < s < end for s in fails.calls)
-
-
-@PROPERTY_SETTINGS
-@given(st.integers(min_value=1, max_value=10**6).flatmap(
-    lambda n: st.tuples(st.just(n), st.integers(min_value=0, max_value=n - 1))))
-def test_last_failing_start_property(end_and_start: tuple[int, int]) -> None:
-    end, start = end_and_start
-    fails = RecordingPredicate(lambda s: s <= start)
-    assert last_failing_start(end, fails) == start
-    assert len(fails.calls) <= log2_bound(end)
 
 
 # --- ddmin --------------------------------------------------------------------

@@ -1,0 +1,581 @@
+"""Script mode: an unmodified program runs with every ``torch.compile`` checked against eager.
+
+Two entry points share one :class:`Session`: :func:`run_script` (``bisect-accuracy run
+train.py ARGS``: the file runs as ``__main__`` in this process) and
+:func:`start_from_environment` (``BISECT_ACCURACY_LEVEL=<n> python train.py``, started by the
+start-up hook in :mod:`bisect_engine.autostart`). While a session is active,
+:func:`~bisect_engine.inductor_adapter.compiles_routed_through` wraps the backend of every
+``torch.compile`` (Inductor with the user's ``mode``/``options``, a backend name, a callable) in a
+:class:`CheckingBackend`. Per Dynamo graph it compiles with the user's backend and, on the checked
+calls (the first by default, every N-th on request), runs the graph eagerly and in fp64 on the
+same real inputs (:mod:`bisect_engine.graph_check`). The program always gets the compiled result
+and the random stream it would have had. The first divergence is localised by the engine
+(capture the graph's aten graph, :func:`~bisect_engine.pipeline.run_captured`) and written to
+``OUT`` (``OUT/rank<r>`` under torchrun); the program goes on unless told to stop
+(:class:`DivergenceStop`, exit 1). A failure of the tool itself never ends the program: it is
+recorded in the report and ``OUT/internal-error.log``.
+"""
+from __future__ import annotations
+
+import ast
+import atexit
+import contextlib
+import copy
+import logging
+import os
+import runpy
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+import torch.fx as fx
+
+from .compare import Outcome
+from .fx_eval import clone_value
+from .graph_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
+                          weighted_sum)
+from .inductor_adapter import compiles_routed_through, nondefault_inductor_config
+from .levels import Level, ScriptSettings, clear_environment, settings_from_environment
+from .progress import Progress
+from .ranks import (STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_json_atomically,
+                    write_summary)
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR_LOG = "internal-error.log"
+
+
+class DivergenceStop(SystemExit):
+    """Ends the program at its first divergence (stop on divergence): exit status 1."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+
+@dataclass
+class GraphRecord:
+    """One Dynamo graph the program compiled, and what its checks found."""
+
+    index: int
+    graph_module: fx.GraphModule  # a copy taken before the backend compiled it
+    backend: str
+    inductor_options: dict[str, Any] | None  # None: not Inductor, so not localised
+    calls: int = 0
+    checks: int = 0
+    outcome: str = "unchecked"  # match | mismatch | inconclusive_random | random_ok_as_data | error
+    detail: dict[str, Any] | None = None
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"graph_{self.index}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"graph": self.name, "backend": self.backend, "calls": self.calls, "checks": self.checks,
+                "outcome": self.outcome, "detail": self.detail, "files": self.files}
+
+
+@dataclass(frozen=True)
+class Divergence:
+    graph: str
+    graph_call: int  # which call of that graph (1-based)
+    call: int  # which compiled call of the whole program (1-based)
+    wall_time: float
+    verdict: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"graph": self.graph, "graph_call": self.graph_call, "call": self.call,
+                "wall_time": self.wall_time, **{k: v for k, v in self.verdict.items() if k != "outcome"}}
+
+
+def describe_backend(backend: Any) -> tuple[str, Callable[..., Any], dict[str, Any] | None]:
+    """(name, the callable that compiles, the Inductor options or None when it is not Inductor)."""
+    if isinstance(backend, str):
+        return backend, torch._dynamo.lookup_backend(backend), ({} if backend == "inductor" else None)
+    if isinstance(backend, torch._TorchCompileInductorWrapper):
+        aot = type(backend).__name__ == "_TorchCompileAOTInductorWrapper"
+        return backend.compiler_name, backend, None if aot else dict(backend.config)
+    name = getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__)
+    is_compile_fx = getattr(backend, "__module__", "") == "torch._inductor.compile_fx" and name == "compile_fx"
+    return str(name), backend, {} if is_compile_fx else None
+
+
+# What Dynamo reads from a backend besides calling it; copied, not forwarded by __getattr__
+# (Dynamo's C frame evaluation crashes on a backend whose __getattr__ runs Python code).
+_FORWARDED = ("get_compiler_config", "reset", "backend_ctx_ctor", "dynamic")
+
+
+class CheckingBackend:
+    """A ``torch.compile`` backend: the user's backend compiles, the session sees every call."""
+
+    def __init__(self, session: "Session", backend: Any):
+        self.session = session
+        self.compiler_name, self.inner, self.inductor_options = describe_backend(backend)
+        for name in _FORWARDED:
+            if hasattr(self.inner, name):
+                setattr(self, name, getattr(self.inner, name))
+
+    def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        reference = copy.deepcopy(graph_module)  # Inductor's pre-grad passes rewrite the graph in place
+        compiled = self.inner(graph_module, example_inputs)
+        record = self.session.add_graph(reference, self.compiler_name, self.inductor_options)
+        session = self.session
+
+        def checked_call(*args: Any) -> Any:
+            return session.call(record, compiled, args)
+
+        return checked_call
+
+
+def _renderable(value: Any) -> bool:
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError):
+        return False
+
+
+def _trains(outputs: Any) -> bool:
+    """The call is part of a training step: autograd will differentiate its outputs."""
+    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat_values(outputs))
+
+
+def _cuda_devices() -> list[int]:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return list(range(torch.cuda.device_count()))
+    return []
+
+
+@contextlib.contextmanager
+def without_hook_environment() -> Iterator[None]:
+    """The tool's own subprocesses (repro verification) must not start the hook."""
+    removed = clear_environment(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.update(removed)
+
+
+class Session:
+    """One program run: its compiled graphs, the checks made, the first divergence, the report."""
+
+    def __init__(self, settings: ScriptSettings, script: Path, argv: Sequence[str], mode: str,
+                 progress: Progress | None = None, rank: RankInfo | None = None):
+        self.settings, self.script, self.argv, self.mode = settings, script, list(argv), mode
+        self.progress = progress or Progress(enabled=False)
+        self.rank = rank
+        self.root = settings.out_dir.absolute()  # the program may change directory
+        self.out_dir = rank_dir(self.root, rank)
+        self.graphs: list[GraphRecord] = []
+        self.calls = 0
+        self.calls_checked = 0
+        self.divergence: Divergence | None = None
+        self.report: dict[str, Any] | None = None
+        self.localised = False
+        self.stopped = False
+        self.exit_code: int | None = None
+        self.internal_error: str | None = None
+        self.not_localised: str | None = None  # why a divergence was not localised
+        self.engine_compiles = 0  # Inductor compiles the engine made (localising, random graphs)
+        self._busy = False
+        self._started = time.perf_counter()
+
+    # -- compiling and calling -------------------------------------------------------------
+
+    def wrap_backend(self, backend: Any) -> Any:
+        if self._busy or isinstance(backend, CheckingBackend) or self.settings.level is Level.OFF:
+            return backend
+        return CheckingBackend(self, backend)
+
+    def add_graph(self, graph_module: fx.GraphModule, backend: str, options: dict[str, Any] | None) -> GraphRecord:
+        record = GraphRecord(len(self.graphs), graph_module, backend, options)
+        self.graphs.append(record)
+        log.info("compiled %s with %s", record.name, backend)
+        return record
+
+    def call(self, record: GraphRecord, compiled: Callable[..., Any], args: Sequence[Any]) -> Any:
+        record.calls += 1
+        self.calls += 1
+        if self._busy or self.divergence is not None or not self.settings.checks_call(record.calls):
+            return compiled(*args)
+        if self.settings.level is Level.RECORD:
+            self._guarded(record, lambda: self._write_graph(record, args))
+            return compiled(*args)
+        return self._checked_call(record, compiled, args)
+
+    def _checked_call(self, record: GraphRecord, compiled: Callable[..., Any], args: Sequence[Any]) -> Any:
+        """Reference runs first (the compiled call may write to its inputs), then the real call."""
+        pristine = self._guarded(record, lambda: clone_value(list(args)))
+        references = self._guarded(record, lambda: reference_outputs(record.graph_module, pristine))
+        outputs = compiled(*args)
+        if references is None:
+            return outputs
+        verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, args))
+        if verdict is not None:
+            positions = grad_positions(args) if _trains(outputs) and not references.random else []
+            self._judged(record, compiled, verdict, references.random, pristine, positions)
+        return outputs
+
+    def _judged(self, record: GraphRecord, compiled: Callable[..., Any], verdict: CallVerdict, random: bool,
+                pristine: list[Any], positions: list[int]) -> None:
+        """Act on a checked call's verdict; in a training step, check its gradients too."""
+        record.checks += 1
+        self.calls_checked += 1
+        if verdict.outcome is not Outcome.MATCH:
+            if random:
+                self._random_mismatch(record, verdict, pristine)
+            else:
+                self._diverged(record, verdict, pristine)
+            return
+        record.outcome = "match" if record.outcome == "unchecked" else record.outcome
+        if positions:
+            gradients = self._guarded(record, lambda: check_gradients(record.graph_module, compiled, pristine,
+                                                                      positions))
+            if gradients is not None and gradients.outcome is not Outcome.MATCH:
+                self._diverged(record, gradients, pristine, positions=positions)
+
+    @contextlib.contextmanager
+    def _tool_work(self) -> Iterator[None]:
+        """The tool's own work: not checked, and the program's random stream left as it was."""
+        self._busy = True
+        try:
+            with torch.random.fork_rng(devices=_cuda_devices()):
+                yield
+        finally:
+            self._busy = False
+
+    def _guarded(self, record: GraphRecord, work: Callable[[], Any]) -> Any:
+        """Run the tool's work on a call; a failure is recorded on the graph, never raised into
+        the program (the tool must not end the job it watches)."""
+        try:
+            with self._tool_work():
+                return work()
+        except Exception as error:  # noqa: BLE001 - recorded in the report and the log
+            record.outcome = "error"
+            record.detail = {"error": f"{type(error).__name__}: {error}"}
+            log.warning("checking %s failed: %s: %s", record.name, type(error).__name__, error)
+            log.debug("%s", traceback.format_exc())
+            return None
+
+    # -- findings ------------------------------------------------------------------------
+
+    def _random_mismatch(self, record: GraphRecord, verdict: CallVerdict, pristine: list[Any]) -> None:
+        """A graph with random ops differs from eager: its draws differ. The engine, which feeds
+        eager's draws to both sides, decides (levels 3-4); level 2 cannot tell."""
+        record.detail = {"direct_check": verdict.to_json()}
+        if self.settings.level < Level.LOCALISE or record.inductor_options is None:
+            record.outcome = "inconclusive_random"
+            return
+        result = self._guarded(record, lambda: self._localise(record, pristine))
+        if result is not None and result.finding is not None:
+            self._diverged(record, verdict, pristine, result)
+        elif result is not None:
+            record.outcome = "random_ok_as_data"
+            record.detail["engine"] = "no node diverges once eager's random draws are fed to both sides"
+
+    def _diverged(self, record: GraphRecord, verdict: CallVerdict, pristine: list[Any], result: Any = None,
+                  positions: list[int] | None = None) -> None:
+        """The first divergence: written (and localised, levels 3-4) at once. ``positions``: the
+        gradients diverged, for the inputs there; the backward graph is captured too."""
+        record.outcome, record.detail = "mismatch", verdict.to_json()
+        self.divergence = Divergence(record.name, record.calls, self.calls, time.time(), verdict.to_json())
+        log.warning("%s diverged from eager on its call %d (%s: %s); writing %s",
+                    record.name, record.calls, verdict.failing, record.detail.get("reason"), self.out_dir)
+        try:
+            self._write_status(final=False)
+            with self._tool_work():
+                self._write_graph(record, pristine)
+                self.report = self._divergence_report(record, pristine, result, positions)
+                self._save_report()
+            self._write_status(final=False)
+        except Exception as error:  # noqa: BLE001 - the program goes on; the log says why
+            self._internal_error(error, f"writing the report of {record.name}")
+        if self.settings.stop_on_divergence:
+            self.stopped = True
+            log.warning("stopping the program at its first divergence (exit status 1)")
+            raise DivergenceStop()
+
+    def _divergence_report(self, record: GraphRecord, pristine: list[Any], result: Any,
+                           positions: list[int] | None = None) -> dict[str, Any]:
+        if self.settings.level < Level.LOCALISE:
+            self.not_localised = "level 2 checks only; level 3 localises"
+            return self._plain_report("divergent")
+        if record.inductor_options is None:
+            self.not_localised = f"the backend is {record.backend}; localisation compiles with Inductor"
+            return self._plain_report("divergent")
+        try:
+            result = result if result is not None else self._localise(record, pristine, positions)
+            verify_runs = self.settings.verify_runs if self.settings.stage == "repro" else -1
+            from .api import write_outputs
+
+            with without_hook_environment():
+                report = write_outputs(result, self.out_dir, verify_runs, self.progress)
+            self.localised = result.finding is not None
+            return report
+        except Exception as error:  # noqa: BLE001 - the program goes on; the report says so
+            self._internal_error(error, f"localising {record.name}")
+            return self._plain_report("divergent")
+
+    def _internal_error(self, error: Exception, what: str) -> None:
+        """The tool failed: kept for the report and ``OUT/internal-error.log``, never raised."""
+        self.internal_error = f"{what}: {type(error).__name__}: {error}"
+        log.error("%s failed (%s: %s); see %s", what, type(error).__name__, error,
+                  self.out_dir / INTERNAL_ERROR_LOG)
+        with contextlib.suppress(OSError):
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / INTERNAL_ERROR_LOG).write_text(traceback.format_exc())
+
+    def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None) -> Any:
+        """The engine on this graph's aten graphs (the backward one too when ``positions`` names
+        the differentiated inputs), under the user's Inductor options."""
+        from torch._inductor import config as inductor_config
+
+        from .capture import capture_graph_module, capture_graph_module_with_backward
+        from .pipeline import Options, run_captured
+
+        spec = self._spec(record, pristine)
+        options = Options(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
+                          stage=self.settings.stage)
+        with inductor_config.patch(record.inductor_options or {}):
+            if positions:
+                captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum)
+            else:
+                captured = capture_graph_module(record.graph_module, clone_value(pristine))
+            result = run_captured(spec, captured, options, self.progress, model_level_check=False)
+        self.engine_compiles += result.compiler.compiles
+        return result
+
+    def _spec(self, record: GraphRecord | None, inputs: list[Any]) -> Any:
+        from .model_file import ModelSpec
+
+        config, unrenderable = nondefault_inductor_config()
+        for key, value in ((record.inductor_options if record else None) or {}).items():
+            if _renderable(value):
+                config[key] = value
+            else:
+                unrenderable.append(key)
+        model = record.graph_module if record else _no_model
+        return ModelSpec(path=self.script, model=model, inputs=tuple(inputs), loss_fn=None, get_batches=None,
+                         inductor_config=config, unrenderable_config=unrenderable)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def _write_graph(self, record: GraphRecord, inputs: Sequence[Any]) -> None:
+        """The graph's code (once) and the real inputs of this call, under ``OUT/graphs``."""
+        folder = self.out_dir / "graphs"
+        folder.mkdir(parents=True, exist_ok=True)
+        code = folder / f"{record.name}.py"
+        if not code.exists():
+            code.write_text(record.graph_module.print_readable(print_output=False))
+            record.files.append(str(code))
+        inputs_path = folder / f"{record.name}_call_{record.calls}.pt"
+        torch.save(clone_value(list(inputs)), inputs_path)
+        record.files.append(str(inputs_path))
+
+    def _plain_report(self, verdict: str) -> dict[str, Any]:
+        """A report with no engine run behind it (clean, recorded, or a divergence not localised)."""
+        from .pipeline import RunResult
+        from .report import build_report
+        from .runner import Compiler
+
+        result = RunResult(spec=self._spec(None, []), graphs=[], compiler=Compiler(),
+                           seconds=time.perf_counter() - self._started)
+        report = build_report(result)
+        report["verdict"] = verdict
+        return report
+
+    def script_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.script), "argv": self.argv, "mode": self.mode,
+            "level": int(self.settings.level), "level_name": self.settings.level.label,
+            "check_every": self.settings.check_every, "stop_on_divergence": self.settings.stop_on_divergence,
+            "graphs_compiled": len(self.graphs), "graphs_checked": sum(1 for g in self.graphs if g.checks),
+            "calls": self.calls, "calls_checked": self.calls_checked, "engine_compiles": self.engine_compiles,
+            "first_divergence_call": self.divergence.to_json() if self.divergence else None,
+            "localised": self.localised, "not_localised": self.not_localised, "stopped": self.stopped, "exit_code": self.exit_code,
+            "rank": None if self.rank is None else vars(self.rank),
+            "internal_error": self.internal_error,
+            "graphs": [g.to_json() for g in self.graphs],
+        }
+
+    def _save_report(self) -> None:
+        assert self.report is not None
+        self.report["script"] = self.script_json()
+        if self.divergence is not None and self.report["verdict"] == "clean":
+            self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
+        self.report["report_path"] = str(self.out_dir / "report.json")
+        write_json_atomically(self.out_dir / "report.json", self.report)
+
+    def _write_status(self, final: bool) -> None:
+        if self.rank is None:
+            return
+        write_json_atomically(self.out_dir / STATUS_FILE, {
+            "rank": self.rank.rank, "pid": os.getpid(), "final": final,
+            "verdict": self.report["verdict"] if self.report else None,
+            "divergence": self.divergence.to_json() if self.divergence else None,
+            "graphs_checked": sum(1 for g in self.graphs if g.checks), "calls_checked": self.calls_checked,
+            "report": str(self.out_dir / "report.json") if self.report else None,
+        })
+
+    def finish(self, exit_code: int | None) -> dict[str, Any]:
+        """Write the final report (and, under torchrun, the status; rank 0 the summary)."""
+        self.exit_code = exit_code
+        with self._tool_work():
+            if self.report is None:
+                self.report = self._plain_report("unchecked" if self.settings.level is Level.RECORD else "clean")
+            self._save_report()
+            self._write_status(final=True)
+            if self.rank is not None and self.rank.rank == 0:
+                summary = write_summary(self.root, self.rank.world_size, self.settings.summary_wait_s)
+                log.warning("ranks diverged: %s (first: %s); summary: %s", summary["diverged"] or "none",
+                            summary["first"], self.root / SUMMARY_FILE)
+        return self.report
+
+
+def _no_model(*_args: Any) -> None:
+    """Stands in for a model in reports of runs that localised nothing."""
+
+
+def script_summary(report: dict[str, Any]) -> str:
+    """A few lines for stderr: the engine's summary when it localised, the script's counts."""
+    from .report import summary
+
+    script = report["script"]
+    counts = (f"{script['graphs_compiled']} graph(s) compiled, {script['graphs_checked']} checked, "
+              f"{script['calls_checked']} of {script['calls']} call(s) checked")
+    if report["verdict"] in ("clean", "unchecked"):
+        what = "recorded" if report["verdict"] == "unchecked" else "clean"
+        return f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}"
+    lines = [summary(report)]
+    first = script["first_divergence_call"]
+    if first:
+        lines.append(f"  diverged: {first['graph']} on its call {first['graph_call']} (program call {first['call']}):"
+                     f" {first.get('output')}, {first.get('reason')}")
+    if script.get("not_localised"):
+        lines.append(f"  not localised: {script['not_localised']}")
+    if script.get("internal_error"):
+        lines.append(f"  internal error: {script['internal_error']}")
+    lines.append(f"  script:  {counts}")
+    lines.append(f"  report:  {report['report_path']}")
+    return "\n".join(lines)
+
+
+# -- bisect-accuracy run SCRIPT ARGS -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScriptOutcome:
+    exit_code: int  # the script's own, or 1 when stopped at a divergence
+    report: dict[str, Any]
+    stopped: bool
+    message: str | None  # the script's traceback, or its SystemExit message, for stderr
+    internal_error: str | None
+
+
+@contextlib.contextmanager
+def _as_main(path: Path, argv: Sequence[str]) -> Iterator[None]:
+    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT ARGS`` sets them; restored after."""
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(path), *argv]
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+def exit_status(code: Any) -> tuple[int, str | None]:
+    """What Python makes of ``SystemExit(code)``: (status, message for stderr)."""
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return code, None
+    return 1, str(code)
+
+
+def script_traceback(error: BaseException, path: Path) -> str:
+    """The traceback Python would print for the script: the frames above it (ours, runpy) dropped."""
+    tb = error.__traceback__
+    script = str(path.resolve())
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
+
+
+def _run_as_main(path: Path, argv: Sequence[str]) -> tuple[int, str | None, bool]:
+    """(exit status, message, stopped at a divergence) of running the file as ``__main__``."""
+    with _as_main(path, argv):
+        try:
+            runpy.run_path(str(path.resolve()), run_name="__main__")
+        except DivergenceStop:
+            return 1, None, True
+        except SystemExit as exit:
+            return (*exit_status(exit.code), False)
+        except Exception as error:  # the script's own exception: Python's traceback, exit 1
+            return 1, script_traceback(error, path), False
+    return 0, None, False
+
+
+def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
+               progress: Progress | None = None) -> ScriptOutcome:
+    """Run ``path`` as ``python path ARGS`` would, every compiled graph checked."""
+    session = Session(settings, path.resolve(), argv, "cli", progress, rank_from_environment())
+    with compiles_routed_through(session.wrap_backend):
+        exit_code, message, stopped = _run_as_main(path, argv)
+    report = session.finish(exit_code)
+    return ScriptOutcome(exit_code, report, stopped, message, session.internal_error)
+
+
+# -- BISECT_ACCURACY_LEVEL=<n> python train.py -----------------------------------------------
+
+_ACTIVE: list[Session] = []
+
+
+def start_from_environment() -> Session | None:
+    """Start a session from ``BISECT_ACCURACY_*`` (called by the start-up hook once torch._dynamo
+    is imported); it ends, and writes its report, at interpreter exit."""
+    if _ACTIVE:
+        return _ACTIVE[0]
+    _log_to_stderr()
+    try:
+        settings = settings_from_environment()
+    except ValueError as error:
+        log.warning("%s; the hook stays off", error)
+        return None
+    if settings.level is Level.OFF:
+        return None
+    script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else Path("<interactive>")
+    session = Session(settings, script, sys.argv[1:], "environment", Progress(enabled=True), rank_from_environment())
+    stack = contextlib.ExitStack()
+    stack.enter_context(compiles_routed_through(session.wrap_backend))
+    _ACTIVE.append(session)
+    atexit.register(_finish_at_exit, session, stack)
+    return session
+
+
+def _log_to_stderr() -> None:
+    """Warnings of the hook reach the user's terminal, marked as ours, whatever their logging."""
+    package_logger = logging.getLogger("bisect_engine")
+    if package_logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("bisect-accuracy: %(message)s"))
+    package_logger.addHandler(handler)
+    package_logger.setLevel(logging.WARNING)
+    package_logger.propagate = False
+
+
+def _finish_at_exit(session: Session, stack: contextlib.ExitStack) -> None:
+    stack.close()
+    if not session.graphs:  # a process that compiled nothing (a launcher, a worker): no report
+        return
+    try:
+        session.finish(None)
+        log.warning("%s; report: %s", session.report["verdict"] if session.report else "?",
+                    session.out_dir / "report.json")
+    except Exception:  # noqa: BLE001 - at exit, the log is all that is left
+        log.exception("writing the report failed")
