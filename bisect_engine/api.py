@@ -5,6 +5,7 @@ Side effects live here and nowhere deeper: creating the output folder, writing `
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 def bisect_file(model_path: str | Path, out_dir: str | Path, options: Options = Options(),
                 progress: Progress | None = None, verify_runs: int = 3) -> dict[str, Any]:
     """Run the whole pipeline on a model file; write ``OUT/report.json`` and the repro."""
+    if options.started_at is None:
+        options = dataclasses.replace(options, started_at=time.perf_counter())
     spec = load_model_spec(model_path)
     progress = progress or Progress(enabled=False)
     try:

@@ -44,6 +44,7 @@ class Options:
     seed: int = 0
     rng: str = "data"  # "data": random draws are fed to both sides; "strict": they must match eager's
     stage: str = "repro"  # stop after "localise", "subsystem" or "repro"
+    started_at: float | None = None  # perf_counter() when the run began: --timeout counts from there
 
     def runs(self, stage: str) -> bool:
         return STAGES.index(stage) <= STAGES.index(self.stage)
@@ -233,13 +234,14 @@ def _nan_forensics(result: GraphResult, eager_problem: bool) -> None:
 
 def _search_window(result: GraphResult, compiler: Compiler, options: Options, progress: Progress,
                    known_passing: list[str] | None = None) -> None:
+    started = options.started_at or time.perf_counter()
     context = result.context
     target = result.whole.outcome
     oracle = window_oracle(context, compiler, target)
     search: Search[frozenset[str]] = Search(
         oracle,
         max_calls=None if options.max_compiles is None else max(options.max_compiles - compiler.compiles, 0),
-        timeout_s=options.timeout_s,
+        timeout_s=None if options.timeout_s is None else max(options.timeout_s - (time.perf_counter() - started), 0),
     )
     assert result.nodes is not None
     with progress.step(f"{context.name}: window search"):
@@ -247,6 +249,9 @@ def _search_window(result: GraphResult, compiler: Compiler, options: Options, pr
             passing = result.nodes.checked if known_passing is None else known_passing
             result.window = find_window(context, search, known_passing=passing)
         except BudgetExhausted as exhausted:
-            result.budget_message = str(exhausted)
+            limit = (f"--max-compiles {options.max_compiles} reached ({compiler.compiles} compiles)"
+                     if exhausted.reason == "max_compiles" else f"--timeout {options.timeout_s:g} s reached")
+            result.budget_message = (f"{limit}: {context.name} diverges, but the window search stopped "
+                                     f"before naming its nodes ({search.calls} windows tried); raise the limit")
             return
     result.window_verdict = oracle.verdicts.get(frozenset(result.window))  # type: ignore[attr-defined]

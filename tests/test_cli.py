@@ -1,6 +1,7 @@
 """The CLI's contract for bad input: a clear message, exit status 2, no traceback, no output."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,17 @@ def test_help_documents_the_stages(tmp_path: Path) -> None:
     assert result.returncode == 0
     for word in ("--stage", "localise", "subsystem", "--rng", "--max-compiles", "--timeout", "--out"):
         assert word in result.stdout
+
+
+def test_an_exhausted_compile_budget_is_reported_not_hidden(tmp_path: Path) -> None:
+    case = Path(__file__).resolve().parents[1] / "repro_cases" / "fused_pattern_pass.py"
+    result = subprocess.run(
+        [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(tmp_path / "out"), "-q",
+         "--max-compiles", "3", "--verify-runs", "0"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == "divergent" and report["culprit"] is None
+    assert report["budget"].startswith("--max-compiles 3 reached") and report["stats"]["compiles"] <= 3
+    assert "search stopped: --max-compiles 3 reached" in result.stdout
