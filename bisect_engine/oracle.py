@@ -54,6 +54,10 @@ class GraphContext:
         values = interpret(captured.graph_module, captured.inputs)
         return cls(captured, GraphView(captured.graph_module), values, tolerance, rng_strict, seed)
 
+    def _draws(self, fp64: bool) -> dict[str, Any]:
+        return {name: to_fp64(self.eager_values[name]) if fp64 else self.eager_values[name]
+                for name in self._random_values if name in self.eager_values}
+
     @property
     def _random_values(self) -> set[str]:
         return {v.name for name in self.view.random_names() for v in value_nodes(self.view.nodes[name])}
@@ -77,10 +81,14 @@ class GraphContext:
         config_patches: dict[str, Any] | None = None,
         decompositions: dict[Any, Callable[..., Any]] | None = None,
         fallbacks: tuple[Any, ...] = (),
+        inputs: list[Any] | None = None,
     ) -> SubgraphVerdict:
+        """``inputs``: other values for the subgraph's placeholders (e.g. random ones); eager then
+        runs the subgraph on them instead of reading the reference values."""
         if not subgraph.node_names:
             return SubgraphVerdict(Outcome.INVALID, error="empty subgraph")
-        inputs = reference_inputs(subgraph, self.eager_values)
+        own_inputs = inputs is not None
+        inputs = inputs if own_inputs else reference_inputs(subgraph, self.eager_values)
         try:
             compiled = compiler.compile(
                 subgraph.graph_module, inputs, label=label,
@@ -92,9 +100,9 @@ class GraphContext:
             log.debug("compile/run of %s crashed:\n%s", label, traceback.format_exc())
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
         # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
-        draws = {name: to_fp64(self.eager_values[name]) for name in self._random_values if name in self.eager_values}
-        fp64_outputs = run_graph(subgraph.graph_module, inputs, upcast=True, overrides=draws)
-        eager_outputs = [self.eager_values[name] for name in subgraph.output_names]
+        fp64_outputs = run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
+        eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
+                         else [self.eager_values[name] for name in subgraph.output_names])
         verdicts = compare_values(eager_outputs, fp64_outputs, compiled_outputs, self.tolerance)
         if len(verdicts) != len(subgraph.output_names):
             return SubgraphVerdict(Outcome.MISMATCH, error=verdicts[0].reason)

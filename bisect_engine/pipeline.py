@@ -45,6 +45,7 @@ class Options:
     rng: str = "data"  # "data": random draws are fed to both sides; "strict": they must match eager's
     stage: str = "repro"  # stop after "localise", "subsystem" or "repro"
     started_at: float | None = None  # perf_counter() when the run began: --timeout counts from there
+    random_inputs: bool = False  # the repro draws its inputs at random, if that still reproduces
 
     def runs(self, stage: str) -> bool:
         return STAGES.index(stage) <= STAGES.index(self.stage)

@@ -168,8 +168,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
     return report
 
 
-def finding_repro_spec(result: RunResult) -> ReproSpec | None:
-    """The repro for the run's finding: its minimal subgraph and what the repro must show."""
+def repro_target(result: RunResult) -> tuple[GraphResult, tuple[str, ...], Expect] | None:
+    """The graph, nodes and expectation a repro of the run's finding is made of."""
     graph = result.finding
     if graph is None:
         return None
@@ -179,8 +179,19 @@ def finding_repro_spec(result: RunResult) -> ReproSpec | None:
         names, expect = (graph.eager_nan,), "eager_nonfinite"
     elif not names and graph.compiled_nan:
         names = (graph.compiled_nan,)
-    if not names:
+    return (graph, names, expect) if names else None
+
+
+def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None = None) -> ReproSpec | None:
+    """The repro for the run's finding: its minimal subgraph and what the repro must show.
+
+    ``recipes``: draw the inputs at random from these (checked by the caller to reproduce)
+    instead of embedding the real values.
+    """
+    target = repro_target(result)
+    if target is None:
         return None
+    graph, names, expect = target
     described = describe_node(result, graph, names[0])
     ops = [op_name(graph.context.view.nodes[n]) for n in names]
     what = {"mismatch": "Inductor disagrees with eager (fp64 reference)",
@@ -202,7 +213,7 @@ def finding_repro_spec(result: RunResult) -> ReproSpec | None:
     return repro_spec(
         graph.context.subgraph(names), graph.context.eager_values, notes=notes,
         config=result.spec.inductor_config, unrenderable_config=result.spec.unrenderable_config,
-        rng_strict=graph.context.rng_strict, seed=graph.context.seed,
+        rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
         finding=finding, environment=environment(), expect=expect,
     )

@@ -45,6 +45,7 @@ class ReproSpec:
     notes: tuple[str, ...] = ()
     rng_strict: bool = False
     seed: int = 0
+    recipes: tuple[tuple[tuple[str, Any], ...], ...] | None = None  # random inputs instead of the blob
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ def repro_spec(
     notes: list[str] | None = None,
     rng_strict: bool = False,
     seed: int = 0,
+    recipes: list[dict[str, Any]] | None = None,
 ) -> ReproSpec:
     forward_code = subgraph.graph_module.code.strip()
     return ReproSpec(
@@ -92,7 +94,7 @@ def repro_spec(
         forward_code=forward_code,
         input_names=subgraph.input_names,
         output_names=subgraph.output_names,
-        inputs_blob=serialise_inputs([values[name] for name in subgraph.input_names]),
+        inputs_blob=b"" if recipes is not None else serialise_inputs([values[name] for name in subgraph.input_names]),
         inductor_config=tuple(sorted(config.items())),
         unrenderable_config=tuple(unrenderable_config),
         environment=tuple(sorted(environment.items())),
@@ -100,7 +102,30 @@ def repro_spec(
         notes=tuple(notes or ()),
         rng_strict=rng_strict,
         seed=seed,
+        recipes=None if recipes is None else tuple(tuple(sorted(r.items())) for r in recipes),
     )
+
+
+def input_recipes(values: list[Any]) -> list[dict[str, Any]]:
+    """How to draw stand-ins for real inputs: shape, dtype and the real values' statistics."""
+    recipes: list[dict[str, Any]] = []
+    for value in values:
+        if not isinstance(value, torch.Tensor):
+            recipes.append({"kind": "value", "value": value})
+            continue
+        base = {"shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
+        as64 = value.detach().to(torch.float64)
+        if value.dtype == torch.bool:
+            recipes.append({**base, "kind": "bool", "p": round(float(as64.mean()), 6) if value.numel() else 0.5})
+        elif value.is_floating_point():
+            finite = as64[torch.isfinite(as64)]
+            mean = float(finite.mean()) if finite.numel() else 0.0
+            std = float(finite.std()) if finite.numel() > 1 else 1.0
+            recipes.append({**base, "kind": "float", "mean": round(mean, 6), "std": round(std, 6)})
+        else:
+            low, high = (int(as64.min()), int(as64.max())) if value.numel() else (0, 1)
+            recipes.append({**base, "kind": "int", "low": low, "high": high})
+    return recipes
 
 
 _HEADER = '''#!/usr/bin/env python3
@@ -143,6 +168,8 @@ OUTPUT_NAMES = {output_names}
 EXPECT = {expect!r}
 RNG_STRICT = {rng_strict!r}  # True: random ops must reproduce eager's draws under SEED
 SEED = {seed!r}
+# Random inputs (chosen with --random-inputs, checked to reproduce), or None: the real ones below.
+INPUT_RECIPES = {recipes}
 INPUTS_FILE = {inputs_file!r}
 # Inputs {input_names}: torch.save, zlib, base64.
 INPUTS_B64 = (
@@ -154,7 +181,7 @@ _MAIN = '''
 
 if __name__ == "__main__":
     sys.exit(repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
-                        RNG_STRICT, SEED))
+                        RNG_STRICT, SEED, INPUT_RECIPES))
 '''
 
 
@@ -195,6 +222,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + _BODY.format(
             forward=_indent(spec.forward_code), output_names=list(spec.output_names), expect=spec.expect,
             rng_strict=spec.rng_strict, seed=spec.seed,
+            recipes=None if spec.recipes is None else "[\n" + "".join(f"    {dict(r)!r},\n" for r in spec.recipes) + "]",
             inputs_file=None if inline else SIDECAR_NAME, input_names=", ".join(spec.input_names),
             inputs_b64="\n".join(f"    {chunk!r}" for chunk in chunks) or "    ''",
         )

@@ -26,7 +26,27 @@ if __package__:  # imported by the tool itself; inside a repro these names are d
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_CANNOT_RUN = 1, 0, 125
 
 
-def load_inputs(inputs_b64, inputs_file, script_path):
+def random_inputs(recipes, seed):
+    """Inputs drawn from recipes (shape, dtype, and the real values' statistics), seeded."""
+    generator = torch.Generator().manual_seed(seed)
+    values = []
+    for recipe in recipes:
+        dtype, shape = getattr(torch, recipe["dtype"]), recipe["shape"]
+        if recipe["kind"] == "float":
+            noise = torch.randn(shape, generator=generator, dtype=torch.float64)
+            values.append((noise * recipe["std"] + recipe["mean"]).to(dtype))
+        elif recipe["kind"] == "int":
+            values.append(torch.randint(recipe["low"], recipe["high"] + 1, shape, generator=generator, dtype=dtype))
+        elif recipe["kind"] == "bool":
+            values.append(torch.rand(shape, generator=generator) < recipe["p"])
+        else:
+            values.append(recipe["value"])
+    return values
+
+
+def load_inputs(inputs_b64, inputs_file, script_path, recipes=None, seed=0):
+    if recipes is not None:
+        return random_inputs(recipes, seed)
     if inputs_file:
         with open(os.path.join(os.path.dirname(os.path.abspath(script_path)), inputs_file), "rb") as handle:
             blob = handle.read()
@@ -100,9 +120,9 @@ def has_nonfinite(values):
 
 
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
-               rng_strict=False, seed=0):
+               rng_strict=False, seed=0, recipes=None):
     try:
-        inputs = load_inputs(inputs_b64, inputs_file, script_path)
+        inputs = load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)
         graph_module = trace(repro_module, inputs)
         eager, fp64 = references(graph_module, inputs, seed)
     except Exception:
