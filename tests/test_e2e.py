@@ -22,7 +22,14 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = sorted((ROOT / "repro_cases").glob("*.py")) + sorted((ROOT / "tests" / "upstream_cases").glob("*.py"))
+def _is_model_case(path: Path) -> bool:
+    """Model files (get_model + EXPECTED); plain-script cases belong to test_script_mode.py."""
+    text = path.read_text()
+    return "def get_model(" in text and "EXPECTED = " in text
+
+
+CASES = [case for folder in ("repro_cases", "tests/upstream_cases")
+         for case in sorted((ROOT / folder).glob("*.py")) if _is_model_case(case)]
 pytestmark = pytest.mark.e2e
 
 
