@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean benchmark
+.PHONY: demo test venv clean benchmark overhead
 
 venv: $(STAMP)
 
@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_PIN)"
 	$(BIN)/pip install -q -e ".[test]"
+	# The start-up hook (inert unless BISECT_ACCURACY_LEVEL is set): BISECT_ACCURACY_LEVEL=4 python train.py
+	$(BIN)/bisect-accuracy install-hook
 	touch $(STAMP)
 
 # Runs the tool on a bundled planted bug. The tool exits 1 when it finds the bug, which is what the
@@ -30,6 +32,9 @@ test: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/compare_minifier.py
+
+overhead: $(STAMP)
+	$(BIN)/python benchmarks/overhead.py
 
 clean:
 	rm -rf $(VENV) out *.egg-info

@@ -68,17 +68,17 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
     script's own options after `--` when they share a name with ours."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from .levels import Level, ScriptSettings, stage_for
-    from .model_file import defines_model_contract
+    from .script_runner import defines_model_contract
 
     if model_file.is_file() and not defines_model_contract(model_file):
         chosen = Level(level) if level else (Level.REPRO if stage == "repro" else Level.LOCALISE)
         settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
                                   stage=stage_for(chosen, stage), max_compiles=max_compiles, timeout_s=timeout_s)
-        sys.exit(_run_script(model_file, script_args, settings, quiet))
+        sys.exit(_run_script(model_file, script_args, settings, quiet, verbose))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     if script_args:
         click.echo(f"bisect-accuracy: error: {model_file.name} is a model file; extra arguments "
                    f"{' '.join(script_args)!r} are only for plain scripts", err=True)
@@ -111,11 +111,14 @@ def _run_model_file(model_file: Path, out_dir: Path, max_compiles: int | None, t
     return EXIT_CLEAN if report["verdict"] == "clean" else EXIT_FOUND
 
 
-def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSettings, quiet: bool) -> int:
-    """Script mode. Everything the tool says goes to stderr: the script owns stdout."""
+def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSettings, quiet: bool,
+                verbose: bool) -> int:
+    """Script mode. Everything the tool says goes to stderr (the script owns stdout); neither torch
+    nor the root logger is touched before the script runs (it sets them up as it would alone)."""
     from .progress import Progress
-    from .script_mode import run_script, script_summary
+    from .script_runner import log_to_stderr, run_script
 
+    log_to_stderr(logging.INFO if verbose else logging.WARNING)
     progress = Progress(enabled=not quiet)
     try:
         outcome = run_script(script, script_args, settings, progress)
@@ -123,6 +126,8 @@ def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSett
         return _internal_error(settings.out_dir, error)
     finally:
         progress.close()
+    from .script_mode import script_summary
+
     sys.stdout.flush()
     if outcome.message:
         sys.stderr.write(outcome.message if outcome.message.endswith("\n") else outcome.message + "\n")
@@ -166,7 +171,8 @@ def uninstall_hook_command() -> None:
     except OSError as error:
         click.echo(f"bisect-accuracy: error: cannot remove the hook: {error}", err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(f"bisect-accuracy: start-up hook removed: {path}" if path else "bisect-accuracy: no start-up hook installed")
+    click.echo(f"bisect-accuracy: start-up hook removed: {path}" if path
+               else "bisect-accuracy: no start-up hook installed")
 
 
 if __name__ == "__main__":

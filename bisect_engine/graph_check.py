@@ -3,10 +3,12 @@ real inputs, and the compiled result judged with :func:`bisect_engine.compare.co
 
 Inputs the graph mutates in place (running statistics, an optimizer step) are judged too, after
 the call, as extra outputs. In a training step, gradients are judged as well: the compiled graph's
-own backward against eager's and fp64's, for fixed cotangents (:func:`weighted_sum`). A graph that draws random numbers is detected by the global random
-state moving during the eager run: its draws differ between eager and Inductor, so a mismatch
-there is inconclusive, not a divergence (script mode then asks the engine, which feeds eager's
-draws to both sides). Nothing here writes files; the caller owns the random state.
+own backward against eager's and fp64's, for fixed cotangents (:func:`weighted_sum`).
+
+A graph that draws random numbers is detected by the global random state moving during the eager
+run: its draws differ between eager and Inductor, so a mismatch there is inconclusive, not a
+divergence (script mode then asks the engine, which feeds eager's draws to both sides). Nothing
+here writes files; the caller owns the random state.
 """
 from __future__ import annotations
 

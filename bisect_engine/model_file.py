@@ -8,16 +8,16 @@ naming the file and the function.
 """
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from .errors import ModelError, UsageError
+from .script_runner import defines_model_contract
 from .inductor_adapter import nondefault_inductor_config
 
 REQUIRED = ("get_model", "get_inputs")
@@ -60,37 +60,13 @@ def is_model_file(module: ModuleType) -> bool:
     return any(hasattr(module, name) for name in REQUIRED)
 
 
-def defines_model_contract(path: Path) -> bool:
-    """Whether the file defines ``get_model``/``get_inputs`` at top level, read without running it
-    (a plain script's top level is its program). A file that does not parse counts as a model
-    file, so importing it reports the syntax error as a usage error."""
-    try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return True
-    return any(name in REQUIRED for name in _top_level_names(tree.body))
-
-
-def _top_level_names(body: list[ast.stmt]) -> Iterator[str]:
-    for statement in body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            yield statement.name
-        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            yield from (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-            yield from ((a.asname or a.name).split(".")[0] for a in statement.names)
-        elif isinstance(statement, (ast.If, ast.Try, ast.With)):
-            yield from _top_level_names(statement.body + getattr(statement, "orelse", []))
-
-
 def load_model_spec(path: str | os.PathLike[str]) -> ModelSpec:
     path = Path(path).resolve()
     if path.is_file() and not defines_model_contract(path):
         raise UsageError(
             f"{path.name} defines neither get_model() nor get_inputs(): it is a plain script. "
             f"Run it in script mode: `bisect-accuracy run {path.name} [ARGS...]` "
-            "(or bisect_engine.script_mode.run_script; see README)."
+            "(or bisect_engine.script_runner.run_script; see README)."
         )
     module = load_module(path)
     config, unrenderable = nondefault_inductor_config()

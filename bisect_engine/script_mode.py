@@ -1,9 +1,10 @@
 """Script mode: an unmodified program runs with every ``torch.compile`` checked against eager.
 
-Two entry points share one :class:`Session`: :func:`run_script` (``bisect-accuracy run
-train.py ARGS``: the file runs as ``__main__`` in this process) and
-:func:`start_from_environment` (``BISECT_ACCURACY_LEVEL=<n> python train.py``, started by the
-start-up hook in :mod:`bisect_engine.autostart`). While a session is active,
+Two entry points share :func:`start_session`, both called when the program imports
+``torch._dynamo``: :func:`bisect_engine.script_runner.run_script` (``bisect-accuracy run train.py
+ARGS``: the file runs as ``__main__`` in this process) and :func:`start_from_environment`
+(``BISECT_ACCURACY_LEVEL=<n> python train.py``, started by the start-up hook in
+:mod:`bisect_engine.autostart`, ended at exit). While a session is active,
 :func:`~bisect_engine.inductor_adapter.compiles_routed_through` wraps the backend of every
 ``torch.compile`` (Inductor with the user's ``mode``/``options``, a backend name, a callable) in a
 :class:`CheckingBackend`. Per Dynamo graph it compiles with the user's backend and, on the checked
@@ -23,7 +24,6 @@ import contextlib
 import copy
 import logging
 import os
-import runpy
 import sys
 import time
 import traceback
@@ -43,17 +43,11 @@ from .levels import Level, ScriptSettings, clear_environment, settings_from_envi
 from .progress import Progress
 from .ranks import (STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_json_atomically,
                     write_summary)
+from .script_runner import DivergenceStop, log_to_stderr
 
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_LOG = "internal-error.log"
-
-
-class DivergenceStop(SystemExit):
-    """Ends the program at its first divergence (stop on divergence): exit status 1."""
-
-    def __init__(self) -> None:
-        super().__init__(1)
 
 
 @dataclass
@@ -69,6 +63,7 @@ class GraphRecord:
     outcome: str = "unchecked"  # match | mismatch | inconclusive_random | random_ok_as_data | error
     detail: dict[str, Any] | None = None
     files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. why eager, not fp64, was the reference
 
     @property
     def name(self) -> str:
@@ -76,7 +71,7 @@ class GraphRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"graph": self.name, "backend": self.backend, "calls": self.calls, "checks": self.checks,
-                "outcome": self.outcome, "detail": self.detail, "files": self.files}
+                "outcome": self.outcome, "detail": self.detail, "files": self.files, "notes": self.notes}
 
 
 @dataclass(frozen=True)
@@ -140,7 +135,8 @@ def _renderable(value: Any) -> bool:
 
 def _trains(outputs: Any) -> bool:
     """The call is part of a training step: autograd will differentiate its outputs."""
-    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat_values(outputs))
+    values = flat_values(outputs)
+    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
 
 
 def _cuda_devices() -> list[int]:
@@ -180,6 +176,7 @@ class Session:
         self.internal_error: str | None = None
         self.not_localised: str | None = None  # why a divergence was not localised
         self.engine_compiles = 0  # Inductor compiles the engine made (localising, random graphs)
+        self.tool_seconds = 0.0  # time spent in the tool's own work (not the program's)
         self._busy = False
         self._started = time.perf_counter()
 
@@ -213,6 +210,8 @@ class Session:
         outputs = compiled(*args)
         if references is None:
             return outputs
+        if references.fp64_error and references.fp64_error not in record.notes:
+            record.notes.append(references.fp64_error)
         verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, args))
         if verdict is not None:
             positions = grad_positions(args) if _trains(outputs) and not references.random else []
@@ -241,11 +240,13 @@ class Session:
     def _tool_work(self) -> Iterator[None]:
         """The tool's own work: not checked, and the program's random stream left as it was."""
         self._busy = True
+        started = time.perf_counter()
         try:
             with torch.random.fork_rng(devices=_cuda_devices()):
                 yield
         finally:
             self._busy = False
+            self.tool_seconds += time.perf_counter() - started
 
     def _guarded(self, record: GraphRecord, work: Callable[[], Any]) -> Any:
         """Run the tool's work on a call; a failure is recorded on the graph, never raised into
@@ -394,8 +395,10 @@ class Session:
             "check_every": self.settings.check_every, "stop_on_divergence": self.settings.stop_on_divergence,
             "graphs_compiled": len(self.graphs), "graphs_checked": sum(1 for g in self.graphs if g.checks),
             "calls": self.calls, "calls_checked": self.calls_checked, "engine_compiles": self.engine_compiles,
+            "tool_seconds": round(self.tool_seconds, 3),
             "first_divergence_call": self.divergence.to_json() if self.divergence else None,
-            "localised": self.localised, "not_localised": self.not_localised, "stopped": self.stopped, "exit_code": self.exit_code,
+            "localised": self.localised, "not_localised": self.not_localised,
+            "stopped": self.stopped, "exit_code": self.exit_code,
             "rank": None if self.rank is None else vars(self.rank),
             "internal_error": self.internal_error,
             "graphs": [g.to_json() for g in self.graphs],
@@ -463,84 +466,40 @@ def script_summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- bisect-accuracy run SCRIPT ARGS -----------------------------------------------------------
+# -- starting and ending a session ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ScriptOutcome:
-    exit_code: int  # the script's own, or 1 when stopped at a divergence
-    report: dict[str, Any]
-    stopped: bool
-    message: str | None  # the script's traceback, or its SystemExit message, for stderr
-    internal_error: str | None
+@dataclass
+class ActiveSession:
+    """A session whose backend wrapping is in force until :meth:`close`."""
+
+    session: Session
+    stack: contextlib.ExitStack
+
+    def close(self) -> None:
+        self.stack.close()
 
 
-@contextlib.contextmanager
-def _as_main(path: Path, argv: Sequence[str]) -> Iterator[None]:
-    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT ARGS`` sets them; restored after."""
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [str(path), *argv]
-    sys.path.insert(0, str(path.resolve().parent))
-    try:
-        yield
-    finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
-
-
-def exit_status(code: Any) -> tuple[int, str | None]:
-    """What Python makes of ``SystemExit(code)``: (status, message for stderr)."""
-    if code is None:
-        return 0, None
-    if isinstance(code, int):
-        return code, None
-    return 1, str(code)
-
-
-def script_traceback(error: BaseException, path: Path) -> str:
-    """The traceback Python would print for the script: the frames above it (ours, runpy) dropped."""
-    tb = error.__traceback__
-    script = str(path.resolve())
-    while tb is not None and tb.tb_frame.f_code.co_filename != script:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
-
-
-def _run_as_main(path: Path, argv: Sequence[str]) -> tuple[int, str | None, bool]:
-    """(exit status, message, stopped at a divergence) of running the file as ``__main__``."""
-    with _as_main(path, argv):
-        try:
-            runpy.run_path(str(path.resolve()), run_name="__main__")
-        except DivergenceStop:
-            return 1, None, True
-        except SystemExit as exit:
-            return (*exit_status(exit.code), False)
-        except Exception as error:  # the script's own exception: Python's traceback, exit 1
-            return 1, script_traceback(error, path), False
-    return 0, None, False
-
-
-def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
-               progress: Progress | None = None) -> ScriptOutcome:
-    """Run ``path`` as ``python path ARGS`` would, every compiled graph checked."""
-    session = Session(settings, path.resolve(), argv, "cli", progress, rank_from_environment())
-    with compiles_routed_through(session.wrap_backend):
-        exit_code, message, stopped = _run_as_main(path, argv)
-    report = session.finish(exit_code)
-    return ScriptOutcome(exit_code, report, stopped, message, session.internal_error)
+def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], mode: str,
+                  progress: Progress | None = None, rank: RankInfo | None = None) -> ActiveSession:
+    """A session, and every ``torch.compile`` from now on routed through its checking backend."""
+    session = Session(settings, script, argv, mode, progress, rank)
+    stack = contextlib.ExitStack()
+    stack.enter_context(compiles_routed_through(session.wrap_backend))
+    return ActiveSession(session, stack)
 
 
 # -- BISECT_ACCURACY_LEVEL=<n> python train.py -----------------------------------------------
 
-_ACTIVE: list[Session] = []
+_ACTIVE: list[ActiveSession] = []
 
 
 def start_from_environment() -> Session | None:
     """Start a session from ``BISECT_ACCURACY_*`` (called by the start-up hook once torch._dynamo
     is imported); it ends, and writes its report, at interpreter exit."""
     if _ACTIVE:
-        return _ACTIVE[0]
-    _log_to_stderr()
+        return _ACTIVE[0].session
+    log_to_stderr()
     try:
         settings = settings_from_environment()
     except ValueError as error:
@@ -549,28 +508,16 @@ def start_from_environment() -> Session | None:
     if settings.level is Level.OFF:
         return None
     script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else Path("<interactive>")
-    session = Session(settings, script, sys.argv[1:], "environment", Progress(enabled=True), rank_from_environment())
-    stack = contextlib.ExitStack()
-    stack.enter_context(compiles_routed_through(session.wrap_backend))
-    _ACTIVE.append(session)
-    atexit.register(_finish_at_exit, session, stack)
-    return session
+    active = start_session(settings, script, sys.argv[1:], "environment", Progress(enabled=True),
+                           rank_from_environment())
+    _ACTIVE.append(active)
+    atexit.register(_finish_at_exit, active)
+    return active.session
 
 
-def _log_to_stderr() -> None:
-    """Warnings of the hook reach the user's terminal, marked as ours, whatever their logging."""
-    package_logger = logging.getLogger("bisect_engine")
-    if package_logger.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("bisect-accuracy: %(message)s"))
-    package_logger.addHandler(handler)
-    package_logger.setLevel(logging.WARNING)
-    package_logger.propagate = False
-
-
-def _finish_at_exit(session: Session, stack: contextlib.ExitStack) -> None:
-    stack.close()
+def _finish_at_exit(active: ActiveSession) -> None:
+    active.close()
+    session = active.session
     if not session.graphs:  # a process that compiled nothing (a launcher, a worker): no report
         return
     try:

@@ -8,8 +8,10 @@ scripts that raise or exit, and a two-rank ``torchrun``.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +27,15 @@ from bisect_engine.hook import HOOK_LINE, hook_path
 from bisect_engine.inductor_adapter import compiles_routed_through
 from bisect_engine.levels import (LEVEL_VARIABLE, Level, ScriptSettings, clear_environment,
                                   settings_from_environment)
-from bisect_engine.model_file import defines_model_contract
 from bisect_engine.ranks import collect_statuses, summarise
-from bisect_engine.script_mode import Session, exit_status, script_summary
+from bisect_engine.script_mode import Session, script_summary
+from bisect_engine.script_runner import DivergenceStop, defines_model_contract, exit_status
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RELU_SCRIPT = ROOT / "repro_cases" / "script_relu_bug.py"
 CLEAN_SCRIPT = ROOT / "repro_cases" / "script_clean.py"
+BACKWARD_SCRIPT = ROOT / "repro_cases" / "script_backward_bug.py"
 TORCHRUN_SCRIPT = ROOT / "tests" / "scripts" / "torchrun_rank1_bug.py"
 
 
@@ -195,6 +198,13 @@ def test_a_wrong_backend_is_reported_and_the_program_keeps_its_result(session_fa
     assert "diverged: graph_0 on its call 1" in script_summary(report)
 
 
+def test_stop_on_divergence_ends_the_program_there(session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK, stop_on_divergence=True)
+    with pytest.raises(DivergenceStop) as stop:
+        _run_compiled(session, _off_by_one)
+    assert stop.value.code == 1 and session.stopped and session.calls == 1
+
+
 @pytest.mark.parametrize(("every", "checked"), [(0, 1), (2, 2)])
 def test_a_right_backend_is_clean_and_checked_as_asked(session_factory: Callable[..., Session], every: int,
                                                        checked: int) -> None:
@@ -205,6 +215,53 @@ def test_a_right_backend_is_clean_and_checked_as_asked(session_factory: Callable
     assert report["verdict"] == "clean"
     assert (report["script"]["calls"], report["script"]["calls_checked"]) == (3, checked)
     assert report["script"]["graphs"][0]["backend"] == "aot_eager"
+
+
+def _accumulate(x: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
+    total.add_(x)
+    return x * 2
+
+
+def _writes_wrongly(graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    """A wrong compiler: right outputs, but the input the graph writes to is off by one."""
+    position = [n.target for n in graph_module.graph.nodes if n.op == "placeholder"].index("L_total_")
+
+    def run(*args: Any) -> Any:
+        outputs = graph_module(*args)
+        args[position].add_(1)
+        return outputs
+    return run
+
+
+def test_inputs_written_in_place_are_checked(session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    total = torch.zeros(4)
+    with compiles_routed_through(session.wrap_backend):
+        torch.compile(_accumulate, backend=_writes_wrongly)(torch.ones(4), total)
+    assert torch.equal(total, torch.full((4,), 2.0))  # the program saw the compiled write, once
+    first = session.finish(0)["script"]["first_divergence_call"]
+    assert first["output"] == "input 0 (L_total_), written in place", first
+
+
+def _wrong_backward_compiler(graph_module: torch.fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
+    def run(args: list[Any]) -> list[Any]:
+        return [g * 2 if isinstance(g, torch.Tensor) else g for g in graph_module(*args)]
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def test_gradients_are_checked_in_a_training_step(session_factory: Callable[..., Session]) -> None:
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm.forward), bw_compiler=_wrong_backward_compiler)
+    session = session_factory(level=Level.CHECK)
+    weight = torch.randn(4, requires_grad=True)
+    with compiles_routed_through(session.wrap_backend):
+        output = torch.compile(lambda x, w: torch.tanh(x * w), backend=backend)(torch.randn(4), weight)
+    output.sum().backward()  # the program's own backward still runs (through the wrong compiler)
+    first = session.finish(0)["script"]["first_divergence_call"]
+    assert first["output"] == "gradient of input 1 (L_w_)", first
 
 
 def test_level_1_records_graphs_without_checking(session_factory: Callable[..., Session], tmp_path: Path) -> None:
@@ -230,6 +287,12 @@ class Run:
     @property
     def report(self) -> dict[str, Any]:
         return json.loads((self.out_dir / "report.json").read_text())
+
+
+def _expected(script: Path) -> dict[str, Any]:
+    tree = ast.parse(script.read_text())
+    return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(target, "id", None) == "EXPECTED" for target in node.targets))
 
 
 def _environment(**extra: str) -> dict[str, str]:
@@ -258,6 +321,7 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
     "cli_relu": (_tool(str(RELU_SCRIPT), "--steps", "2"), {}),
     "env_relu": (_python_script(str(RELU_SCRIPT), "--steps", "2"),
                  {LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}", "BISECT_ACCURACY_VERIFY_RUNS": "1"}),
+    "cli_backward": (_tool(str(BACKWARD_SCRIPT), "--level", "3"), {}),
     "plain_clean": (_python_script(str(CLEAN_SCRIPT), "--exit-code", "3"), {}),
     "cli_clean": (_tool(str(CLEAN_SCRIPT), "--exit-code", "3"), {}),
     "env_clean": (_python_script(str(CLEAN_SCRIPT), "--exit-code", "3"),
@@ -292,13 +356,27 @@ def test_cli_and_environment_variable_find_the_same_culprit(runs: dict[str, Run]
     for run in (cli, env):
         report = run.report
         assert report["verdict"] == "divergent", run.stderr
+        expected = _expected(RELU_SCRIPT)
         assert {k: report["culprit"][k] for k in ("op", "graph", "kind")} == \
-               {"op": "aten.relu.default", "graph": "forward_0", "kind": "node"}
+               {k: expected[k] for k in ("op", "graph", "kind")}
         assert report["repro"]["status"] == "REPRODUCED", report["repro"]
         assert report["script"]["first_divergence_call"]["call"] == 1
         assert run.stdout.splitlines() == ["step 0 loss 1.3688", "step 1 loss 1.8432"]
     assert cli.report["culprit"]["node"] == env.report["culprit"]["node"]
     assert (cli.report["script"]["mode"], env.report["script"]["mode"]) == ("cli", "environment")
+
+
+@pytest.mark.e2e
+def test_a_bug_in_the_backward_is_found_through_the_gradients(runs: dict[str, Run]) -> None:
+    run = runs["cli_backward"]
+    assert run.exit_code == 1, run.stderr
+    report, expected = run.report, _expected(BACKWARD_SCRIPT)
+    assert report["script"]["first_divergence_call"]["output"].startswith("gradient of input")
+    culprit = report["culprit"]
+    assert (culprit["op"], culprit["graph"], culprit["kind"], culprit["forward_op"]["op"]) == \
+           (expected["op"], expected["graph"], expected["kind"], expected["forward_op"]), run.stderr
+    assert {k: report["subsystem"][k] for k in ("kind", "name")} == expected["subsystem"]
+    assert "repro" not in report or report["repro"] is None  # level 3: no repro
 
 
 @pytest.mark.e2e
@@ -339,10 +417,28 @@ def test_torchrun_gives_per_rank_reports_and_a_summary(runs: dict[str, Run]) -> 
     rank1 = json.loads((run.out_dir / "rank1" / "report.json").read_text())
     assert rank0["verdict"] == "clean" and rank0["script"]["rank"]["rank"] == 0
     assert rank1["verdict"] == "divergent" and rank1["culprit"]["op"] == "aten.relu.default"
-    assert sorted(line.split(" step")[0] for line in run.stdout.splitlines()) == ["rank 0", "rank 0", "rank 1", "rank 1"]
+    # both ranks ran to the end (their lines may interleave: they share torchrun's stdout)
+    assert sorted(re.findall(r"rank \d step \d", run.stdout)) == \
+        ["rank 0 step 0", "rank 0 step 1", "rank 1 step 0", "rank 1 step 1"], run.stdout
 
 
 # -- scripts that fail ----------------------------------------------------------------------------
+
+
+def test_a_script_runs_as_under_python(tmp_path: Path) -> None:
+    """``__main__``, argv, sys.path[0], the working directory, and no torch before the script's own import."""
+    script = tmp_path / "show.py"
+    script.write_text("import os, sys\n"
+                      "print(__name__, sys.argv[1:], 'torch' in sys.modules, os.getcwd())\n"
+                      "print(sys.path[0] == os.path.dirname(os.path.abspath(__file__)))\n")
+    command = [str(script), "a", "--lr=0.1", "--", "--out", "x"]
+    python = subprocess.run([sys.executable, *command[:3], *command[4:]], capture_output=True, text=True,
+                            env=_environment(), cwd=tmp_path)
+    ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", "--out", str(tmp_path / "o"), *command],
+                          capture_output=True, text=True, env=_environment(), cwd=tmp_path, timeout=300)
+    assert (ours.returncode, ours.stdout) == (python.returncode, python.stdout) == \
+           (0, f"__main__ ['a', '--lr=0.1', '--out', 'x'] False {tmp_path}\nTrue\n"), ours.stderr
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["script"]["graphs_compiled"] == 0
 
 
 @pytest.mark.parametrize(("source", "code", "message"), [
@@ -350,7 +446,7 @@ def test_torchrun_gives_per_rank_reports_and_a_summary(runs: dict[str, Run]) -> 
     ("print('before')\nraise SystemExit(4)\n", 4, None),
     ("import sys\nprint('before', sys.argv[1:])\ndef fail():\n    raise ValueError('broken')\nfail()\n", 1,
      "ValueError: broken"),
-])
+], ids=["exit-message", "exit-code", "raises"])
 def test_a_script_that_exits_or_raises_behaves_as_under_python(tmp_path: Path, source: str, code: int,
                                                                message: str | None) -> None:
     script = tmp_path / "script.py"

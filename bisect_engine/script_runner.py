@@ -1,0 +1,176 @@
+"""``bisect-accuracy run SCRIPT ARGS``: the file runs as ``python SCRIPT ARGS`` would run it.
+
+Its own ``__main__`` (``runpy.run_path``), ``sys.argv = [SCRIPT, *ARGS]``, its folder first on
+``sys.path``, the working directory unchanged; its exit status (``SystemExit`` codes, 1 with
+Python's traceback when it raises). Torch-free on purpose, like the start-up hook: the script
+imports torch itself, after whatever environment it sets up first (``TORCH_LOGS``,
+``OMP_NUM_THREADS``, ...). The checking session starts when the script imports ``torch._dynamo``
+(the hook's one-shot import watcher), so the command line and ``BISECT_ACCURACY_LEVEL`` share one
+path: :func:`bisect_engine.script_mode.start_session`.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import logging
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from .autostart import TRIGGER, AfterImport
+from .levels import ScriptSettings
+from .ranks import rank_from_environment
+
+if TYPE_CHECKING:
+    from .progress import Progress
+    from .script_mode import ActiveSession
+
+log = logging.getLogger(__name__)
+
+MODEL_CONTRACT = ("get_model", "get_inputs")
+
+
+class DivergenceStop(SystemExit):
+    """Ends the program at its first divergence (stop on divergence): exit status 1."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+
+def defines_model_contract(path: Path) -> bool:
+    """Whether the file defines ``get_model``/``get_inputs`` at top level, read without running it
+    (a plain script's top level is its program). A file that does not parse counts as a model
+    file, so importing it reports the syntax error as a usage error."""
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return True
+    return any(name in MODEL_CONTRACT for name in _top_level_names(tree.body))
+
+
+def _top_level_names(body: list[ast.stmt]) -> Iterator[str]:
+    for statement in body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield statement.name
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            yield from (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            yield from ((a.asname or a.name).split(".")[0] for a in statement.names)
+        elif isinstance(statement, (ast.If, ast.Try, ast.With)):
+            yield from _top_level_names(statement.body + getattr(statement, "orelse", []))
+
+
+def log_to_stderr(level: int = logging.WARNING) -> None:
+    """Our messages reach stderr, marked as ours, without touching the program's own logging
+    (the root logger stays the program's: its ``basicConfig`` must work as without us)."""
+    package_logger = logging.getLogger("bisect_engine")
+    if package_logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("bisect-accuracy: %(message)s"))
+    package_logger.addHandler(handler)
+    package_logger.setLevel(level)
+    package_logger.propagate = False
+
+
+@dataclass(frozen=True)
+class ScriptOutcome:
+    exit_code: int  # the script's own, or 1 when stopped at a divergence
+    report: dict[str, Any]
+    stopped: bool
+    message: str | None  # the script's traceback, or its SystemExit message, for stderr
+    internal_error: str | None
+
+
+@contextlib.contextmanager
+def _as_main(path: Path, argv: Sequence[str]) -> Iterator[None]:
+    """``sys.argv`` and ``sys.path[0]`` as ``python SCRIPT ARGS`` sets them; restored after."""
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(path), *argv]
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+def exit_status(code: Any) -> tuple[int, str | None]:
+    """What Python makes of ``SystemExit(code)``: (status, message for stderr)."""
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return code, None
+    return 1, str(code)
+
+
+def script_traceback(error: BaseException, path: Path) -> str:
+    """The traceback Python would print for the script: the frames above it (ours, runpy) dropped."""
+    tb = error.__traceback__
+    script = str(path.resolve())
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
+
+
+def _run_as_main(path: Path, argv: Sequence[str]) -> tuple[int, str | None, bool]:
+    """(exit status, message, stopped at a divergence) of running the file as ``__main__``."""
+    with _as_main(path, argv):
+        try:
+            runpy.run_path(str(path.resolve()), run_name="__main__")
+        except DivergenceStop:
+            return 1, None, True
+        except SystemExit as exit:
+            return (*exit_status(exit.code), False)
+        except Exception as error:  # the script's own exception: Python's traceback, exit 1
+            return 1, script_traceback(error, path), False
+    return 0, None, False
+
+
+@contextlib.contextmanager
+def _session_from_dynamo_import(start: Any) -> Iterator[None]:
+    """Call ``start()`` once ``torch._dynamo`` is imported (at once if it already is)."""
+    if TRIGGER in sys.modules:
+        start(sys.modules[TRIGGER])
+        yield
+        return
+    finder = AfterImport(TRIGGER, start)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+
+def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
+               progress: Progress | None = None) -> ScriptOutcome:
+    """Run ``path`` as ``python path ARGS`` would, every compiled graph checked."""
+    script, rank = path.resolve(), rank_from_environment()
+    active: list[ActiveSession] = []
+    failures: list[str] = []
+
+    def start(_module: Any) -> None:
+        try:
+            from .script_mode import start_session
+
+            active.append(start_session(settings, script, argv, "cli", progress, rank))
+        except Exception as error:  # noqa: BLE001 - never break the script's import of torch
+            failures.append(f"starting the session: {type(error).__name__}: {error}")
+            log.error("%s", traceback.format_exc())
+
+    with _session_from_dynamo_import(start):
+        try:
+            exit_code, message, stopped = _run_as_main(path, argv)
+        finally:
+            for session in active:
+                session.close()
+    from .script_mode import Session
+
+    session = active[0].session if active else Session(settings, script, argv, "cli", progress, rank)
+    report = session.finish(exit_code)
+    return ScriptOutcome(exit_code, report, stopped, message, session.internal_error or next(iter(failures), None))
