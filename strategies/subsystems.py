@@ -125,10 +125,20 @@ class SubsystemSearch:
         return next((s for s in candidates if self.fixed(patch=s.patch)), None)
 
     def decomposition(self) -> Attribution | None:
+        """Remove every entry that fires at once (one compile when none is to blame), then
+        narrow with ddmin; if removing them all cannot compile, try them one at a time."""
         entries = applied_decompositions(self.subgraph, self.inputs)
-        if not entries or not self.fixed(without=entries):
+        if not entries:
             return None
-        culprits = entries if len(entries) == 1 else ddmin(entries, lambda subset: self.fixed(without=subset))
+        together = self.outcome(without=entries)
+        if together is Outcome.MATCH:
+            culprits = entries if len(entries) == 1 else ddmin(entries, lambda subset: self.fixed(without=subset))
+        elif together is Outcome.CRASH:
+            culprits = next(([entry] for entry in entries if self.fixed(without=[entry])), [])
+        else:
+            return None
+        if not culprits:
+            return None
         names = ", ".join(str(op) for op in culprits)
         drop = "\n".join(f"    table.pop(torch.ops.{op}, None)" for op in culprits)
         return Attribution("decomposition", names, _decomposition_workaround(drop))

@@ -89,7 +89,7 @@ def test_downstream_nodes_of_a_culprit_are_propagators_not_culprits(context: Gra
     first = context.view.compute_nodes[1].name
     compiler = FakeCompiler((first,))
     check = check_nodes(context, compiler)
-    downstream = propagators(context, first, check.verdict)
+    downstream, _replayed = propagators(context, first, check.verdict)
     assert check.culprits == (first,)
     assert downstream and first not in downstream
     assert all(context.view.position[name] > context.view.position[first] for name in downstream)
