@@ -11,6 +11,7 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
+from typing import Any
 from typing import TYPE_CHECKING
 
 import click
@@ -53,6 +54,9 @@ def _isolate_from_hook() -> None:
                    "strict: compiled random ops must reproduce eager's draws under the same seed.")
 @click.option("--verify-runs", type=click.IntRange(min=0), default=3, show_default=True,
               help="Run the emitted repro this many times in fresh processes (0: do not verify).")
+@click.option("--random-inputs", is_flag=True,
+              help="The repro draws its inputs at random (shape, dtype, statistics) instead of embedding the "
+                   "real ones, only if that was checked to still reproduce.")
 @click.option("--level", type=click.IntRange(1, 4), default=None,
               help="Script mode: 1 record graphs, 2 check, 3 localise, 4 repro "
                    "[default: 4, or 3 with --stage localise/subsystem].")
@@ -63,7 +67,8 @@ def _isolate_from_hook() -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
 def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
-        timeout_s: float | None, seed: int, stage: str, rng: str, verify_runs: int, level: int | None,
+        timeout_s: float | None, seed: int, stage: str, rng: str, verify_runs: int, random_inputs: bool,
+        level: int | None,
         check_every: int, stop_on_divergence: bool, quiet: bool, verbose: bool) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
@@ -83,21 +88,23 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
         click.echo(f"bisect-accuracy: error: {model_file.name} is a model file; extra arguments "
                    f"{' '.join(script_args)!r} are only for plain scripts", err=True)
         sys.exit(EXIT_USAGE)
-    sys.exit(_run_model_file(model_file, out_dir, max_compiles, timeout_s, seed, stage, rng, verify_runs, quiet))
+    options = dict(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng, stage=stage,
+                   random_inputs=random_inputs)
+    sys.exit(_run_model_file(model_file, out_dir, options, verify_runs, quiet))
 
 
-def _run_model_file(model_file: Path, out_dir: Path, max_compiles: int | None, timeout_s: float | None,
-                    seed: int, stage: str, rng: str, verify_runs: int, quiet: bool) -> int:
+def _run_model_file(model_file: Path, out_dir: Path, option_values: dict[str, Any], verify_runs: int,
+                    quiet: bool) -> int:
     from .api import bisect_file
     from .errors import BisectError, UsageError
     from .pipeline import Options
     from .progress import Progress
     from .report import summary
 
-    options = Options(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng, stage=stage)
+    options = Options(**option_values)
     try:
         report = bisect_file(model_file, out_dir, options, Progress(enabled=not quiet),
-                             verify_runs if stage == "repro" else -1)
+                             verify_runs if options.stage == "repro" else -1)
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         return EXIT_USAGE

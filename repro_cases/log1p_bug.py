@@ -17,6 +17,7 @@ def plant():
 plant()
 
 PLANTED = {"config": {"cpp.inject_log1p_bug_TESTING_ONLY": "accuracy"}}
+CLI_ARGS = ["--random-inputs"]  # this case also checks repros that draw their inputs at random
 
 EXPECTED = {"subsystem": {"kind": "lowering", "name": "aten.log1p.default"}, "verdict": "divergent", "op": "aten.log1p.default", "graph": "forward_0", "kind": "node"}
 

@@ -161,6 +161,9 @@ def test_repro_reproduces_in_a_fresh_process_and_not_without_the_bug(case_runs: 
     assert run.report is not None, run.output
     repro = run.report["repro"]
     assert repro["status"] == "REPRODUCED" and [r["exit"] for r in repro["runs"]] == [1], repro
+    if "--random-inputs" in _literal(run.case, "CLI_ARGS", []):
+        assert repro["inputs"] == "random (checked to reproduce)"
+        assert "INPUT_RECIPES = [" in Path(repro["path"]).read_text()
     if not _removable(run.case):
         return
     assert run.without_bug is not None
