@@ -18,6 +18,7 @@ checks of ``every N`` spread over all steps); *total* is the whole loop plus wri
 exit.
 
 Usage:  .venv/bin/python benchmarks/overhead.py [--steps 200] [--repeats 3] [--width 256] [--depth 4]
+            [--batch 64] [--threads 1]
 Writes nothing outside a temporary folder.
 """
 from __future__ import annotations
@@ -41,13 +42,14 @@ CONFIGS = {  # name: (level, check_every); level 0 is the plain run
 }
 
 
-def workload(steps: int, width: int, depth: int, batch: int) -> list[float]:
+def workload(steps: int, width: int, depth: int, batch: int, threads: int = 1) -> list[float]:
     """Seconds per training step of a compiled MLP."""
     import torch
     from torch import nn
     from torch.nn import functional as F
 
     torch.manual_seed(0)
+    torch.set_num_threads(threads)
     layers: list[nn.Module] = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.LayerNorm(width), nn.GELU()]
@@ -69,7 +71,7 @@ def workload(steps: int, width: int, depth: int, batch: int) -> list[float]:
 def worker(config: str, args: argparse.Namespace, out_dir: Path) -> dict[str, float]:
     level, check_every = CONFIGS[config]
     if level == 0:
-        times, finish, tool = workload(args.steps, args.width, args.depth, args.batch), 0.0, 0.0
+        times, finish, tool = workload(args.steps, args.width, args.depth, args.batch, args.threads), 0.0, 0.0
     else:
         from bisect_engine.inductor_adapter import compiles_routed_through
         from bisect_engine.levels import Level, ScriptSettings
@@ -78,7 +80,7 @@ def worker(config: str, args: argparse.Namespace, out_dir: Path) -> dict[str, fl
         settings = ScriptSettings(level=Level(level), out_dir=out_dir, check_every=check_every)
         session = Session(settings, Path(__file__), [], "benchmark")
         with compiles_routed_through(session.wrap_backend):
-            times = workload(args.steps, args.width, args.depth, args.batch)
+            times = workload(args.steps, args.width, args.depth, args.batch, args.threads)
         started = time.perf_counter()
         report = session.finish(0)
         finish = time.perf_counter() - started
@@ -96,7 +98,8 @@ def run_config(config: str, args: argparse.Namespace, scratch: Path, repeat: int
            "PYTHONDONTWRITEBYTECODE": "1"}
     env = {k: v for k, v in env.items() if not k.startswith("BISECT_ACCURACY_")}
     command = [sys.executable, __file__, "--worker", config, "--steps", str(args.steps), "--width", str(args.width),
-               "--depth", str(args.depth), "--batch", str(args.batch), "--out", str(folder / "out")]
+               "--depth", str(args.depth), "--batch", str(args.batch), "--threads", str(args.threads),
+               "--out", str(folder / "out")]
     completed = subprocess.run(command, env=env, cwd=folder, capture_output=True, text=True, check=True)
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
@@ -123,6 +126,8 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads per run (1: least sensitive to other load on the machine)")
     parser.add_argument("--worker", choices=list(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -135,7 +140,8 @@ def main() -> None:
             for config in CONFIGS:
                 results[config].append(run_config(config, args, Path(scratch), repeat))
                 print(f"  {config} #{repeat + 1}: {results[config][-1]}", file=sys.stderr)
-    print(f"{args.steps} steps of an MLP (width {args.width}, depth {args.depth}, batch {args.batch}), "
+    print(f"{args.steps} steps of an MLP (width {args.width}, depth {args.depth}, batch {args.batch}, "
+          f"{args.threads} thread(s)), "
           f"best of {args.repeats} fresh processes, torch {_torch_version()}")
     print(table(results))
 

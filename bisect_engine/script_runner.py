@@ -167,8 +167,8 @@ def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
         try:
             exit_code, message, stopped = _run_as_main(path, argv)
         finally:
-            for session in active:
-                session.close()
+            for started in active:
+                started.close()
     from .script_mode import Session
 
     session = active[0].session if active else Session(settings, script, argv, "cli", progress, rank)

@@ -116,8 +116,12 @@ class SubsystemSearch:
         removed = set(without) | set(fallbacks)
         if removed:
             decompositions = {op: fn for op, fn in default_decompositions().items() if op not in removed}
+        # An op left with neither a decomposition nor a lowering falls back to aten; say so
+        # explicitly, as Inductor's implicit fallback refuses ops with a decomposition when CI is set.
+        unlowered = tuple(op for op in without if not is_lowered(op))
         verdict = self.context.judge(self.subgraph, self.compiler, label=f"{self.context.name}:subsystem",
-                                     config_patches=patch, decompositions=decompositions, fallbacks=fallbacks)
+                                     config_patches=patch, decompositions=decompositions,
+                                     fallbacks=tuple(dict.fromkeys((*fallbacks, *unlowered))))
         return verdict.outcome
 
     def first_fixing_switch(self, switches: Iterable[Switch]) -> Switch | None:
