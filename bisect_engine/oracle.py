@@ -7,6 +7,7 @@ swallowed exception.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import traceback
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ class GraphContext:
         return {name: to_fp64(self.eager_values[name]) if fp64 else self.eager_values[name]
                 for name in self._random_values if name in self.eager_values}
 
-    @property
+    @functools.cached_property
     def _random_values(self) -> set[str]:
         return {v.name for name in self.view.random_names() for v in value_nodes(self.view.nodes[name])}
 

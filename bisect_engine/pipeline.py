@@ -179,13 +179,14 @@ def _examine(graph: CapturedGraph, compiler: Compiler, options: Options, progres
         context = GraphContext.from_captured(graph, options.tolerance, options.rng == "strict", options.seed)
     except Exception as error:
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
+    whole_graph = context.whole()
     with progress.step(f"{graph.name}: compile whole graph ({len(context.view.compute_nodes)} nodes)"):
-        whole = context.judge(context.whole(), compiler, label=f"{graph.name}:whole")
+        whole = context.judge(whole_graph, compiler, label=f"{graph.name}:whole")
     result = GraphResult(context, whole)
-    eager_outputs = [context.eager_values[name] for name in context.whole().output_names]
+    eager_outputs = [context.eager_values[name] for name in whole_graph.output_names]
     eager_problem = has_nan_problem(context.view, context.eager_values, eager_outputs)
     compiled_problem = has_nan_problem(context.view, {}, list(whole.compiled_values.values()))
-    random_unchecked = bool(context.view.random_names()) and not context.rng_strict
+    random_unchecked = _has_random(result) and not context.rng_strict
     if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked):
         return result
     with progress.step(f"{graph.name}: per-node verdicts"):

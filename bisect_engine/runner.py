@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -60,8 +61,6 @@ class Compiler:
         ``aten_graph``: the graph is already past Dynamo and AOT tracing, so pre-grad passes
         (written for torch-level graphs) are off, as they are for the graph a real run lowers.
         """
-        import time
-
         patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}), **(config_patches or {})}
 
         def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
