@@ -18,7 +18,7 @@ from .scan_flow import run_scanned
 from .progress import Progress
 from .compare import Outcome
 from .graphs import reference_inputs
-from .repro import input_recipes, render, verify_repro, write_repro
+from .repro import Interpreters, input_recipes, render, verify_repro, write_repro
 from .repro_runtime import random_inputs
 from .report import build_report, finding_repro_spec, repro_target
 
@@ -32,15 +32,21 @@ def bisect_file(model_path: str | Path, out_dir: str | Path, options: Options = 
         options = dataclasses.replace(options, started_at=time.perf_counter())
     spec = load_model_spec(model_path)
     progress = progress or Progress(enabled=False)
+    # The repro's fresh interpreters start once a graph diverges, so their imports overlap the search.
+    interpreters = Interpreters(verify_runs, Path(out_dir))
+    if options.on_divergence is None:
+        options = dataclasses.replace(options, on_divergence=interpreters.start)
     try:
         result = run_scanned(spec, options, progress) if spec.get_batches else run(spec, options, progress)
-        return write_outputs(result, Path(out_dir), verify_runs, progress, options.random_inputs)
+        return write_outputs(result, Path(out_dir), verify_runs, progress, options.random_inputs, interpreters)
     finally:
+        interpreters.close()
         progress.close()
 
 
 def write_outputs(result: RunResult, out_dir: Path, verify_runs: int = 3,
-                  progress: Progress | None = None, random_inputs: bool = False) -> dict[str, Any]:
+                  progress: Progress | None = None, random_inputs: bool = False,
+                  interpreters: Interpreters | None = None) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(result)
     recipes, inputs_note = checked_recipes(result) if random_inputs and verify_runs >= 0 else (None, "real")
@@ -51,7 +57,7 @@ def write_outputs(result: RunResult, out_dir: Path, verify_runs: int = 3,
         if verify_runs > 0:
             started = time.perf_counter()
             with (progress or Progress(enabled=False)).step(f"verifying repro in {verify_runs} fresh process(es)"):
-                report["repro"] = verify_repro(path, verify_runs).to_json()
+                report["repro"] = verify_repro(path, verify_runs, interpreters=interpreters).to_json()
             report["stats"]["repro_seconds"] = round(time.perf_counter() - started, 2)
         report["repro"]["inputs"] = inputs_note
     report["report_path"] = str(out_dir / "report.json")

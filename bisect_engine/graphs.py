@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 import networkx as nx
 import torch
@@ -198,3 +198,167 @@ def _escapes(value: fx.Node, chosen: set[str]) -> bool:
 
 def reference_inputs(subgraph: Subgraph, values: dict[str, Any]) -> list[Any]:
     return [values[name] for name in subgraph.input_names]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-node check by signature: one compiled copy per distinct node, run once per member
+# ---------------------------------------------------------------------------------------------
+
+def node_signature(node: fx.Node, values: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Everything Inductor sees when it compiles ``node`` alone on placeholder inputs.
+
+    The op, its arguments' structure, every constant argument, and per tensor input its dtype,
+    shape, stride, storage offset and device (the metadata Inductor specialises on), plus which
+    arguments are the same value. Two nodes with one signature compile to the same kernel, so
+    one compiled copy judges both. None when an input's value is unknown (never grouped).
+    """
+    order: dict[fx.Node, int] = {}
+
+    def describe(arg: Any) -> Any:
+        if isinstance(arg, fx.Node):
+            if arg.name not in values:
+                raise KeyError(arg.name)
+            order.setdefault(arg, len(order))
+            return ("input", order[arg], _value_meta(values[arg.name]))
+        if isinstance(arg, (list, tuple)):
+            return (type(arg).__name__, tuple(describe(a) for a in arg))
+        if isinstance(arg, dict):
+            return ("dict", tuple((k, describe(v)) for k, v in sorted(arg.items())))
+        return ("const", type(arg).__name__, repr(arg))
+
+    try:
+        args = describe(node.args)
+        kwargs = describe(dict(node.kwargs))
+    except KeyError:
+        return None
+    used = tuple(sorted(v.args[1] for v in value_nodes(node) if v is not node))
+    return (node.target, args, kwargs, used)
+
+
+def _value_meta(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.dtype, tuple(value.shape), value.stride(), value.storage_offset(),
+                str(value.device), value.is_sparse)
+    return ("value", type(value).__name__, repr(value))
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """Which node each compiled copy stands for on each call.
+
+    ``members[c]`` lists the nodes copy ``c`` computes, one per call (copy ``c`` is a copy of
+    ``members[c][0]``); a copy with fewer members than ``calls`` repeats its last one.
+    """
+
+    members: tuple[tuple[str, ...], ...]
+
+    @property
+    def calls(self) -> int:
+        return max((len(m) for m in self.members), default=0)
+
+    def member(self, copy: int, call: int) -> str | None:
+        """The node copy ``copy`` judges on call ``call`` (None: a repeat, not read)."""
+        members = self.members[copy]
+        return members[call] if call < len(members) else None
+
+    def feed(self, copy: int, call: int) -> str:
+        members = self.members[copy]
+        return members[min(call, len(members) - 1)]
+
+
+def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], max_calls: int = 32,
+                singletons: Iterable[str] = ()) -> CopyPlan:
+    """Group nodes by :func:`node_signature`, in graph order; groups longer than ``max_calls``
+    are split (more copies, fewer calls). ``singletons`` never share a copy."""
+    alone = set(singletons)
+    groups: dict[Any, list[str]] = {}
+    order: list[Any] = []
+    for name in names:
+        node = view.nodes[name]
+        signature = None if name in alone else node_signature(node, values)
+        key = ("alone", name) if signature is None else signature
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(name)
+    members: list[tuple[str, ...]] = []
+    for key in order:
+        group = groups[key]
+        members.extend(tuple(group[i:i + max_calls]) for i in range(0, len(group), max_calls))
+    return CopyPlan(tuple(members))
+
+
+@dataclass(frozen=True)
+class Copies:
+    """A graph of one copy per plan entry, each reading placeholders of its own."""
+
+    graph_module: fx.GraphModule
+    plan: CopyPlan
+    # per copy: the positions of its placeholders (in its node's ``all_input_nodes`` order) and
+    # of its outputs (None for a single-output node, else the getitem index)
+    input_slots: tuple[tuple[int, ...], ...]
+    output_slots: tuple[tuple[int | None, ...], ...]
+
+    def inputs(self, view: GraphView, values: dict[str, Any], call: int) -> list[Any]:
+        """The placeholder values for one call: each copy reads its member's reference inputs."""
+        inputs: list[Any] = []
+        for copy, slots in enumerate(self.input_slots):
+            sources = view.nodes[self.plan.feed(copy, call)].all_input_nodes
+            inputs.extend(values[sources[slot].name] for slot in slots)
+        return inputs
+
+    def assign(self, view: GraphView, call: int, outputs: Sequence[Any]) -> dict[str, Any]:
+        """Map one call's outputs to the value-node names of the members judged on that call."""
+        assigned: dict[str, Any] = {}
+        position = 0
+        for copy, slots in enumerate(self.output_slots):
+            member = self.plan.member(copy, call)
+            for slot in slots:
+                if member is not None:
+                    assigned[_value_name(view.nodes[member], slot)] = outputs[position]
+                position += 1
+        return assigned
+
+
+def _value_name(node: fx.Node, slot: int | None) -> str:
+    if slot is None:
+        return node.name
+    return next(v.name for v in value_nodes(node) if v is not node and v.args[1] == slot)
+
+
+def build_copies(view: GraphView, plan: CopyPlan) -> Copies:
+    """One copy of each plan entry's first member, every copy on placeholders of its own (no
+    two copies share an input, so none can be fused with or CSE'd into another)."""
+    graph = fx.Graph()
+    copies: list[tuple[fx.Node, list[fx.Node]]] = []
+    input_slots: list[tuple[int, ...]] = []
+    for index, members in enumerate(plan.members):
+        node = view.nodes[members[0]]
+        sources = node.all_input_nodes
+        placeholders = {}
+        for source in sources:
+            placeholder = graph.placeholder(f"c{index}_{source.name}")
+            placeholder.meta.update(source.meta)
+            placeholders[source] = placeholder
+        copies.append((node, [placeholders[s] for s in sources]))
+        input_slots.append(tuple(range(len(sources))))
+    outputs: list[fx.Node] = []
+    output_slots: list[tuple[int | None, ...]] = []
+    for index, (node, placeholders) in enumerate(copies):
+        lookup = dict(zip(node.all_input_nodes, placeholders))
+        copy = graph.node_copy(node, lambda source: lookup[source])
+        slots: list[int | None] = []
+        for value in value_nodes(node):
+            if not is_tensor_value(value):
+                continue
+            if value is node:
+                outputs.append(copy)
+                slots.append(None)
+            else:
+                item = graph.node_copy(value, lambda source: copy)
+                outputs.append(item)
+                slots.append(value.args[1])
+        output_slots.append(tuple(slots))
+    graph.output(tuple(outputs))
+    graph.lint()
+    return Copies(fx.GraphModule(view.graph_module, graph), plan, tuple(input_slots), tuple(output_slots))

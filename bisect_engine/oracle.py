@@ -17,8 +17,9 @@ import torch
 
 from .capture import CapturedGraph
 from .compare import Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values, worst
-from .graphs import GraphView, Subgraph, build_subgraph, reference_inputs, value_nodes
+from .graphs import CopyPlan, GraphView, Subgraph, build_copies, build_subgraph, plan_copies, reference_inputs, value_nodes
 from .runner import Compiler, interpret, run_compiled, run_graph, to_fp64
+from .fx_eval import clone_value
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,41 @@ class GraphContext:
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
         except Exception as error:  # the verdict says so; callers decide what a crash means
-            log.debug("compile/run of %s crashed:\n%s", label, traceback.format_exc())
-            return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
+            return _crash(label, error)
+        return self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+
+    def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
+                    max_calls: int = 32) -> tuple[SubgraphVerdict, CopyPlan | None]:
+        """Judge each named node alone on its reference inputs, in one compile.
+
+        The same verdict as judging ``subgraph(names, isolate=True)``, but nodes with one
+        :func:`~bisect_engine.graphs.node_signature` share one compiled copy, which is run once
+        per member (a 40-layer stack compiles each distinct node once, not 40 times). With
+        ``rng_strict`` every node keeps a copy of its own: compiled draws must then follow
+        eager's in graph order.
+        """
+        subgraph = self.subgraph(names, isolate=True)
+        if self.rng_strict or not names:
+            return self.judge(subgraph, compiler, label=label), None
+        plan = plan_copies(self.view, names, self.eager_values, max_calls)
+        copies = build_copies(self.view, plan)
+        compiled_values: dict[str, Any] = {}
+        try:
+            # Every placeholder its own tensor: a value fed to two copies must not look aliased.
+            example = [clone_value(v) for v in copies.inputs(self.view, self.eager_values, 0)]
+            compiled = compiler.compile(copies.graph_module, example, label=label)
+            for call in range(plan.calls):
+                torch.manual_seed(self.seed)
+                outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
+                compiled_values.update(copies.assign(self.view, call, outputs))
+        except Exception as error:
+            return _crash(label, error), plan
+        inputs = reference_inputs(subgraph, self.eager_values)
+        compiled_outputs = [compiled_values[name] for name in subgraph.output_names]
+        return self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False), plan
+
+    def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
+                 own_inputs: bool) -> SubgraphVerdict:
         # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
         fp64_outputs = run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
@@ -118,3 +152,8 @@ class GraphContext:
             outputs,
             dict(zip(subgraph.output_names, compiled_outputs)),
         )
+
+
+def _crash(label: str, error: Exception) -> SubgraphVerdict:
+    log.debug("compile/run of %s crashed:\n%s", label, traceback.format_exc())
+    return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")

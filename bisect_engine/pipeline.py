@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -46,6 +46,9 @@ class Options:
     stage: str = "repro"  # stop after "localise", "subsystem" or "repro"
     started_at: float | None = None  # perf_counter() when the run began: --timeout counts from there
     random_inputs: bool = False  # the repro draws its inputs at random, if that still reproduces
+    # Called when a graph is found to diverge, before the search: the edge may get ready to
+    # verify a repro (start its interpreters) while the search runs. Never changes a result.
+    on_divergence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def runs(self, stage: str) -> bool:
         return STAGES.index(stage) <= STAGES.index(self.stage)
@@ -189,6 +192,8 @@ def _examine(graph: CapturedGraph, compiler: Compiler, options: Options, progres
     random_unchecked = _has_random(result) and not context.rng_strict
     if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked):
         return result
+    if options.on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem):
+        options.on_divergence()
     with progress.step(f"{graph.name}: per-node verdicts"):
         result.nodes = check_nodes(context, compiler)
     if result.nodes.culprits:

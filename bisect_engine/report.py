@@ -138,6 +138,7 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         "whole": graph.whole.outcome.value,
         "whole_error": graph.whole.error or None,
         "checked_nodes": len(graph.nodes.checked) if graph.nodes else 0,
+        "compiled_node_copies": graph.nodes.compiled_copies if graph.nodes else 0,
         "digests": nodes,
     }
 

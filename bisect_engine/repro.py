@@ -245,22 +245,120 @@ def write_repro(rendered: RenderedRepro, out_dir: Path, script_name: str = "repr
     return path
 
 
-def _run_once(path: Path, timeout_s: float) -> dict[str, Any]:
+# A python interpreter started ahead of time: it imports what every repro imports (torch,
+# Inductor, make_fx), then waits for one script path on stdin and runs that file as __main__,
+# exactly as ``python repro.py`` would (sys.argv, sys.path[0], __file__, output, exit status; the
+# interpreter's C-level teardown is skipped). An empty line or a closed stdin ends it without
+# running anything. It holds no state of the tool's.
+_BOOTSTRAP = """\
+import os, runpy, sys, warnings
+with warnings.catch_warnings():  # the script's own warning filters start as Python's defaults
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    for module in ("torch", "torch.fx", "torch.fx.experimental.proxy_tensor", "torch._inductor.compile_fx",
+                   "torch._inductor.fx_passes.fuse_attention", "torch._inductor.fx_passes.mkldnn_fusion",
+                   "torch._inductor.fx_passes.pad_mm", "torch._inductor.fx_passes.quantization",
+                   "torch._inductor.codegen.halide", "torch._inductor.codegen.wrapper_fxir",
+                   "torch._inductor.codegen.memory_planning", "torch._inductor.cpp_builder", "setuptools"):
+        try:
+            __import__(module)
+        except Exception:
+            pass  # the script imports torch itself and says so (exit 125)
+path = sys.stdin.readline().strip()
+if not path:
+    sys.exit(0)
+sys.argv = [path]
+sys.path[0] = os.path.dirname(os.path.abspath(path))
+try:
+    runpy.run_path(path, run_name="__main__")
+    code = 0
+except SystemExit as exit:
+    code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+    if not isinstance(exit.code, (int, type(None))):
+        print(exit.code, file=sys.stderr)
+except BaseException:
+    import traceback
+    traceback.print_exc()
+    code = 1
+# The interpreter's own exit, less its C-level teardown (about a second with torch loaded).
+import atexit
+atexit._run_exitfuncs()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)
+"""
+
+
+class Interpreters:
+    """Fresh interpreters for :func:`verify_repro`, started while the search still runs.
+
+    Importing torch and Inductor is most of a small repro's run time (about 4 s here); started
+    as soon as a graph is found to diverge, that overlaps with the search. Each interpreter runs
+    one script once. :meth:`close` ends the ones never used.
+    """
+
+    def __init__(self, count: int, cwd: Path):
+        self.count, self.cwd = count, cwd
+        self._processes: list[subprocess.Popen[str]] = []
+        self.started = False
+
+    def start(self) -> None:
+        if self.started or self.count <= 0:
+            return
+        self.started = True
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        for _ in range(self.count):
+            self._processes.append(subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP], cwd=self.cwd, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            ))
+
+    def take(self) -> subprocess.Popen[str] | None:
+        while self._processes:
+            process = self._processes.pop()
+            if process.poll() is None:
+                return process
+            process.communicate()
+        return None
+
+    def close(self) -> None:
+        for process in self._processes:
+            try:
+                process.communicate(input="\n", timeout=10)
+            except (subprocess.TimeoutExpired, OSError, ValueError):
+                process.kill()
+                process.communicate()
+        self._processes = []
+
+
+def _run_once(path: Path, timeout_s: float, interpreters: Interpreters | None = None) -> dict[str, Any]:
+    process = interpreters.take() if interpreters is not None else None
     started = time.perf_counter()
+    if process is None:
+        process = subprocess.Popen([sys.executable, path.name], cwd=path.parent, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        launch, request = "python repro.py", None
+    else:
+        launch, request = "prestarted python (torch imported, then the script run as __main__)", f"{path.resolve()}\n"
     try:
-        completed = subprocess.run(
-            [sys.executable, path.name], cwd=path.parent, capture_output=True, text=True, timeout=timeout_s
-        )
-        status, tail = completed.returncode, (completed.stdout + completed.stderr)[-2000:]
+        stdout, stderr = process.communicate(input=request, timeout=timeout_s)
+        status, tail = process.returncode, (stdout + stderr)[-2000:]
     except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
         status, tail = 125, f"timed out after {timeout_s} s"
-    return {"exit": status, "seconds": round(time.perf_counter() - started, 2), "output_tail": tail}
+    return {"exit": status, "seconds": round(time.perf_counter() - started, 2), "output_tail": tail,
+            "launch": launch}
 
 
-def verify_repro(path: Path, runs: int = 3, timeout_s: float = 600) -> ReproCheck:
-    """Run the repro ``runs`` times in fresh processes (concurrently) and classify the outcome."""
+def verify_repro(path: Path, runs: int = 3, timeout_s: float = 600,
+                 interpreters: Interpreters | None = None) -> ReproCheck:
+    """Run the repro ``runs`` times in fresh processes (concurrently) and classify the outcome.
+
+    ``interpreters``: fresh interpreters started earlier (see :class:`Interpreters`); a run
+    without one starts ``python repro.py``.
+    """
     with ThreadPoolExecutor(max_workers=max(runs, 1)) as pool:
-        results = tuple(pool.map(lambda _: _run_once(path, timeout_s), range(runs)))
+        results = tuple(pool.map(lambda _: _run_once(path, timeout_s, interpreters), range(runs)))
     exits = [r["exit"] for r in results]
     reproduced = sum(code == repro_runtime.EXIT_REPRODUCED for code in exits)
     if reproduced == runs and runs:

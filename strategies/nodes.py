@@ -1,6 +1,8 @@
 """Per-node verdicts: every checkable node compiled at once, each fed its reference inputs.
 
-One compile checks all N nodes (``build_subgraph(..., isolate=True)``). A node whose compiled
+One compile checks all N nodes (:meth:`GraphContext.judge_nodes`): nodes that Inductor would
+compile to the same kernel (same op, constants and input metadata) share one compiled copy, run
+once per node, so a deep stack of identical layers costs what one layer does. A node whose compiled
 output fails the oracle on clean inputs is a *culprit*; nodes downstream that diverge only because
 a culprit fed them are *propagators*, found by an eager replay (no compile).
 """
@@ -20,6 +22,8 @@ class NodeCheck:
     verdict: SubgraphVerdict
     checked: tuple[str, ...]
     culprits: tuple[str, ...]
+    compiled_copies: int = 0  # distinct nodes in the one compiled graph
+    calls: int = 1  # runs of that graph (one per member of the largest group)
 
 
 def check_nodes(context: GraphContext, compiler: Compiler) -> NodeCheck:
@@ -27,13 +31,13 @@ def check_nodes(context: GraphContext, compiler: Compiler) -> NodeCheck:
     # Random nodes are checked too: in data mode only for NaN/Inf their draws should not hold
     # (a bad decomposition of a random op), in strict mode against eager's draws.
     checked = [n.name for n in view.compute_nodes if view.checkable(n) or view.is_random_tensor_op(n)]
-    subgraph = context.subgraph(checked, isolate=True)
-    verdict = context.judge(subgraph, compiler, label=f"{context.name}:nodes")
+    verdict, plan = context.judge_nodes(checked, compiler, label=f"{context.name}:nodes")
     failing = set(verdict.failing_outputs)
     culprits = tuple(
         name for name in checked if any(v.name in failing for v in value_nodes(view.nodes[name]))
     )
-    return NodeCheck(verdict, tuple(checked), culprits)
+    copies, calls = (len(plan.members), plan.calls) if plan is not None else (len(checked), 1)
+    return NodeCheck(verdict, tuple(checked), culprits, copies, calls)
 
 
 def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -> tuple[list[str], dict[str, Any]]:

@@ -17,6 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from bisect_engine.capture import CapturedGraph
 from bisect_engine.compare import Outcome
+from bisect_engine.graphs import node_signature, plan_copies
 from bisect_engine.oracle import GraphContext
 from bisect_engine.runner import Compiler
 from bisect_engine.search import Search
@@ -41,29 +42,46 @@ def context() -> GraphContext:
     return GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, inputs, True))
 
 
-class FakeCompiler(Compiler):
-    """'Compiles' by running eagerly; the last node of ``chain`` comes out wrong (+1) exactly
-    when the whole chain is in the compiled graph with each node feeding the next: a fusion bug
-    for chains of two or more nodes, a plain per-node bug for a chain of one."""
+def _kernel(node: fx.Node) -> tuple[Any, ...]:
+    """What a real compiler's code for a lone node depends on: its op and its input shapes."""
+    shapes = fx.node.map_arg(node.args, lambda a: tuple(getattr(a.meta["val"], "shape", ())))
+    return (node.target, repr(shapes))
 
-    def __init__(self, chain: tuple[str, ...]):
+
+class FakeCompiler(Compiler):
+    """'Compiles' by running eagerly and corrupts (+1) what a buggy compiler would get wrong.
+
+    A chain of one node is a per-node codegen bug: every compiled node with that node's kernel
+    (op, input shapes, constants) comes out wrong, as real codegen would, wherever it sits. A
+    longer chain is a fusion bug: its last node comes out wrong exactly when the whole chain is
+    in the compiled graph with each node feeding the next."""
+
+    def __init__(self, chain: tuple[str, ...], kernel: tuple[Any, ...] | None = None):
         super().__init__()
         self.chain = chain
+        self.kernel = kernel
 
     def compile(self, graph_module: fx.GraphModule, example_inputs: Sequence[Any], **_: Any) -> Callable[..., Any]:
         self.compiles += 1
         nodes = {n.name: n for n in graph_module.graph.nodes if n.op == "call_function"}
-        present = all(name in nodes for name in self.chain) and all(
-            nodes[a] in nodes[b].all_input_nodes for a, b in zip(self.chain, self.chain[1:])
-        )
-        faulty = nodes[self.chain[-1]] if present else None
+        if self.kernel is not None:
+            faulty = {n for n in nodes.values() if _kernel(n) == self.kernel}
+        else:
+            present = all(name in nodes for name in self.chain) and all(
+                nodes[a] in nodes[b].all_input_nodes for a, b in zip(self.chain, self.chain[1:])
+            )
+            faulty = {nodes[self.chain[-1]]} if present else set()
 
         class Corrupting(fx.Interpreter):
             def run_node(self, node: fx.Node) -> Any:
                 result = super().run_node(node)
-                return result + 1.0 if node is faulty else result
+                return result + 1.0 if node in faulty else result
 
         return lambda *args: Corrupting(graph_module).run(*args)
+
+
+def _node_bug(context: GraphContext, name: str) -> FakeCompiler:
+    return FakeCompiler((name,), _kernel(context.view.nodes[name]))
 
 
 def _chains(context: GraphContext, length: int) -> list[tuple[str, ...]]:
@@ -78,19 +96,59 @@ def _chains(context: GraphContext, length: int) -> list[tuple[str, ...]]:
 
 
 def test_single_node_fault_is_named_with_one_compile(context: GraphContext) -> None:
+    view = context.view
     for chain in _chains(context, 1)[::3]:
-        compiler = FakeCompiler(chain)
+        compiler = _node_bug(context, chain[0])
         check = check_nodes(context, compiler)
-        assert check.culprits == chain
+        # every node with the planted node's kernel is wrong (the loop repeats it), none else
+        twins = tuple(n.name for n in view.compute_nodes
+                      if view.checkable(n) and _kernel(n) == _kernel(view.nodes[chain[0]]))
+        assert chain[0] in twins
+        assert check.culprits == twins
         assert compiler.compiles == 1
+
+
+def test_nodes_with_one_kernel_share_one_compiled_copy(context: GraphContext) -> None:
+    """The model's loop body runs 3 times: its nodes compile once and run once per twin, and
+    every node still gets the value its own compiled copy computes on its own inputs."""
+    compiler = FakeCompiler(("none",))
+    check = check_nodes(context, compiler)
+    plain = context.judge(context.subgraph(list(check.checked), isolate=True), compiler, label="plain")
+    assert check.compiled_copies < len(check.checked) and check.calls >= 3
+    assert set(check.verdict.compiled_values) == set(plain.compiled_values)
+    for name, value in plain.compiled_values.items():
+        assert torch.equal(check.verdict.compiled_values[name], value), name
+
+
+def test_copies_are_split_past_the_call_cap(context: GraphContext) -> None:
+    names = [n.name for n in context.view.compute_nodes if context.view.checkable(n)]
+    wide = plan_copies(context.view, names, context.eager_values, max_calls=32)
+    capped = plan_copies(context.view, names, context.eager_values, max_calls=2)
+    assert capped.calls == 2 and wide.calls >= 3
+    assert len(capped.members) > len(wide.members)
+    assert sorted(n for m in capped.members for n in m) == sorted(names)
+
+
+def test_signature_tells_apart_aliased_arguments_and_constants() -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> Any:
+        return x * x, x * y, x * 2.0, x * 3.0, x.t() * y
+    inputs = [torch.randn(4, 4), torch.randn(4, 4)]
+    graph_module = make_fx(f)(*inputs)
+    ctx = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, inputs, True))
+    muls = [n for n in ctx.view.compute_nodes if "mul" in str(n.target)]
+    signatures = [node_signature(n, ctx.eager_values) for n in muls]
+    assert len(muls) == 5 and len(set(signatures)) == 5  # aliasing, constant, stride all count
+    again = make_fx(f)(*inputs)  # the same graph twice: equal signatures, node for node
+    ctx2 = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, again, inputs, True))
+    assert signatures == [node_signature(n, ctx2.eager_values) for n in ctx2.view.compute_nodes if "mul" in str(n.target)]
 
 
 def test_downstream_nodes_of_a_culprit_are_propagators_not_culprits(context: GraphContext) -> None:
     first = context.view.compute_nodes[1].name
-    compiler = FakeCompiler((first,))
+    compiler = _node_bug(context, first)
     check = check_nodes(context, compiler)
     downstream, _replayed = propagators(context, first, check.verdict)
-    assert check.culprits == (first,)
+    assert check.culprits[0] == first
     assert downstream and first not in downstream
     assert all(context.view.position[name] > context.view.position[first] for name in downstream)
 
