@@ -26,11 +26,14 @@ log = logging.getLogger(__name__)
 
 
 def bisect_file(model_path: str | Path, out_dir: str | Path, options: Options = Options(),
-                progress: Progress | None = None, verify_runs: int = 3) -> dict[str, Any]:
-    """Run the whole pipeline on a model file; write ``OUT/report.json`` and the repro."""
+                progress: Progress | None = None, verify_runs: int = 3, device: str | None = None) -> dict[str, Any]:
+    """Run the whole pipeline on a model file; write ``OUT/report.json`` and the repro.
+
+    ``device``: run the model there (its parameters, inputs and batches moved), e.g. ``"cuda"``.
+    """
     if options.started_at is None:
         options = dataclasses.replace(options, started_at=time.perf_counter())
-    spec = load_model_spec(model_path)
+    spec = load_model_spec(model_path, device)
     progress = progress or Progress(enabled=False)
     # The repro's fresh interpreters start once a graph diverges, so their imports overlap the search.
     interpreters = Interpreters(verify_runs, Path(out_dir))

@@ -57,6 +57,9 @@ def _isolate_from_hook() -> None:
 @click.option("--random-inputs", is_flag=True,
               help="The repro draws its inputs at random (shape, dtype, statistics) instead of embedding the "
                    "real ones, only if that was checked to still reproduce.")
+@click.option("--device", default=None,
+              help="Model files: move the model, its inputs and batches to this torch device first "
+                   "(e.g. cuda) [default: where get_model()/get_inputs() put them].")
 @click.option("--level", type=click.IntRange(1, 4), default=None,
               help="Script mode: 1 record graphs, 2 check, 3 localise, 4 repro "
                    "[default: 4, or 3 with --stage localise/subsystem].")
@@ -68,7 +71,7 @@ def _isolate_from_hook() -> None:
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
 def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
         timeout_s: float | None, seed: int, stage: str, rng: str, verify_runs: int, random_inputs: bool,
-        level: int | None,
+        device: str | None, level: int | None,
         check_every: int, stop_on_divergence: bool, quiet: bool, verbose: bool) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
@@ -77,6 +80,10 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
     from .script_runner import defines_model_contract
 
     if model_file.is_file() and not defines_model_contract(model_file):
+        if device is not None:
+            click.echo("bisect-accuracy: error: --device is for model files; a plain script places its own "
+                       "tensors", err=True)
+            sys.exit(EXIT_USAGE)
         chosen = Level(level) if level else (Level.REPRO if stage == "repro" else Level.LOCALISE)
         settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
@@ -90,21 +97,23 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
         sys.exit(EXIT_USAGE)
     options = dict(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng, stage=stage,
                    random_inputs=random_inputs)
-    sys.exit(_run_model_file(model_file, out_dir, options, verify_runs, quiet))
+    sys.exit(_run_model_file(model_file, out_dir, options, verify_runs, quiet, device))
 
 
 def _run_model_file(model_file: Path, out_dir: Path, option_values: dict[str, Any], verify_runs: int,
-                    quiet: bool) -> int:
+                    quiet: bool, device: str | None = None) -> int:
     from .api import bisect_file
     from .errors import BisectError, UsageError
     from .pipeline import Options
     from .progress import Progress
     from .report import summary
 
+    global _FAST_EXIT
+    _FAST_EXIT = True
     options = Options(**option_values)
     try:
         report = bisect_file(model_file, out_dir, options, Progress(enabled=not quiet),
-                             verify_runs if options.stage == "repro" else -1)
+                             verify_runs if options.stage == "repro" else -1, device)
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         return EXIT_USAGE
@@ -182,5 +191,30 @@ def uninstall_hook_command() -> None:
                else "bisect-accuracy: no start-up hook installed")
 
 
+# Set by a model-file run: its process may end without the interpreter's C-level teardown.
+_FAST_EXIT = False
+
+
+def entry() -> None:
+    """The console script: :func:`main`, then, after a model-file run, the exit without the
+    interpreter's teardown of torch and the compiled kernels (about a second). ``atexit``
+    handlers still run and output is flushed; script mode (the user's own program, maybe with
+    threads to join) always exits the usual way."""
+    try:
+        main()
+    except SystemExit as exit:
+        if not _FAST_EXIT:
+            raise
+        code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        if not isinstance(exit.code, (int, type(None))):
+            print(exit.code, file=sys.stderr)
+        import atexit
+
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    main()
+    entry()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import contextvars
 import functools
 import importlib
 from typing import Any, Callable, Iterable, Iterator
@@ -67,7 +68,9 @@ def nondefault_inductor_config() -> tuple[dict[str, Any], list[str]]:
     other: list[str] = []
     current = inductor_config.get_config_copy()
     for key, entry in sorted(inductor_config._config.items()):
-        if entry.user_override.get() is _UNSET_SENTINEL or key.startswith("_") or key not in current:
+        override = entry.user_override
+        override = override.get() if isinstance(override, contextvars.ContextVar) else override  # torch >= 2.12
+        if override is _UNSET_SENTINEL or key.startswith("_") or key not in current:
             continue
         value = current[key]
         if value == entry.default:

@@ -60,8 +60,11 @@ def is_model_file(module: ModuleType) -> bool:
     return any(hasattr(module, name) for name in REQUIRED)
 
 
-def load_model_spec(path: str | os.PathLike[str]) -> ModelSpec:
+def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> ModelSpec:
+    """Import a model file and call its functions; ``device``: move the model, its inputs and
+    its batches there (``--device cuda`` on a file written for the CPU)."""
     path = Path(path).resolve()
+    target = _device(device) if device else None
     if path.is_file() and not defines_model_contract(path):
         raise UsageError(
             f"{path.name} defines neither get_model() nor get_inputs(): it is a plain script. "
@@ -84,6 +87,10 @@ def load_model_spec(path: str | os.PathLike[str]) -> ModelSpec:
     loss_fn = getattr(module, "loss_fn", None)
     get_batches = getattr(module, "get_batches", None)
     get_optimizer = getattr(module, "get_optimizer", None)
+    if target is not None:
+        model, inputs = _moved(path, model, target), to_device(inputs, target)
+        if callable(get_batches):
+            get_batches = _batches_on(get_batches, target)
     return ModelSpec(path, model, inputs, loss_fn if callable(loss_fn) else None,
                      get_batches if callable(get_batches) else None, config, unrenderable,
                      get_optimizer if callable(get_optimizer) else None)
@@ -94,3 +101,47 @@ def _call(path: Path, function: Callable[[], Any], name: str) -> Any:
         return function()
     except Exception as error:
         raise ModelError(f"{path.name}: {name}() raised {type(error).__name__}: {error}") from error
+
+
+def _device(name: str) -> Any:
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as error:
+        raise UsageError(f"--device {name}: not a torch device ({error})") from error
+    backend = getattr(torch, device.type, None)
+    if device.type != "cpu" and not (backend is not None and hasattr(backend, "is_available") and backend.is_available()):
+        raise UsageError(f"--device {name}: no {device.type} device is available here "
+                         f"(torch.{device.type}.is_available() is False)")
+    return device
+
+
+def to_device(value: Any, device: Any) -> Any:
+    """Tensors in (nested) tuples, lists and dicts moved to ``device``; anything else as it is."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def _moved(path: Path, model: Any, device: Any) -> Any:
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return model  # a plain function: its inputs move, whatever it closes over does not
+    try:
+        return model.to(device)
+    except Exception as error:
+        raise ModelError(f"{path.name}: moving the model to {device} raised {type(error).__name__}: {error}") from error
+
+
+def _batches_on(get_batches: Callable[[], Any], device: Any) -> Callable[[], Any]:
+    def moved() -> Any:
+        return [to_device(batch, device) for batch in get_batches()]
+    return moved

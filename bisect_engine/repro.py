@@ -252,6 +252,8 @@ def write_repro(rendered: RenderedRepro, out_dir: Path, script_name: str = "repr
 # running anything. It holds no state of the tool's.
 _BOOTSTRAP = """\
 import os, runpy, sys, warnings
+if hasattr(os, "nice"):
+    os.nice(10)  # import in the search's idle cycles, not in its way; results do not depend on it
 with warnings.catch_warnings():  # the script's own warning filters start as Python's defaults
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     for module in ("torch", "torch.fx", "torch.fx.experimental.proxy_tensor", "torch._inductor.compile_fx",

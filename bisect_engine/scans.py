@@ -98,9 +98,8 @@ def batch_size(batch: Sequence[Any]) -> int | None:
 
 def take_samples(batch: Sequence[Any], samples: Sequence[int]) -> tuple[Any, ...]:
     size = batch_size(batch)
-    index = torch.tensor(list(samples), dtype=torch.long)
-    return tuple(v.index_select(0, index) if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == size
-                 else v for v in batch)
+    return tuple(v.index_select(0, torch.tensor(list(samples), dtype=torch.long, device=v.device))
+                 if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == size else v for v in batch)
 
 
 def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: list[torch.Tensor],
@@ -119,7 +118,8 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
         return None, False
     with torch.no_grad():
         alone = _run(model, take_samples(batch, rows), seed)
-    inside = [t.index_select(0, torch.tensor(rows)) if t.dim() > 0 and t.shape[0] == size else t for t in eager]
+    inside = [t.index_select(0, torch.tensor(rows, device=t.device)) if t.dim() > 0 and t.shape[0] == size else t
+              for t in eager]
     independent = len(alone) == len(inside) and all(
         a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True) for a, b in zip(alone, inside))
     return (tuple(rows), True) if independent else (None, False)

@@ -41,6 +41,7 @@ def plant():
 
 plant()
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {
     "config": {},
     # not the bug: plant() also turns off the compile caches (see _disable_compile_caches)
@@ -82,5 +83,5 @@ def get_inputs():
 
 
 def loss_fn(output):
-    labels = torch.arange(output.shape[0]) % output.shape[1]
+    labels = torch.arange(output.shape[0], device=output.device) % output.shape[1]
     return F.cross_entropy(output, labels)

@@ -7,6 +7,7 @@ with the statistics of what it was fed) on that sample alone.
 import torch
 from torch import nn
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 EXPECTED = {
     "verdict": "nan", "op": "aten.log.default", "graph": "forward_0",

@@ -14,6 +14,7 @@ def plant():
 
 plant()
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 
 EXPECTED = {"verdict": "clean", "op": None, "graph": None, "kind": None}

@@ -14,6 +14,7 @@ def plant():
 
 plant()
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 
 EXPECTED = {"verdict": "clean", "op": None, "graph": None, "kind": None}
@@ -45,5 +46,5 @@ def get_inputs():
 
 
 def loss_fn(output):
-    labels = torch.arange(output.shape[0]) % output.shape[1]
+    labels = torch.arange(output.shape[0], device=output.device) % output.shape[1]
     return F.cross_entropy(output, labels)

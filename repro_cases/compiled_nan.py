@@ -40,6 +40,7 @@ def plant():
 
 plant()
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {
     "config": {},
     # not the bug: plant() also turns off the compile caches (see _disable_compile_caches)

@@ -38,6 +38,7 @@ def plant():
 
 plant()
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}  # plant() installs the pass object (not renderable as config code)
 
 EXPECTED = {"subsystem": {"kind": "pass", "name": "post_grad_custom_post_pass"}, 

@@ -10,11 +10,13 @@ from torch import nn
 def plant():
     """Install the bug: Inductor's C++ backend compiles relu(x) as x + 1 (idempotent)."""
     inductor_config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+    inductor_config.triton.inject_relu_bug_TESTING_ONLY = "accuracy"  # the same bug on GPUs
 
 
 plant()
 
-PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}}
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
+PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "triton.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 
 EXPECTED = {"subsystem": {"kind": "lowering", "name": "aten.relu.default"}, "verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node"}
 

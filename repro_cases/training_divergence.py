@@ -13,6 +13,7 @@ from torch import nn
 from torch._inductor import decomposition
 
 aten = torch.ops.aten
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 EXPECTED = {
     "verdict": "divergent", "op": "aten.hardsigmoid.default", "graph": "forward_0", "kind": "node",

@@ -56,6 +56,12 @@ CONFIG_FLIPS = (
     Switch("config", "max_fusion_size", {"max_fusion_size": 1}),  # no fusion
 )
 
+# A build setting, not codegen: scalar kernels (cpp.simdlen=1) include the C++ prefix header
+# without vector ISA macros, so Inductor would first build a precompiled header just for them
+# (about 5 s on a 2-core machine) to compile the one small kernel of a culprit subgraph (about
+# 2 s without one). The same source and flags make the same kernel either way.
+SCALAR_BUILD = {"cpp_cache_precompile_headers": False}
+
 
 @dataclass(frozen=True)
 class Attribution:
@@ -119,6 +125,8 @@ class SubsystemSearch:
         # An op left with neither a decomposition nor a lowering falls back to aten; say so
         # explicitly, as Inductor's implicit fallback refuses ops with a decomposition when CI is set.
         unlowered = tuple(op for op in without if not is_lowered(op))
+        if patch and "cpp.simdlen" in patch:
+            patch = {**patch, **SCALAR_BUILD}
         verdict = self.context.judge(self.subgraph, self.compiler, label=f"{self.context.name}:subsystem",
                                      config_patches=patch, decompositions=decompositions,
                                      fallbacks=tuple(dict.fromkeys((*fallbacks, *unlowered))))

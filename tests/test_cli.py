@@ -19,6 +19,12 @@ def _run(tmp_path: Path, source: str | None, *extra: str) -> subprocess.Complete
     )
 
 
+def torch_has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 GOOD_INPUTS = "import torch\ndef get_inputs():\n    return (torch.ones(3),)\n"
 
 
@@ -47,6 +53,18 @@ def test_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path: Path, sourc
 def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
     result = _run(tmp_path, GOOD_INPUTS + "def get_model():\n    return torch.nn.ReLU()\n", "--stage", "nowhere")
     assert result.returncode == 2 and "Invalid value for '--stage'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [("nowhere", "--device nowhere: not a torch device"),
+     ("meta" if torch_has_cuda() else "cuda", "device is available here")],
+)
+def test_a_device_that_cannot_run_the_model_is_a_usage_error(tmp_path: Path, device: str, message: str) -> None:
+    result = _run(tmp_path, GOOD_INPUTS + "def get_model():\n    return torch.nn.ReLU()\n", "--device", device)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_help_documents_the_stages(tmp_path: Path) -> None:

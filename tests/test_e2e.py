@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# BISECT_TEST_DEVICE=cuda runs every case whose DEVICES lists cuda with `--device cuda` (its model,
+# inputs and batches moved there): the same engine, Triton kernels instead of C++ ones.
+DEVICE = os.environ.get("BISECT_TEST_DEVICE", "cpu")
+
+
 def _is_model_case(path: Path) -> bool:
     """Model files (get_model + EXPECTED); plain-script cases belong to test_script_mode.py."""
     text = path.read_text()
     return "def get_model(" in text and "EXPECTED = " in text
-
-
-CASES = [case for folder in ("repro_cases", "tests/upstream_cases")
-         for case in sorted((ROOT / folder).glob("*.py")) if _is_model_case(case)]
-pytestmark = pytest.mark.e2e
 
 
 def _literal(path: Path, name: str, default: Any = None) -> Any:
@@ -38,6 +38,12 @@ def _literal(path: Path, name: str, default: Any = None) -> Any:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return ast.literal_eval(node.value)
     return default
+
+
+CASES = [case for folder in ("repro_cases", "tests/upstream_cases")
+         for case in sorted((ROOT / folder).glob("*.py"))
+         if _is_model_case(case) and DEVICE in _literal(case, "DEVICES", ["cpu"])]
+pytestmark = pytest.mark.e2e
 
 
 @dataclass
@@ -71,6 +77,8 @@ def _run_case(case: Path, base: Path) -> CaseRun:
     env = _planting_env(case, base / case.stem / "site")
     command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(out_dir),
                "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", [])]
+    if DEVICE != "cpu":
+        command += ["--device", DEVICE]
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=workdir)
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else None
@@ -101,7 +109,8 @@ def _run_without_bug(case: Path, repro: Path) -> subprocess.CompletedProcess[str
 @pytest.fixture(scope="session")
 def case_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseRun]:
     base = tmp_path_factory.mktemp("e2e")
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # Two at a time fits a 2-core CI machine; BISECT_TEST_WORKERS raises it on bigger ones.
+    with ThreadPoolExecutor(max_workers=int(os.environ.get("BISECT_TEST_WORKERS", "2"))) as pool:
         runs = list(pool.map(lambda case: _run_case(case, base), CASES))
     return {run.case.stem: run for run in runs}
 

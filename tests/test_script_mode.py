@@ -326,7 +326,7 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
     "cli_clean": (_tool(str(CLEAN_SCRIPT), "--exit-code", "3"), {}),
     "env_clean": (_python_script(str(CLEAN_SCRIPT), "--exit-code", "3"),
                   {LEVEL_VARIABLE: "check", "BISECT_ACCURACY_OUT": "{out}"}),
-    "torchrun": ([str(BIN / "torchrun"), "--nproc_per_node", "2", str(TORCHRUN_SCRIPT)],
+    "torchrun": ([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", str(TORCHRUN_SCRIPT)],
                  {LEVEL_VARIABLE: "3", "BISECT_ACCURACY_OUT": "{out}", "OMP_NUM_THREADS": "1"}),
 }
 

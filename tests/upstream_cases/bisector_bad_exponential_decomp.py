@@ -7,6 +7,7 @@ import torch
 from torch._inductor import compile_fx as compile_fx_module
 
 aten = torch.ops.aten
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 EXPECTED = {
     "verdict": "nan", "op": "aten.exponential.default", "graph": "forward_0", "kind": "node",

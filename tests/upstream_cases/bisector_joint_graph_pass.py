@@ -6,6 +6,7 @@ import torch
 from torch._inductor import config
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 EXPECTED = {
     "verdict": "divergent", "op": "aten.add.Tensor", "graph": "forward_0", "kind": "node",

@@ -10,6 +10,7 @@ import torch
 from torch._inductor import config
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 EXPECTED = {
     "verdict": "not_reproducible", "op": None,

@@ -6,7 +6,8 @@ The planted relu codegen bug (``cpp.inject_relu_bug_TESTING_ONLY``); upstream ex
 import torch
 import torch._inductor.config as inductor_config
 
-PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}}
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
+PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "triton.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 EXPECTED = {
     "verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node",
     "subsystem": {"kind": "lowering", "name": "aten.relu.default"},
@@ -15,6 +16,7 @@ EXPECTED = {
 
 def plant():
     inductor_config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+    inductor_config.triton.inject_relu_bug_TESTING_ONLY = "accuracy"  # the same bug on GPUs
 
 
 plant()

@@ -5,6 +5,7 @@
 """
 import torch
 
+DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = None  # nothing planted: this is Inductor's own RNG, fixed by fallback_random
 CLI_ARGS = ["--rng", "strict"]
 EXPECTED = {
