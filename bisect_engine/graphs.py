@@ -266,16 +266,13 @@ class CopyPlan:
         return members[min(call, len(members) - 1)]
 
 
-def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], max_calls: int = 32,
-                singletons: Iterable[str] = ()) -> CopyPlan:
+def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], max_calls: int = 32) -> CopyPlan:
     """Group nodes by :func:`node_signature`, in graph order; groups longer than ``max_calls``
-    are split (more copies, fewer calls). ``singletons`` never share a copy."""
-    alone = set(singletons)
+    are split (more copies, fewer calls)."""
     groups: dict[Any, list[str]] = {}
     order: list[Any] = []
     for name in names:
-        node = view.nodes[name]
-        signature = None if name in alone else node_signature(node, values)
+        signature = node_signature(view.nodes[name], values)
         key = ("alone", name) if signature is None else signature
         if key not in groups:
             groups[key] = []
@@ -294,18 +291,15 @@ class Copies:
 
     graph_module: fx.GraphModule
     plan: CopyPlan
-    # per copy: the positions of its placeholders (in its node's ``all_input_nodes`` order) and
-    # of its outputs (None for a single-output node, else the getitem index)
-    input_slots: tuple[tuple[int, ...], ...]
+    # per copy: its outputs (None for a single-output node, else the getitem index); its
+    # placeholders are its node's ``all_input_nodes``, in order
     output_slots: tuple[tuple[int | None, ...], ...]
 
     def inputs(self, view: GraphView, values: dict[str, Any], call: int) -> list[Any]:
         """The placeholder values for one call: each copy reads its member's reference inputs."""
-        inputs: list[Any] = []
-        for copy, slots in enumerate(self.input_slots):
-            sources = view.nodes[self.plan.feed(copy, call)].all_input_nodes
-            inputs.extend(values[sources[slot].name] for slot in slots)
-        return inputs
+        return [values[source.name]
+                for copy in range(len(self.plan.members))
+                for source in view.nodes[self.plan.feed(copy, call)].all_input_nodes]
 
     def assign(self, view: GraphView, call: int, outputs: Sequence[Any]) -> dict[str, Any]:
         """Map one call's outputs to the value-node names of the members judged on that call."""
@@ -330,23 +324,19 @@ def build_copies(view: GraphView, plan: CopyPlan) -> Copies:
     """One copy of each plan entry's first member, every copy on placeholders of its own (no
     two copies share an input, so none can be fused with or CSE'd into another)."""
     graph = fx.Graph()
-    copies: list[tuple[fx.Node, list[fx.Node]]] = []
-    input_slots: list[tuple[int, ...]] = []
+    # Placeholders first, all of them, so no copied node can take a placeholder's name.
+    copies: list[tuple[fx.Node, dict[fx.Node, fx.Node]]] = []
     for index, members in enumerate(plan.members):
         node = view.nodes[members[0]]
-        sources = node.all_input_nodes
         placeholders = {}
-        for source in sources:
-            placeholder = graph.placeholder(f"c{index}_{source.name}")
-            placeholder.meta.update(source.meta)
-            placeholders[source] = placeholder
-        copies.append((node, [placeholders[s] for s in sources]))
-        input_slots.append(tuple(range(len(sources))))
+        for source in node.all_input_nodes:
+            placeholders[source] = graph.placeholder(f"c{index}_{source.name}")
+            placeholders[source].meta.update(source.meta)
+        copies.append((node, placeholders))
     outputs: list[fx.Node] = []
     output_slots: list[tuple[int | None, ...]] = []
-    for index, (node, placeholders) in enumerate(copies):
-        lookup = dict(zip(node.all_input_nodes, placeholders))
-        copy = graph.node_copy(node, lambda source: lookup[source])
+    for node, placeholders in copies:
+        copy = graph.node_copy(node, placeholders.__getitem__)
         slots: list[int | None] = []
         for value in value_nodes(node):
             if not is_tensor_value(value):
@@ -361,4 +351,4 @@ def build_copies(view: GraphView, plan: CopyPlan) -> Copies:
         output_slots.append(tuple(slots))
     graph.output(tuple(outputs))
     graph.lint()
-    return Copies(fx.GraphModule(view.graph_module, graph), plan, tuple(input_slots), tuple(output_slots))
+    return Copies(fx.GraphModule(view.graph_module, graph), plan, tuple(output_slots))

@@ -118,16 +118,11 @@ def _device(name: str) -> Any:
 
 
 def to_device(value: Any, device: Any) -> Any:
-    """Tensors in (nested) tuples, lists and dicts moved to ``device``; anything else as it is."""
+    """Every tensor in a (nested) container moved to ``device``; anything else as it is."""
     import torch
+    import torch.utils._pytree as pytree
 
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
-        return type(value)(to_device(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
-    return value
+    return pytree.tree_map_only(torch.Tensor, lambda tensor: tensor.to(device), value)
 
 
 def _moved(path: Path, model: Any, device: Any) -> Any:
@@ -142,6 +137,4 @@ def _moved(path: Path, model: Any, device: Any) -> Any:
 
 
 def _batches_on(get_batches: Callable[[], Any], device: Any) -> Callable[[], Any]:
-    def moved() -> Any:
-        return [to_device(batch, device) for batch in get_batches()]
-    return moved
+    return lambda: to_device(list(get_batches()), device)
