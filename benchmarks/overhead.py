@@ -73,9 +73,9 @@ def worker(config: str, args: argparse.Namespace, out_dir: Path) -> dict[str, fl
     if level == 0:
         times, finish, tool = workload(args.steps, args.width, args.depth, args.batch, args.threads), 0.0, 0.0
     else:
-        from bisect_engine.inductor_adapter import compiles_routed_through
-        from bisect_engine.levels import Level, ScriptSettings
-        from bisect_engine.script_mode import Session
+        from bisect_engine.verdict.inductor_adapter import compiles_routed_through
+        from bisect_engine.script.levels import Level, ScriptSettings
+        from bisect_engine.script.session import Session
 
         settings = ScriptSettings(level=Level(level), out_dir=out_dir, check_every=check_every)
         session = Session(settings, Path(__file__), [], "benchmark")

@@ -16,69 +16,26 @@ from __future__ import annotations
 import os
 import sys
 
+from .script.watch import TRIGGER, AfterImport, remove_finders
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing at every start-up costs time
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any
 
 LEVEL_VARIABLE = "BISECT_ACCURACY_LEVEL"  # the same as levels.LEVEL_VARIABLE (kept import-free)
-TRIGGER = "torch._dynamo"
-
-
-class _RunAfterExec:
-    """A loader that executes the real loader's module, then calls back (module metadata keep the
-    real loader, so nothing downstream sees this wrapper)."""
-
-    def __init__(self, loader: Any, callback: Callable[[Any], None]):
-        self.loader = loader
-        self.callback = callback
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        module.__loader__ = self.loader
-        if getattr(module, "__spec__", None) is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        self.callback(module)
-
-
-class AfterImport:
-    """A one-shot meta-path finder: once ``name`` has been imported, ``callback(module)``."""
-
-    def __init__(self, name: str, callback: Callable[[Any], None]):
-        self.name = name
-        self.callback = callback
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        _remove_finders()
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            spec = find_spec(fullname, path, target) if find_spec is not None else None
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _RunAfterExec(spec.loader, self.callback)
-                return spec
-        return None
 
 
 def _start(_module: Any) -> None:
     """Never raises: a broken hook must not break ``import torch``."""
     try:
-        from . import script_mode
+        from .script import session
 
-        script_mode.start_from_environment()
+        session.start_from_environment()
     except Exception as error:  # noqa: BLE001 - reported, and the program runs unchecked
         import logging
 
         logging.getLogger(__name__).warning("bisect-accuracy: the start-up hook failed: %s: %s",
                                             type(error).__name__, error)
-
-
-def _remove_finders() -> None:
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AfterImport)]
 
 
 def requested(environ: Any = os.environ) -> bool:
@@ -97,7 +54,7 @@ def install() -> None:
 
 def stand_down() -> None:
     """For the bisect-accuracy CLI: this process runs its own session, never the hook's."""
-    _remove_finders()
+    remove_finders()
 
 
 install()

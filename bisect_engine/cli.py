@@ -1,6 +1,7 @@
 """The command line: parse options, call the API, print a summary, map errors to exit codes.
 
-Exit status: 0 clean, 1 divergence / NaN / crash found, 2 usage or input error, 3 internal error.
+Exit status: 0 clean, 1 divergence / NaN / crash found, 2 usage or input error, 3 internal error,
+4 no verdict (the budget ran out before every graph was judged).
 Script mode (a file without get_model/get_inputs): when nothing diverges, the script's own status.
 """
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 import traceback
 import warnings
 from pathlib import Path
@@ -17,9 +19,9 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from .levels import ScriptSettings
+    from .script.levels import ScriptSettings
 
-EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
 FINDINGS = ("divergent", "nan", "crash", "not_reproducible")
 
 
@@ -33,7 +35,7 @@ def _isolate_from_hook() -> None:
     """This process runs its own session: neither it nor its subprocesses (repro verification,
     the script's children) start the environment-variable hook."""
     from . import autostart
-    from .levels import clear_environment
+    from .script.levels import clear_environment
 
     autostart.stand_down()
     clear_environment(os.environ)
@@ -76,8 +78,8 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
     script's own options after `--` when they share a name with ours."""
-    from .levels import Level, ScriptSettings, stage_for
-    from .script_runner import defines_model_contract
+    from .script.levels import Level, ScriptSettings, stage_for
+    from .load.contract import defines_model_contract
 
     if model_file.is_file() and not defines_model_contract(model_file):
         if device is not None:
@@ -95,25 +97,26 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
         click.echo(f"bisect-accuracy: error: {model_file.name} is a model file; extra arguments "
                    f"{' '.join(script_args)!r} are only for plain scripts", err=True)
         sys.exit(EXIT_USAGE)
-    options = dict(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng, stage=stage,
-                   random_inputs=random_inputs)
-    sys.exit(_run_model_file(model_file, out_dir, options, verify_runs, quiet, device))
+    from .localise.options import EngineOptions
+    from .output.writer import OutputOptions
+
+    options = EngineOptions(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng,  # type: ignore[arg-type]
+                            stop_after=stage)  # type: ignore[arg-type]
+    output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs)
+    sys.exit(_run_model_file(model_file, options, output, quiet, device))
 
 
-def _run_model_file(model_file: Path, out_dir: Path, option_values: dict[str, Any], verify_runs: int,
-                    quiet: bool, device: str | None = None) -> int:
+def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, device: str | None = None) -> int:
     from .api import bisect_file
     from .errors import BisectError, UsageError
-    from .pipeline import Options
     from .progress import Progress
-    from .report import summary
+    from .output.report import summary
 
     global _FAST_EXIT
     _FAST_EXIT = True
-    options = Options(**option_values)
+    out_dir = output.out_dir
     try:
-        report = bisect_file(model_file, out_dir, options, Progress(enabled=not quiet),
-                             verify_runs if options.stage == "repro" else -1, device)
+        report = bisect_file(model_file, options, output, Progress(enabled=not quiet), device, _STARTED)
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         return EXIT_USAGE
@@ -124,7 +127,11 @@ def _run_model_file(model_file: Path, out_dir: Path, option_values: dict[str, An
         return _internal_error(out_dir, error)
     click.echo(summary(report))
     click.echo(f"  report:  {report['report_path']}")
-    return EXIT_CLEAN if report["verdict"] == "clean" else EXIT_FOUND
+    return exit_status(report["verdict"])
+
+
+def exit_status(verdict: str) -> int:
+    return {"clean": EXIT_CLEAN, "incomplete": EXIT_INCOMPLETE}.get(verdict, EXIT_FOUND)
 
 
 def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSettings, quiet: bool,
@@ -132,7 +139,8 @@ def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSett
     """Script mode. Everything the tool says goes to stderr (the script owns stdout); neither torch
     nor the root logger is touched before the script runs (it sets them up as it would alone)."""
     from .progress import Progress
-    from .script_runner import log_to_stderr, run_script
+    from .script.messages import log_to_stderr
+    from .script.runner import run_script
 
     log_to_stderr(logging.INFO if verbose else logging.WARNING)
     progress = Progress(enabled=not quiet)
@@ -142,7 +150,7 @@ def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSett
         return _internal_error(settings.out_dir, error)
     finally:
         progress.close()
-    from .script_mode import script_summary
+    from .script.session import script_summary
 
     sys.stdout.flush()
     if outcome.message:
@@ -167,7 +175,7 @@ def _internal_error(out_dir: Path, error: Exception) -> int:
 def install_hook_command() -> None:
     """Install the start-up hook into this interpreter's site-packages, so that
     BISECT_ACCURACY_LEVEL=<n> python train.py works (it does nothing while the variable is unset)."""
-    from .hook import install_hook
+    from .script.hook import install_hook
 
     try:
         path = install_hook()
@@ -180,7 +188,7 @@ def install_hook_command() -> None:
 @main.command("uninstall-hook")
 def uninstall_hook_command() -> None:
     """Remove the start-up hook from this interpreter's site-packages."""
-    from .hook import uninstall_hook
+    from .script.hook import uninstall_hook
 
     try:
         path = uninstall_hook()
@@ -193,6 +201,8 @@ def uninstall_hook_command() -> None:
 
 # Set by a model-file run: its process may end without the interpreter's C-level teardown.
 _FAST_EXIT = False
+# When the command started (time.monotonic()): --timeout counts from here.
+_STARTED = time.monotonic()
 
 
 def entry() -> None:

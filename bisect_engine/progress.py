@@ -38,7 +38,3 @@ class Progress:
             self._bar.close()
             self._bar = None
 
-
-class NullProgress(Progress):
-    def __init__(self) -> None:
-        super().__init__(enabled=False)

@@ -1,11 +1,14 @@
-"""Generic search machinery for bisecting and shrinking failing configurations.
+"""The one search object, its budget, and the search algorithms.
 
-Modeled on Shrink Ray / Hypothesis' shrinker. ``Search`` is the one object that
-talks to the expensive oracle: it owns the result cache, call counting, history
-and the budget (max calls, timeout; exhaustion raises ``BudgetExhausted``).
-The algorithms (``find_integer``, ``first_failing_prefix``,
-``ddmin``) are written once over plain integers and sequences and only *propose*
-candidates to a predicate, normally ``Search.is_interesting``. Deterministic.
+Modeled on Shrink Ray / Hypothesis' shrinker. Every candidate any strategy proposes (a window of
+nodes, a group of nodes judged alone, a subsystem switch, a model-level recompile) goes through
+:class:`Search`, which caches its *verdict* (not a boolean: the caller reads what it needs), counts
+evaluations, and checks the run's :class:`Budget` before each one. The budget reads its cost from
+the compiler (every Inductor compile of the run), so ``--max-compiles`` and ``--timeout`` bound the
+whole run, whichever stage spends them; exhaustion raises :class:`BudgetExhausted`. The
+algorithms (``find_integer``, ``first_failing_prefix``, ``ddmin``, ``remove_one_by_one``) are
+written once over plain integers and sequences and only *propose* candidates to a predicate.
+Deterministic. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,22 +16,59 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 logger = logging.getLogger(__name__)
 
 C = TypeVar("C")
 T = TypeVar("T")
+V = TypeVar("V")
 
 BudgetReason = Literal["max_compiles", "timeout"]
 
 
 class BudgetExhausted(Exception):
-    """Raised by ``Search`` when a new oracle call would exceed the budget."""
+    """Raised when a new evaluation would exceed the budget."""
 
     def __init__(self, message: str, reason: BudgetReason) -> None:
         super().__init__(message)
         self.reason: BudgetReason = reason
+
+
+@dataclass
+class Budget:
+    """The run's limits: compiles (as counted by ``cost``) and seconds since ``started_at``.
+
+    ``check`` runs before every evaluation and every compile; an evaluation already started
+    finishes (a model-level recompile may compile several graphs).
+    """
+
+    max_compiles: int | None = None
+    timeout_s: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    started_at: float | None = None
+    exhausted: BudgetExhausted | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.started_at is None:
+            self.started_at = self.clock()
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.clock() - (self.started_at or 0.0)
+
+    def check(self, spent: int) -> None:
+        """Raise :class:`BudgetExhausted` (and remember it) when ``spent`` compiles or the
+        elapsed time leave no room for one more."""
+        if self.max_compiles is not None and spent >= self.max_compiles:
+            self._exhaust(f"compile budget of {self.max_compiles} exhausted", "max_compiles")
+        if self.timeout_s is not None and self.elapsed_s > self.timeout_s:
+            self._exhaust(f"timeout of {self.timeout_s:g} s exceeded", "timeout")
+
+    def _exhaust(self, message: str, reason: BudgetReason) -> None:
+        self.exhausted = BudgetExhausted(message, reason)
+        raise self.exhausted
 
 
 def default_key(candidate: object) -> Hashable:
@@ -40,66 +80,69 @@ def default_key(candidate: object) -> Hashable:
     return candidate  # type: ignore[return-value]
 
 
-class Search(Generic[C]):
-    """Owns oracle caching, call counting, history and the call/time budget."""
+class Search(Generic[C, V]):
+    """Owns verdict caching, evaluation counting and the budget check.
+
+    ``evaluate(candidate)`` returns the candidate's verdict; ``cost()`` what the run has spent so
+    far (by default, this search's evaluations).
+    """
 
     def __init__(
         self,
-        oracle: Callable[[C], bool],
+        evaluate: Callable[[C], V],
         *,
+        budget: Budget | None = None,
+        cost: Callable[[], int] | None = None,
         key: Callable[[C], Hashable] = default_key,
+        on_call: Callable[[C, V], None] | None = None,
         max_calls: int | None = None,
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
-        on_call: Callable[[C, bool], None] | None = None,
     ) -> None:
-        self._oracle = oracle
+        self._evaluate = evaluate
         self._key = key
-        self.max_calls = max_calls
-        self.timeout_s = timeout_s
-        self._clock = clock
         self._on_call = on_call
-        self._started_at = clock()
-        self._results: dict[Hashable, bool] = {}
-        self.history: list[tuple[Hashable, bool]] = []
+        self.budget = budget if budget is not None else Budget(max_calls, timeout_s, clock)
+        self._cost = cost if cost is not None else (lambda: self.calls)
+        self._verdicts: dict[Hashable, V] = {}
+        self.history: list[tuple[Hashable, V]] = []
         self.cache_hits = 0
 
     @property
     def calls(self) -> int:
-        """Number of oracle calls actually made (cache hits excluded)."""
+        """Evaluations actually made (cache hits excluded)."""
         return len(self.history)
 
     @property
     def elapsed_s(self) -> float:
-        """Seconds since this search was created, according to its clock."""
-        return self._clock() - self._started_at
+        return self.budget.elapsed_s
+
+    def judge(self, candidate: C) -> V:
+        """The candidate's verdict: cached, or evaluated within the budget."""
+        candidate_key = self._key(candidate)
+        if candidate_key in self._verdicts:
+            self.cache_hits += 1
+            return self._verdicts[candidate_key]
+        self.budget.check(self._cost())
+        verdict = self._evaluate(candidate)
+        self._verdicts[candidate_key] = verdict
+        self.history.append((candidate_key, verdict))
+        logger.debug("evaluation %d: %r -> %r", self.calls, candidate_key, verdict)
+        if self._on_call is not None:
+            self._on_call(candidate, verdict)
+        return verdict
 
     def is_interesting(self, candidate: C) -> bool:
-        """Whether ``candidate`` still fails; cached, budgeted oracle call."""
-        candidate_key = self._key(candidate)
-        if candidate_key in self._results:
-            self.cache_hits += 1
-            return self._results[candidate_key]
-        self._check_budget()
-        result = bool(self._oracle(candidate))
-        self._results[candidate_key] = result
-        self.history.append((candidate_key, result))
-        logger.debug("oracle call %d: %r -> %s", self.calls, candidate_key, result)
-        if self._on_call is not None:
-            self._on_call(candidate, result)
-        return result
+        """For boolean oracles: whether ``candidate`` still fails."""
+        return bool(self.judge(candidate))
 
-    def record(self, candidate: C, interesting: bool) -> None:
-        """Seed the cache with a result learned elsewhere (costs no oracle call)."""
-        self._results.setdefault(self._key(candidate), bool(interesting))
+    def known(self, candidate: C) -> V | None:
+        """The cached verdict, if the candidate was judged (never evaluates)."""
+        return self._verdicts.get(self._key(candidate))
 
-    def _check_budget(self) -> None:
-        if self.max_calls is not None and self.calls >= self.max_calls:
-            raise BudgetExhausted(
-                f"compile budget of {self.max_calls} exhausted", "max_compiles"
-            )
-        if self.timeout_s is not None and self.elapsed_s > self.timeout_s:
-            raise BudgetExhausted(f"timeout of {self.timeout_s:g} s exceeded", "timeout")
+    def record(self, candidate: C, verdict: V) -> None:
+        """Seed the cache with a verdict learned elsewhere (costs no evaluation)."""
+        self._verdicts.setdefault(self._key(candidate), verdict)
 
 
 def find_integer(f: Callable[[int], bool]) -> int:
@@ -211,3 +254,42 @@ def remove_one_by_one(items: Sequence[T], fails: Callable[[tuple[T, ...]], bool]
         if fails(candidate):
             current = candidate
     return current
+
+
+@dataclass(frozen=True)
+class Split(Generic[T]):
+    """What :func:`split_failing` learned: the items that fail alone, the groups that pass (with
+    the failing items they cover all others), and failing groups none of whose halves fails."""
+
+    failing: tuple[T, ...]
+    passing: tuple[tuple[T, ...], ...]
+    unresolved: tuple[tuple[T, ...], ...]
+
+
+def split_failing(items: Sequence[T], fails: Callable[[tuple[T, ...]], bool]) -> Split[T]:
+    """Adaptive group testing: find the items that fail on their own by halving failing groups.
+
+    ``fails(tuple(items))`` is assumed true and never called. A group is assumed to fail when it
+    holds a failing item; one that fails while both its halves pass is reported as unresolved
+    (the failure needs items together). k failing items among n cost about 2k log2(n) calls.
+    """
+    failing: list[T] = []
+    passing: list[tuple[T, ...]] = []
+    unresolved: list[tuple[T, ...]] = []
+
+    def visit(group: tuple[T, ...], known_failing: bool) -> bool:
+        if not known_failing and not fails(group):
+            passing.append(group)
+            return False
+        if len(group) == 1:
+            failing.append(group[0])
+            return True
+        middle = len(group) // 2
+        found = [visit(half, False) for half in (group[:middle], group[middle:])]
+        if not any(found):
+            unresolved.append(group)
+        return True
+
+    if items:
+        visit(tuple(items), True)
+    return Split(tuple(failing), tuple(passing), tuple(unresolved))

@@ -1,43 +1,61 @@
 """Per-node verdicts: every checkable node compiled at once, each fed its reference inputs.
 
-One compile checks all N nodes (:meth:`GraphContext.judge_nodes`): nodes that Inductor would
-compile to the same kernel (same op, constants and input metadata) share one compiled copy, run
-once per node, so a deep stack of identical layers costs what one layer does. A node whose compiled
-output fails the oracle on clean inputs is a *culprit*; nodes downstream that diverge only because
-a culprit fed them are *propagators*, found by an eager replay (no compile).
+One candidate checks all N nodes (an isolated :class:`~bisect_engine.verdict.candidate.GraphCandidate`):
+nodes that Inductor would compile to the same kernel share one compiled copy, run once per node,
+so a deep stack of identical layers costs what one layer does. A node whose compiled output fails
+the oracle on clean inputs is a *culprit*. When that one compile crashes, the group is halved
+until the nodes that crash on their own are found (``search.split_failing``): a crash is a
+finding with its error, never a reason to treat every node as passing. Nodes downstream that
+diverge only because a culprit fed them are *propagators*, found by an eager replay (no compile).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ..compare import Outcome, compare_tensor
-from ..graphs import value_nodes
-from ..oracle import GraphContext, SubgraphVerdict
-from ..runner import Compiler, interpret
+from ..search import split_failing
+from ..verdict.candidate import GraphCandidate
+from ..verdict.compare import Outcome, compare_tensor
+from ..verdict.fx_eval import interpret
+from ..verdict.graphs import value_nodes
+from ..verdict.oracle import GraphContext, SubgraphVerdict, merged
 
 
 @dataclass(frozen=True)
 class NodeCheck:
-    verdict: SubgraphVerdict
+    verdict: SubgraphVerdict  # every node that compiled, judged alone
     checked: tuple[str, ...]
-    culprits: tuple[str, ...]
-    compiled_copies: int = 0  # distinct nodes in the one compiled graph
+    culprits: tuple[str, ...]  # compiled alone, wrong on clean inputs (graph order)
+    crashes: tuple[tuple[str, str], ...] = ()  # (node, error): its compile or run raises on its own
+    group_error: str = ""  # the combined compile raised, though no node does alone
+    compiled_copies: int = 0  # distinct nodes in the compiled graph(s)
     calls: int = 1  # runs of that graph (one per member of the largest group)
 
 
-def check_nodes(context: GraphContext, compiler: Compiler) -> NodeCheck:
+def check_nodes(context: GraphContext, search: Any) -> NodeCheck:
     view = context.view
     # Random nodes are checked too: in data mode only for NaN/Inf their draws should not hold
     # (a bad decomposition of a random op), in strict mode against eager's draws.
-    checked = [n.name for n in view.compute_nodes if view.checkable(n) or view.is_random_tensor_op(n)]
-    verdict, plan = context.judge_nodes(checked, compiler, label=f"{context.name}:nodes")
+    checked = tuple(n.name for n in view.compute_nodes if view.checkable(n) or view.is_random_tensor_op(n))
+
+    def judge(names: tuple[str, ...]) -> SubgraphVerdict:
+        return search.judge(GraphCandidate(context.name, frozenset(names), isolated=True, purpose="nodes"))
+
+    verdict = judge(checked)
+    crashes: tuple[tuple[str, str], ...] = ()
+    group_error = ""
+    if verdict.outcome is Outcome.CRASH and checked:
+        group_error = verdict.error
+        split = split_failing(checked, lambda names: judge(names).outcome is Outcome.CRASH)
+        crashes = tuple((name, judge((name,)).error) for name in split.failing)
+        verdict = merged([judge(group) for group in split.passing])
+        if crashes:
+            group_error = ""
     failing = set(verdict.failing_outputs)
     culprits = tuple(
         name for name in checked if any(v.name in failing for v in value_nodes(view.nodes[name]))
     )
-    copies, calls = (len(plan.members), plan.calls) if plan is not None else (len(checked), 1)
-    return NodeCheck(verdict, tuple(checked), culprits, copies, calls)
+    return NodeCheck(verdict, checked, culprits, crashes, group_error, verdict.copies, verdict.calls)
 
 
 def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -> tuple[list[str], dict[str, Any]]:

@@ -1,66 +1,54 @@
 """Which part of Inductor makes a culprit diverge: passes, decompositions, config, lowerings.
 
-Only the culprit's subgraph is recompiled, once per candidate, judged by the same oracle as
-everything else: a candidate *fixes* the culprit when the subgraph compiled with that subsystem
-disabled matches eager. The subsystems are data: :data:`PASSES` and :data:`CONFIG_FLIPS` are
-tables (adding one is a line), decompositions and lowerings are enumerated from the subgraph.
-Order: user passes and pattern passes, decompositions, config flips, then lowerings (the broadest
-hammer: falling back to the aten kernel).
+Only proposes: each try is a :class:`~bisect_engine.verdict.candidate.GraphCandidate` of the
+culprit's nodes under a :class:`~bisect_engine.verdict.candidate.Switch` (or, for divergences no
+captured graph shows, a :class:`~bisect_engine.verdict.candidate.ModelCandidate`), judged by the
+one search object: a switch *fixes* the culprit when the candidate then matches eager. The
+subsystems are data: :data:`PASSES`, :data:`MODEL_PASSES` and :data:`CONFIG_FLIPS` are tables
+(adding one is a line); decompositions and lowerings are enumerated from the subgraph. Order: user
+passes and pattern passes, decompositions, config flips, then lowerings (the broadest hammer:
+falling back to the aten kernel).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal
 
-import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..compare import Outcome
-from ..graphs import Subgraph, reference_inputs
-from ..inductor_adapter import default_decompositions, is_lowered
-from ..oracle import GraphContext
-from ..runner import Compiler
 from ..search import ddmin
+from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
+from ..verdict.compare import Outcome
+from ..verdict.graphs import Subgraph, reference_inputs
+from ..verdict.inductor_adapter import default_decompositions, is_lowered
+from ..verdict.oracle import GraphContext
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["decomposition", "lowering", "pass", "config"]
 
-
-@dataclass(frozen=True)
-class Switch:
-    """One way to disable a subsystem: a config patch, and the workaround to show the user."""
-
-    kind: Kind
-    name: str
-    patch: dict[str, Any]
-
-
 # Graph passes Inductor runs on aten graphs; user-registered ones are tried only when set.
 PASSES = (
-    Switch("pass", "post_grad_custom_post_pass", {"post_grad_custom_post_pass": None}),
-    Switch("pass", "post_grad_custom_pre_pass", {"post_grad_custom_pre_pass": None}),
-    Switch("pass", "joint_custom_post_pass", {"joint_custom_post_pass": None}),
-    Switch("pass", "joint_custom_pre_pass", {"joint_custom_pre_pass": None}),
-    Switch("pass", "pattern_matcher", {"pattern_matcher": False}),
+    Switch.config("pass", "post_grad_custom_post_pass", {"post_grad_custom_post_pass": None}),
+    Switch.config("pass", "post_grad_custom_pre_pass", {"post_grad_custom_pre_pass": None}),
+    Switch.config("pass", "joint_custom_post_pass", {"joint_custom_post_pass": None}),
+    Switch.config("pass", "joint_custom_pre_pass", {"joint_custom_pre_pass": None}),
+    Switch.config("pass", "pattern_matcher", {"pattern_matcher": False}),
 )
 # Passes that only run on the torch-level (Dynamo) graph: tried on the whole model.
 MODEL_PASSES = (
-    Switch("pass", "pre_grad_custom_pass", {"pre_grad_custom_pass": None}),
-    Switch("pass", "pre_grad_passes", {"use_pre_grad_passes": False}),
+    Switch.config("pass", "pre_grad_custom_pass", {"pre_grad_custom_pass": None}),
+    Switch.config("pass", "pre_grad_passes", {"use_pre_grad_passes": False}),
 )
 # Known suspects, each flipped to its safe value.
 CONFIG_FLIPS = (
-    Switch("config", "fallback_random", {"fallback_random": True}),
-    Switch("config", "emulate_precision_casts", {"emulate_precision_casts": True}),
-    Switch("config", "cpp.simdlen", {"cpp.simdlen": 1}),  # no vectorisation
-    Switch("config", "split_reductions", {"split_reductions": False}),
-    Switch("config", "max_fusion_size", {"max_fusion_size": 1}),  # no fusion
+    Switch.config("config", "fallback_random", {"fallback_random": True}),
+    Switch.config("config", "emulate_precision_casts", {"emulate_precision_casts": True}),
+    Switch.config("config", "cpp.simdlen", {"cpp.simdlen": 1}),  # no vectorisation
+    Switch.config("config", "split_reductions", {"split_reductions": False}),
+    Switch.config("config", "max_fusion_size", {"max_fusion_size": 1}),  # no fusion
 )
-
-# A build setting, not codegen: scalar kernels (cpp.simdlen=1) include the C++ prefix header
-# without vector ISA macros, so Inductor would first build a precompiled header just for them
-# (about 5 s on a 2-core machine) to compile the one small kernel of a culprit subgraph (about
-# 2 s without one). The same source and flags make the same kernel either way.
-SCALAR_BUILD = {"cpp_cache_precompile_headers": False}
 
 
 @dataclass(frozen=True)
@@ -104,49 +92,45 @@ def applied_decompositions(subgraph: Subgraph, inputs: list[Any]) -> list[Any]:
 
 
 class SubsystemSearch:
-    """Tries subsystem switches on one culprit subgraph; counts on the shared compiler."""
+    """Proposes subsystem switches on one culprit's nodes to the run's search object."""
 
-    def __init__(self, context: GraphContext, subgraph: Subgraph, compiler: Compiler):
+    def __init__(self, context: GraphContext, nodes: Iterable[str], search: Any):
         self.context = context
-        self.subgraph = subgraph
-        self.compiler = compiler
-        self.inputs = reference_inputs(subgraph, context.eager_values)
+        self.nodes = frozenset(nodes)
+        self.search = search
+        self.subgraph = context.subgraph(sorted(self.nodes, key=context.view.position.__getitem__))
 
-    def fixed(self, *, patch: dict[str, Any] | None = None, without: Iterable[Any] = (),
-              fallbacks: tuple[Any, ...] = ()) -> bool:
-        return self.outcome(patch=patch, without=without, fallbacks=fallbacks) is Outcome.MATCH
+    def outcome(self, switch: Switch = Switch()) -> Outcome:
+        candidate = GraphCandidate(self.context.name, self.nodes, switch=switch, purpose=f"subsystem {switch.name}")
+        return self.search.judge(candidate).outcome
 
-    def outcome(self, *, patch: dict[str, Any] | None = None, without: Iterable[Any] = (),
-                fallbacks: tuple[Any, ...] = ()) -> Outcome:
-        decompositions = None
-        removed = set(without) | set(fallbacks)
-        if removed:
-            decompositions = {op: fn for op, fn in default_decompositions().items() if op not in removed}
-        # An op left with neither a decomposition nor a lowering falls back to aten; say so
-        # explicitly, as Inductor's implicit fallback refuses ops with a decomposition when CI is set.
-        unlowered = tuple(op for op in without if not is_lowered(op))
-        if patch and "cpp.simdlen" in patch:
-            patch = {**patch, **SCALAR_BUILD}
-        verdict = self.context.judge(self.subgraph, self.compiler, label=f"{self.context.name}:subsystem",
-                                     config_patches=patch, decompositions=decompositions,
-                                     fallbacks=tuple(dict.fromkeys((*fallbacks, *unlowered))))
-        return verdict.outcome
+    def fixed(self, switch: Switch) -> bool:
+        return self.outcome(switch) is Outcome.MATCH
 
     def first_fixing_switch(self, switches: Iterable[Switch]) -> Switch | None:
-        candidates = [s for s in switches if _is_set(s)]
-        return next((s for s in candidates if self.fixed(patch=s.patch)), None)
+        return next((s for s in switches if _is_set(s) and self.fixed(s)), None)
 
     def decomposition(self) -> Attribution | None:
         """Remove every entry that fires at once (one compile when none is to blame), then
         narrow with ddmin; if removing them all cannot compile, try them one at a time."""
-        entries = applied_decompositions(self.subgraph, self.inputs)
+        try:
+            entries = applied_decompositions(self.subgraph, reference_inputs(self.subgraph, self.context.eager_values))
+        except Exception as error:  # our tracing failed: no decomposition can be named, say why
+            log.warning("could not enumerate the decompositions of %s: %s: %s",
+                        ", ".join(sorted(self.nodes)), type(error).__name__, error)
+            return None
         if not entries:
             return None
-        together = self.outcome(without=entries)
+
+        def without(ops: Iterable[Any]) -> Switch:
+            ops = tuple(ops)
+            return Switch("decomposition", ", ".join(map(str, ops)), without=frozenset(ops))
+
+        together = self.outcome(without(entries))
         if together is Outcome.MATCH:
-            culprits = entries if len(entries) == 1 else ddmin(entries, lambda subset: self.fixed(without=subset))
+            culprits = entries if len(entries) == 1 else ddmin(entries, lambda subset: self.fixed(without(subset)))
         elif together is Outcome.CRASH:
-            culprits = next(([entry] for entry in entries if self.fixed(without=[entry])), [])
+            culprits = next(([entry] for entry in entries if self.fixed(without([entry]))), [])
         else:
             return None
         if not culprits:
@@ -159,20 +143,25 @@ class SubsystemSearch:
         ops = [node.target for node in self.subgraph.graph_module.graph.nodes
                if node.op == "call_function" and is_lowered(node.target)]
         ops = list(dict.fromkeys(ops))
-        if not ops or not self.fixed(fallbacks=tuple(ops)):
+
+        def fallback(subset: Iterable[Any]) -> Switch:
+            subset = tuple(subset)
+            return Switch("lowering", ", ".join(map(str, subset)), fallbacks=frozenset(subset))
+
+        if not ops or not self.fixed(fallback(ops)):
             return None
-        culprits = ops if len(ops) == 1 else ddmin(ops, lambda subset: self.fixed(fallbacks=tuple(subset)))
+        culprits = ops if len(ops) == 1 else ddmin(ops, lambda subset: self.fixed(fallback(subset)))
         lines = "\n".join(f"make_fallback(torch.ops.{op}, warn=False, override_decomp=True)" for op in culprits)
         return Attribution("lowering", ", ".join(str(op) for op in culprits),
                            "from torch._inductor.lowering import make_fallback\n" + lines)
 
     def config(self) -> Attribution | None:
         """All flips at once first (one compile when none helps), then one at a time."""
-        combined: dict[str, Any] = {k: v for s in CONFIG_FLIPS for k, v in s.patch.items()}
-        if self.outcome(patch=combined) is Outcome.MISMATCH:
+        combined: dict[str, Any] = {k: v for s in CONFIG_FLIPS for k, v in s.patch}
+        if self.outcome(Switch.config("config", "all flips", combined)) is Outcome.MISMATCH:
             return None
         switch = self.first_fixing_switch(CONFIG_FLIPS)
-        return Attribution("config", switch.name, config_workaround(switch.patch)) if switch else None
+        return Attribution("config", switch.name, config_workaround(switch.patch_dict)) if switch else None
 
 
 def _decomposition_workaround(drop: str) -> str:
@@ -188,28 +177,25 @@ def _decomposition_workaround(drop: str) -> str:
     )
 
 
-def attribute(context: GraphContext, subgraph: Subgraph, compiler: Compiler,
-              verified: bool = True) -> Attribution | None:
-    """The first subsystem whose switch makes the culprit subgraph match eager, in table order.
+def attribute(context: GraphContext, nodes: Iterable[str], search: Any, verified: bool = True) -> Attribution | None:
+    """The first subsystem whose switch makes the culprit's nodes match eager, in table order.
 
-    ``verified=False``: first check that the subgraph diverges with nothing switched off.
+    ``verified=False``: first check that they diverge with nothing switched off.
     """
-    search = SubsystemSearch(context, subgraph, compiler)
-    if not verified and search.outcome() is Outcome.MATCH:
+    subsystems = SubsystemSearch(context, nodes, search)
+    if not verified and subsystems.outcome() is Outcome.MATCH:
         return None
-    switch = search.first_fixing_switch(PASSES)
+    switch = subsystems.first_fixing_switch(PASSES)
     if switch is not None:
-        return Attribution(switch.kind, switch.name, config_workaround(switch.patch))
-    return search.decomposition() or search.config() or search.lowering()
+        return Attribution(switch.kind, switch.name, config_workaround(switch.patch_dict))  # type: ignore[arg-type]
+    return subsystems.decomposition() or subsystems.config() or subsystems.lowering()
 
 
-def attribute_model(spec: Any, compiler: Compiler, tolerance: Any, seed: int) -> Attribution | None:
+def attribute_model(search: Any) -> Attribution | None:
     """For a divergence no captured graph shows (e.g. a pre-grad pass on the torch-level graph):
     recompile the whole model with each switch until it matches. Costs a full compile per try,
     as ``CompilerBisector`` does, but only for what the per-graph search cannot reach."""
-    from ..model_check import check_model_level
-
     for switch in (*MODEL_PASSES, *PASSES, *CONFIG_FLIPS):
-        if _is_set(switch) and check_model_level(spec, compiler, tolerance, seed, switch.patch) == "match":
-            return Attribution(switch.kind, switch.name, config_workaround(switch.patch))
+        if _is_set(switch) and search.judge(ModelCandidate(switch)).outcome is Outcome.MATCH:
+            return Attribution(switch.kind, switch.name, config_workaround(switch.patch_dict))  # type: ignore[arg-type]
     return None

@@ -1,4 +1,4 @@
-"""Tests for bisect_engine.compare: the ulp-based accuracy oracle.
+"""Tests for bisect_engine.verdict.compare: the ulp-based accuracy oracle.
 
 Errors are planted in exact multiples of the rounding unit, so every threshold of the documented
 rule (``compiled_rms > RATIO * eager_rms + RMS_FLOOR`` / the same for max / new non-finite values)
@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from bisect_engine.compare import (
+from bisect_engine.verdict.compare import (
     Outcome,
     TensorVerdict,
     Tolerance,

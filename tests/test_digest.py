@@ -1,12 +1,14 @@
-"""Tests for bisect_engine.digest: TensorDigest, digest and bit_hash."""
+"""Tests for bisect_engine.verdict.digest: TensorDigest, digest and bit_hash."""
 from __future__ import annotations
+
+import re
 
 import math
 
 import pytest
 import torch
 
-from bisect_engine.digest import TensorDigest, bit_hash, digest
+from bisect_engine.verdict.digest import TensorDigest, bit_hash, digest
 
 
 def flip_bit(tensor: torch.Tensor, index: int, bit: int) -> torch.Tensor:
@@ -27,7 +29,10 @@ def test_digest_of_a_known_tensor() -> None:
     assert d.l1_norm == 6.75
     assert (d.nan_count, d.inf_count) == (0, 0)
     assert not d.nonfinite
-    assert len(d.bit_hash) == 16 and int(d.bit_hash, 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{16}", d.bit_hash)
+    one_bit_off = torch.tensor([[1.0, -2.0], [3.5, -0.25]]).view(torch.int32)
+    one_bit_off[0, 0] ^= 1
+    assert digest(one_bit_off.view(torch.float32)).bit_hash != d.bit_hash
 
 
 def test_l1_norm_is_accumulated_in_fp64() -> None:
@@ -87,7 +92,7 @@ def test_digest_of_scalar_and_empty_tensors() -> None:
 def test_bit_hash_is_equal_for_equal_tensors() -> None:
     a = torch.randn(7, 5, generator=torch.Generator().manual_seed(0))
     b = torch.randn(7, 5, generator=torch.Generator().manual_seed(0))
-    assert a is not b
+    assert a.data_ptr() != b.data_ptr()  # two tensors, one content
     assert bit_hash(a) == bit_hash(b)
 
 

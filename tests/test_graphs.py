@@ -1,4 +1,4 @@
-"""Tests for bisect_engine.graphs: GraphView, build_subgraph and the per-node helpers.
+"""Tests for bisect_engine.verdict.graphs: GraphView, build_subgraph and the per-node helpers.
 
 Graphs come from ``make_fx`` (aten overloads with ``meta["val"]``), so nothing is compiled.
 """
@@ -12,7 +12,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.graphs import (
+from bisect_engine.verdict.graphs import (
     GraphView,
     build_subgraph,
     is_compute,
@@ -26,7 +26,7 @@ from bisect_engine.graphs import (
     source_location,
     value_nodes,
 )
-from bisect_engine.fx_eval import interpret, run_graph
+from bisect_engine.verdict.fx_eval import interpret, run_graph
 
 aten = torch.ops.aten
 
@@ -88,20 +88,6 @@ def test_value_nodes_are_the_getitems_of_a_multi_output_op(norm_graph) -> None:
     assert names(value_nodes(view.nodes["relu"])) == ["relu"]
     assert is_tensor_value(view.nodes["getitem"])
     assert not is_tensor_value(view.nodes["native_layer_norm"])  # its value is a tuple
-
-
-def test_is_convex() -> None:
-    _, view, _ = traced(diamond, torch.randn(5))
-    assert names(view.compute_nodes) == ["relu", "neg", "add", "mul"]
-    assert view.is_convex(["relu"])
-    assert view.is_convex(["neg", "add"])
-    assert view.is_convex(["relu", "neg", "add"])
-    assert view.is_convex(["relu", "neg", "add", "mul"])
-    assert not view.is_convex(["relu", "add"])  # relu -> neg -> add leaves and comes back
-    assert not view.is_convex(["relu", "mul"])
-
-
-# --- build_subgraph -------------------------------------------------------------------------------
 
 
 def test_middle_node_reads_placeholders_named_after_its_producers(norm_graph) -> None:
@@ -301,7 +287,7 @@ class _Model(torch.nn.Module):
 
 def test_locations_of_a_real_dynamo_capture() -> None:
     """Dynamo's actual metadata format (no Inductor: the capture backend runs graphs eagerly)."""
-    from bisect_engine.capture import capture
+    from bisect_engine.load.capture import capture
 
     graphs, _ = capture(_Model(), [torch.randn(2, 4)])
     view = GraphView(graphs[0].graph_module)

@@ -1,4 +1,4 @@
-"""Tests for bisect_engine.nonfinite: where NaN/Inf first appear, and what counts as a NaN problem."""
+"""Tests for bisect_engine.verdict.nonfinite: where NaN/Inf first appear, and what counts as a NaN problem."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.fx_eval import interpret, run_graph
-from bisect_engine.graphs import GraphView
-from bisect_engine.nonfinite import first_origin, has_nan_problem
+from bisect_engine.verdict.fx_eval import interpret, run_graph
+from bisect_engine.verdict.graphs import GraphView
+from bisect_engine.verdict.nonfinite import first_origin, has_nan_problem
 
 
 def log_chain(x):

@@ -8,10 +8,11 @@ from pathlib import Path
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine import compare, fx_eval, repro_runtime
-from bisect_engine.capture import CapturedGraph
-from bisect_engine.oracle import GraphContext
-from bisect_engine.repro import ReproSpec, render, repro_spec, serialise_inputs
+from bisect_engine.output import repro_runtime
+from bisect_engine.verdict import compare, fx_eval, recipes
+from bisect_engine.verdict.graphs import CapturedGraph
+from bisect_engine.verdict.oracle import GraphContext
+from bisect_engine.output.repro import ReproSpec, render, repro_spec, serialise_inputs
 
 GOLDEN = Path(__file__).parent / "golden" / "repro_head.txt"
 ENVIRONMENT = {"torch": "2.13.0+cpu", "python": "3.11.7", "platform": "Linux", "cpu": "x86_64", "cuda": "none"}
@@ -48,7 +49,7 @@ def test_rendering_is_deterministic_and_matches_the_golden_text() -> None:
 
 def test_the_repro_embeds_the_tools_own_comparison_code_verbatim() -> None:
     script = render(_spec()).script
-    for module in (compare, fx_eval, repro_runtime):
+    for module in (compare, fx_eval, recipes, repro_runtime):
         body = Path(module.__file__).read_text().replace("from __future__ import annotations\n", "")
         assert body in script, module.__name__
     compile(script, "repro.py", "exec")
@@ -56,17 +57,33 @@ def test_the_repro_embeds_the_tools_own_comparison_code_verbatim() -> None:
 
 def test_serialised_inputs_are_the_same_bytes_in_another_process() -> None:
     here = serialise_inputs([torch.arange(6, dtype=torch.float32).reshape(2, 3), torch.tensor([1, 2])])
-    code = ("import sys, torch\nfrom bisect_engine.repro import serialise_inputs\n"
+    code = ("import sys, torch\nfrom bisect_engine.output.repro import serialise_inputs\n"
             "sys.stdout.write(serialise_inputs([torch.arange(6, dtype=torch.float32).reshape(2, 3), "
             "torch.tensor([1, 2])]).hex())")
     there = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
     assert bytes.fromhex(there.stdout) == here
 
 
-def test_large_inputs_go_to_a_sidecar_named_relative_to_the_script() -> None:
-    spec = _spec()
-    big = ReproSpec(**{**spec.__dict__, "inputs_blob": bytes(3_000_000)})
-    rendered = render(big)
-    assert rendered.sidecar == bytes(3_000_000)
+def test_large_inputs_go_to_a_sidecar_found_next_to_the_script_from_any_cwd(tmp_path: Path) -> None:
+    big_input = torch.randn(700_000, generator=torch.Generator().manual_seed(0))  # incompressible: ~2.8 MB
+    spec = ReproSpec(**{**_spec().__dict__, "inputs_blob": serialise_inputs([big_input])})
+    rendered = render(spec)
+    assert rendered.sidecar == spec.inputs_blob
     assert "INPUTS_FILE = 'repro_inputs.bin'" in rendered.script
-    assert "/" not in "INPUTS_FILE = 'repro_inputs.bin'"
+    folder, elsewhere = tmp_path / "bundle", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (folder / "repro.py").write_text(rendered.script)
+    (folder / "repro_inputs.bin").write_bytes(rendered.sidecar)
+    # Import the repro as a module (not __main__: nothing compiles) from another working directory
+    # and load its inputs the way its main does.
+    code = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('repro', {str(folder / 'repro.py')!r})\n"
+            "module = importlib.util.module_from_spec(spec); sys.modules['repro'] = module\n"
+            "spec.loader.exec_module(module)\n"
+            "values = module.load_inputs(module.INPUTS_B64, module.INPUTS_FILE, module.__file__)\n"
+            "print(values[0].shape[0], float(values[0].sum()))")
+    loaded = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True,
+                            cwd=elsewhere, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.split() == ["700000", repr(float(big_input.sum()))]

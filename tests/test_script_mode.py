@@ -23,13 +23,15 @@ import pytest
 import torch
 
 from bisect_engine import autostart
-from bisect_engine.hook import HOOK_LINE, hook_path
-from bisect_engine.inductor_adapter import compiles_routed_through
-from bisect_engine.levels import (LEVEL_VARIABLE, Level, ScriptSettings, clear_environment,
+from bisect_engine.script.hook import HOOK_LINE, install_hook, uninstall_hook
+from bisect_engine.verdict.inductor_adapter import compiles_routed_through
+from bisect_engine.script.levels import (LEVEL_VARIABLE, Level, ScriptSettings, clear_environment,
                                   settings_from_environment)
-from bisect_engine.ranks import collect_statuses, summarise
-from bisect_engine.script_mode import Session, script_summary
-from bisect_engine.script_runner import DivergenceStop, defines_model_contract, exit_status
+from bisect_engine.script.ranks import collect_statuses, summarise
+from bisect_engine.script.session import Session, script_summary
+from bisect_engine.load.contract import defines_model_contract
+from bisect_engine.script.messages import DivergenceStop
+from bisect_engine.script.runner import exit_status
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -138,20 +140,24 @@ def test_after_import_calls_back_with_the_real_loader(tmp_path: Path, monkeypatc
     assert finder not in sys.meta_path
 
 
-def test_install_and_uninstall_hook(tmp_path: Path) -> None:
-    path, before = hook_path(), hook_path().exists()
-    try:
-        command = [str(BIN / "bisect-accuracy")]
-        subprocess.run([*command, "uninstall-hook"], check=True, capture_output=True)
-        assert not path.exists()
-        subprocess.run([*command, "install-hook"], check=True, capture_output=True)
-        assert path.read_text() == HOOK_LINE
-        assert _python("import sys; print('bisect_engine.autostart' in sys.modules)") == "True"
-    finally:
-        if before:
-            path.write_text(HOOK_LINE)
-        else:
-            path.unlink(missing_ok=True)
+def test_hook_installs_into_the_given_site_packages_and_its_line_is_inert_without_the_package(tmp_path: Path) -> None:
+    site_dir = tmp_path / "site"
+    (site_dir / "bisect_accuracy-0.1.0.dist-info").mkdir(parents=True)
+    record = site_dir / "bisect_accuracy-0.1.0.dist-info" / "RECORD"
+    record.write_text("bisect_engine/__init__.py,sha256=x,0\n")
+    path = install_hook(site_dir)
+    assert path == site_dir / "bisect_accuracy_hook.pth" and path.read_text() == HOOK_LINE
+    install_hook(site_dir)  # idempotent
+    assert record.read_text().splitlines() == ["bisect_engine/__init__.py,sha256=x,0", "bisect_accuracy_hook.pth,,"]
+    # Python runs the line at start-up; with no bisect_engine importable it must do nothing at all.
+    empty = subprocess.run([sys.executable, "-I", "-S", "-c",
+                            f"import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p]; "
+                            f"exec(open({str(path)!r}).read()); print('ok', 'bisect_engine' in sys.modules)"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert (empty.stdout, empty.stderr) == ("ok False\n", "")
+    assert uninstall_hook(site_dir) == path and not path.exists()
+    assert record.read_text().splitlines() == ["bisect_engine/__init__.py,sha256=x,0"]
+    assert uninstall_hook(site_dir) is None
 
 
 # -- the checking backend, in process, with cheap backends -------------------------------------
@@ -318,6 +324,7 @@ def _python_script(*args: str) -> list[str]:
 
 
 RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "plain_relu": (_python_script(str(RELU_SCRIPT), "--steps", "2"), {}),
     "cli_relu": (_tool(str(RELU_SCRIPT), "--steps", "2"), {}),
     "env_relu": (_python_script(str(RELU_SCRIPT), "--steps", "2"),
                  {LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}", "BISECT_ACCURACY_VERIFY_RUNS": "1"}),
@@ -332,19 +339,24 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
 
 
 @pytest.fixture(scope="module")
-def hook_installed() -> Iterator[None]:
-    path, before = hook_path(), hook_path().exists()
-    path.write_text(HOOK_LINE)
-    yield
-    if not before:
-        path.unlink(missing_ok=True)
+def hook_site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The real hook line, installed into a throwaway site folder that every process of the runs
+    adds at start-up (a ``sitecustomize`` on PYTHONPATH): nothing is written to the venv."""
+    base = tmp_path_factory.mktemp("hook")
+    site_dir, custom = base / "site", base / "custom"
+    site_dir.mkdir()
+    custom.mkdir()
+    install_hook(site_dir)
+    (custom / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(site_dir)!r})\n")
+    return {"PYTHONPATH": os.pathsep.join([str(custom), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, hook_installed: None) -> dict[str, Run]:
+def runs(tmp_path_factory: pytest.TempPathFactory, hook_site: dict[str, str]) -> dict[str, Run]:
     base = tmp_path_factory.mktemp("script_mode")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(_run, base, name, command, **env) for name, (command, env) in RUNS.items()}
+        futures = {name: pool.submit(_run, base, name, command, **{**hook_site, **env})
+                   for name, (command, env) in RUNS.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -361,7 +373,8 @@ def test_cli_and_environment_variable_find_the_same_culprit(runs: dict[str, Run]
                {k: expected[k] for k in ("op", "graph", "kind")}
         assert report["repro"]["status"] == "REPRODUCED", report["repro"]
         assert report["script"]["first_divergence_call"]["call"] == 1
-        assert run.stdout.splitlines() == ["step 0 loss 1.3688", "step 1 loss 1.8432"]
+        # the program's own output, exactly as a plain run of the same (buggy) program prints it
+        assert run.stdout == runs["plain_relu"].stdout and run.stdout.count("\n") == 2, run.stdout
     assert cli.report["culprit"]["node"] == env.report["culprit"]["node"]
     assert (cli.report["script"]["mode"], env.report["script"]["mode"]) == ("cli", "environment")
 
@@ -441,13 +454,13 @@ def test_a_script_runs_as_under_python(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "o" / "report.json").read_text())["script"]["graphs_compiled"] == 0
 
 
-@pytest.mark.parametrize(("source", "code", "message"), [
-    ("import sys\nprint('before')\nsys.exit('bye')\n", 1, "bye"),
-    ("print('before')\nraise SystemExit(4)\n", 4, None),
+@pytest.mark.parametrize(("source", "code", "stdout", "message"), [
+    ("import sys\nprint('before')\nsys.exit('bye')\n", 1, "before\n", "bye"),
+    ("print('before')\nraise SystemExit(4)\n", 4, "before\n", None),
     ("import sys\nprint('before', sys.argv[1:])\ndef fail():\n    raise ValueError('broken')\nfail()\n", 1,
-     "ValueError: broken"),
+     "before ['a', '--b']\n", "ValueError: broken"),
 ], ids=["exit-message", "exit-code", "raises"])
-def test_a_script_that_exits_or_raises_behaves_as_under_python(tmp_path: Path, source: str, code: int,
+def test_a_script_that_exits_or_raises_behaves_as_under_python(tmp_path: Path, source: str, code: int, stdout: str,
                                                                message: str | None) -> None:
     script = tmp_path / "script.py"
     script.write_text(source)
@@ -455,7 +468,7 @@ def test_a_script_that_exits_or_raises_behaves_as_under_python(tmp_path: Path, s
                             env=_environment())
     ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", str(script), "a", "--b", "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, env=_environment(), timeout=300)
-    assert (ours.returncode, ours.stdout) == (python.returncode, python.stdout) == (code, python.stdout)
+    assert (ours.returncode, ours.stdout) == (python.returncode, python.stdout) == (code, stdout)
     if message:
         assert message in ours.stderr and message in python.stderr
     if "Traceback" in python.stderr:

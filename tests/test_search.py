@@ -125,7 +125,7 @@ def test_search_timeout_with_fake_clock() -> None:
 def test_search_oracle_result_is_coerced_to_bool() -> None:
     search: Search[int] = Search(lambda n: n)  # type: ignore[arg-type, return-value]
     assert search.is_interesting(5) is True
-    assert search.history == [(5, True)]
+    assert search.history == [(5, 5)]
 
 
 # --- find_integer -----------------------------------------------------------

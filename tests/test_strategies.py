@@ -15,14 +15,15 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.capture import CapturedGraph
-from bisect_engine.compare import Outcome
-from bisect_engine.graphs import node_signature, plan_copies
-from bisect_engine.oracle import GraphContext
-from bisect_engine.runner import Compiler
-from bisect_engine.search import Search
+from bisect_engine.verdict.graphs import CapturedGraph
+from bisect_engine.verdict.compare import Outcome
+from bisect_engine.verdict.graphs import node_signature, plan_copies, value_nodes
+from bisect_engine.verdict.oracle import GraphContext
+from bisect_engine.verdict.compiler import Compiler
+from bisect_engine.localise.judge import Judge, RunSearch, new_search
+from fakes import FakeCompiler, kernel
 from bisect_engine.strategies.nodes import check_nodes, propagators
-from bisect_engine.strategies.windows import find_window, window_oracle
+from bisect_engine.strategies.windows import find_window
 
 
 def _model(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -42,46 +43,14 @@ def context() -> GraphContext:
     return GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, inputs, True))
 
 
-def _kernel(node: fx.Node) -> tuple[Any, ...]:
-    """What a real compiler's code for a lone node depends on: its op and its input shapes."""
-    shapes = fx.node.map_arg(node.args, lambda a: tuple(getattr(a.meta["val"], "shape", ())))
-    return (node.target, repr(shapes))
+def _node_bug(context: GraphContext, name: str, crash: bool = False) -> FakeCompiler:
+    return FakeCompiler((name,), kernel(context.view.nodes[name]), crash)
 
 
-class FakeCompiler(Compiler):
-    """'Compiles' by running eagerly and corrupts (+1) what a buggy compiler would get wrong.
-
-    A chain of one node is a per-node codegen bug: every compiled node with that node's kernel
-    (op, input shapes, constants) comes out wrong, as real codegen would, wherever it sits. A
-    longer chain is a fusion bug: its last node comes out wrong exactly when the whole chain is
-    in the compiled graph with each node feeding the next."""
-
-    def __init__(self, chain: tuple[str, ...], kernel: tuple[Any, ...] | None = None):
-        super().__init__()
-        self.chain = chain
-        self.kernel = kernel
-
-    def compile(self, graph_module: fx.GraphModule, example_inputs: Sequence[Any], **_: Any) -> Callable[..., Any]:
-        self.compiles += 1
-        nodes = {n.name: n for n in graph_module.graph.nodes if n.op == "call_function"}
-        if self.kernel is not None:
-            faulty = {n for n in nodes.values() if _kernel(n) == self.kernel}
-        else:
-            present = all(name in nodes for name in self.chain) and all(
-                nodes[a] in nodes[b].all_input_nodes for a, b in zip(self.chain, self.chain[1:])
-            )
-            faulty = {nodes[self.chain[-1]]} if present else set()
-
-        class Corrupting(fx.Interpreter):
-            def run_node(self, node: fx.Node) -> Any:
-                result = super().run_node(node)
-                return result + 1.0 if node in faulty else result
-
-        return lambda *args: Corrupting(graph_module).run(*args)
-
-
-def _node_bug(context: GraphContext, name: str) -> FakeCompiler:
-    return FakeCompiler((name,), _kernel(context.view.nodes[name]))
+def _search(context: GraphContext, compiler: Compiler) -> RunSearch:
+    judge = Judge(compiler)
+    judge.add(context)
+    return new_search(judge)
 
 
 def _chains(context: GraphContext, length: int) -> list[tuple[str, ...]]:
@@ -99,10 +68,10 @@ def test_single_node_fault_is_named_with_one_compile(context: GraphContext) -> N
     view = context.view
     for chain in _chains(context, 1)[::3]:
         compiler = _node_bug(context, chain[0])
-        check = check_nodes(context, compiler)
+        check = check_nodes(context, _search(context, compiler))
         # every node with the planted node's kernel is wrong (the loop repeats it), none else
         twins = tuple(n.name for n in view.compute_nodes
-                      if view.checkable(n) and _kernel(n) == _kernel(view.nodes[chain[0]]))
+                      if view.checkable(n) and kernel(n) == kernel(view.nodes[chain[0]]))
         assert chain[0] in twins
         assert check.culprits == twins
         assert compiler.compiles == 1
@@ -112,7 +81,7 @@ def test_nodes_with_one_kernel_share_one_compiled_copy(context: GraphContext) ->
     """The model's loop body runs 3 times: its nodes compile once and run once per twin, and
     every node still gets the value its own compiled copy computes on its own inputs."""
     compiler = FakeCompiler(("none",))
-    check = check_nodes(context, compiler)
+    check = check_nodes(context, _search(context, compiler))
     plain = context.judge(context.subgraph(list(check.checked), isolate=True), compiler, label="plain")
     assert check.compiled_copies < len(check.checked) and check.calls >= 3
     assert set(check.verdict.compiled_values) == set(plain.compiled_values)
@@ -146,7 +115,7 @@ def test_signature_tells_apart_aliased_arguments_and_constants() -> None:
 def test_downstream_nodes_of_a_culprit_are_propagators_not_culprits(context: GraphContext) -> None:
     first = context.view.compute_nodes[1].name
     compiler = _node_bug(context, first)
-    check = check_nodes(context, compiler)
+    check = check_nodes(context, _search(context, compiler))
     downstream, _replayed = propagators(context, first, check.verdict)
     assert check.culprits[0] == first
     assert downstream and first not in downstream
@@ -166,10 +135,29 @@ def test_fused_fault_is_found_as_exactly_its_window(context: GraphContext, lengt
         if whole.outcome is Outcome.MATCH:  # +1 erased downstream (e.g. by a layer norm)
             continue
         tested += 1
-        nodes = check_nodes(context, compiler)
+        search = _search(context, compiler)
+        nodes = check_nodes(context, search)
         assert nodes.culprits == ()
-        search = Search(window_oracle(context, compiler, Outcome.MISMATCH))
-        found = find_window(context, search, known_passing=nodes.checked)
+        found = find_window(context, search, Outcome.MISMATCH, known_passing=nodes.checked)
         assert set(found) == set(chain), (chain, found)
         assert compiler.compiles <= bound, (chain, compiler.compiles, bound)
     assert tested >= 3
+
+
+def test_a_crashing_node_is_found_and_the_others_still_judged(context: GraphContext) -> None:
+    """The combined per-node compile raises: the group is halved down to the nodes whose own
+    compile raises (all twins of the planted kernel), with their error; every other node keeps
+    its verdict, in O(k log n) compiles."""
+    view = context.view
+    for chain in _chains(context, 1)[::7]:
+        compiler = _node_bug(context, chain[0], crash=True)
+        check = check_nodes(context, _search(context, compiler))
+        twins = tuple(n.name for n in view.compute_nodes
+                      if view.checkable(n) and kernel(n) == kernel(view.nodes[chain[0]]))
+        assert tuple(name for name, _ in check.crashes) == twins
+        assert all(error == "RuntimeError: planted compile error\nsecond line of the message" for _, error in check.crashes)
+        assert check.culprits == () and check.group_error == ""
+        for name in check.checked:
+            if name not in twins:
+                assert any(v.name in check.verdict.compiled_values for v in value_nodes(view.nodes[name])), name
+        assert compiler.compiles <= 1 + 2 * len(twins) * math.ceil(math.log2(len(check.checked))) + len(twins)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bisect_engine.repro import Interpreters, verify_repro
+from bisect_engine.output.repro import Interpreters, verify_repro
 
 SCRIPTS = {
     "exit_one.py": "import sys\nprint('hello', sys.argv[0].endswith('exit_one.py'), __name__)\nsys.exit(1)\n",

@@ -1,6 +1,5 @@
-"""Runs graphs three ways: eager in the model's dtype, eager in fp64, and Inductor.
-
-This module owns every Inductor compile the engine makes. Compiles go through
+"""The one Inductor entry point of the engine: every compile it makes goes through here.
+ Compiles go through
 ``torch._inductor.compile_fx.compile_fx`` (the entry point ``torch.compile(backend="inductor")``
 uses, so decompositions, joint-graph and post-grad passes all run) with a counting
 ``inner_compile`` argument: no monkey-patching.
@@ -18,10 +17,9 @@ import torch.fx as fx
 import torch._functorch.config as functorch_config
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
+from ..search import Budget, BudgetExhausted
 from .inductor_adapter import forced_fallbacks
-from .fx_eval import clone_value, interpret, run_graph, to_fp64
-
-__all__ = ["Compiler", "interpret", "run_compiled", "run_graph", "to_fp64"]
+from .fx_eval import clone_value
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +34,16 @@ class Compiler:
     """Compiles graphs with Inductor and counts every inner compile it triggers.
 
     ``config_patches`` and ``decompositions`` are passed to ``compile_fx`` as they are, so a
-    strategy can compile a candidate with a subsystem disabled without touching global state.
+    candidate can be compiled with a subsystem disabled without touching global state. The run's
+    ``budget`` is checked before every compile, so no stage can spend past ``--max-compiles`` or
+    ``--timeout``.
     """
 
     compiles: int = 0
     seconds: float = 0.0
-    history: list[str] = field(default_factory=list)
     stage: str = "localise"  # the pipeline stage compiles are counted under
     by_stage: dict[str, int] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
 
     def compile(
         self,
@@ -61,12 +61,13 @@ class Compiler:
         ``aten_graph``: the graph is already past Dynamo and AOT tracing, so pre-grad passes
         (written for torch-level graphs) are off, as they are for the graph a real run lowers.
         """
+        self.budget.check(self.compiles)
         patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}), **(config_patches or {})}
 
         def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
             self.compiles += 1
             self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
-            self.history.append(label)
+            log.debug("compile %d (%s): %s", self.compiles, self.stage, label)
             return compile_fx_inner(*args, **kwargs)
 
         start = time.perf_counter()
@@ -90,3 +91,15 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any]) -> list[An
     if isinstance(outputs, (tuple, list)):
         return [clone_value(v) for v in outputs]
     return [clone_value(outputs)]
+
+
+def budget_cause(error: BaseException | None) -> BudgetExhausted | None:
+    """The budget exhaustion behind an error, if any: a backend raising inside ``torch.compile``
+    reaches the caller wrapped (``BackendCompilerFailed``), not as itself."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, BudgetExhausted):
+            return error
+        seen.add(id(error))
+        error = getattr(error, "inner_exception", None) or error.__cause__ or error.__context__
+    return None

@@ -7,6 +7,7 @@ swallowed exception.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import traceback
@@ -15,11 +16,12 @@ from typing import Any, Callable
 
 import torch
 
-from .capture import CapturedGraph
+from .graphs import CapturedGraph
 from .compare import Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values, worst
-from .graphs import CopyPlan, GraphView, Subgraph, build_copies, build_subgraph, plan_copies, reference_inputs, value_nodes
-from .runner import Compiler, interpret, run_compiled, run_graph, to_fp64
-from .fx_eval import clone_value
+from ..search import BudgetExhausted
+from .graphs import GraphView, Subgraph, build_copies, build_subgraph, plan_copies, reference_inputs, value_nodes
+from .compiler import Compiler, run_compiled
+from .fx_eval import clone_value, interpret, run_graph, to_fp64
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ class SubgraphVerdict:
     outputs: dict[str, TensorVerdict] = field(default_factory=dict)
     compiled_values: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    copies: int = 0  # per-node check: distinct compiled copies (0: not a per-node check)
+    calls: int = 0  # per-node check: runs of the compiled graph
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -98,12 +102,14 @@ class GraphContext:
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
+        except BudgetExhausted:
+            raise
         except Exception as error:  # the verdict says so; callers decide what a crash means
             return _crash(label, error)
         return self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
-                    max_calls: int = 32) -> tuple[SubgraphVerdict, CopyPlan | None]:
+                    max_calls: int = 32) -> SubgraphVerdict:
         """Judge each named node alone on its reference inputs, in one compile.
 
         The same verdict as judging ``subgraph(names, isolate=True)``, but nodes with one
@@ -114,7 +120,8 @@ class GraphContext:
         """
         subgraph = self.subgraph(names, isolate=True)
         if self.rng_strict or not names:
-            return self.judge(subgraph, compiler, label=label), None
+            verdict = self.judge(subgraph, compiler, label=label)
+            return dataclasses.replace(verdict, copies=len(names), calls=1)
         plan = plan_copies(self.view, names, self.eager_values, max_calls)
         copies = build_copies(self.view, plan)
         compiled_values: dict[str, Any] = {}
@@ -126,11 +133,14 @@ class GraphContext:
                 torch.manual_seed(self.seed)
                 outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
                 compiled_values.update(copies.assign(self.view, call, outputs))
+        except BudgetExhausted:
+            raise
         except Exception as error:
-            return _crash(label, error), plan
+            return dataclasses.replace(_crash(label, error), copies=len(plan.members), calls=plan.calls)
         inputs = reference_inputs(subgraph, self.eager_values)
         compiled_outputs = [compiled_values[name] for name in subgraph.output_names]
-        return self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False), plan
+        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
+        return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
@@ -157,3 +167,15 @@ class GraphContext:
 def _crash(label: str, error: Exception) -> SubgraphVerdict:
     log.debug("compile/run of %s crashed:\n%s", label, traceback.format_exc())
     return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
+
+
+def merged(verdicts: list[SubgraphVerdict]) -> SubgraphVerdict:
+    """One verdict for node groups judged apart (a per-node check split around a crash)."""
+    outputs: dict[str, TensorVerdict] = {}
+    values: dict[str, Any] = {}
+    for verdict in verdicts:
+        outputs.update(verdict.outputs)
+        values.update(verdict.compiled_values)
+    outcome = worst(list(outputs.values())).outcome if outputs else Outcome.MATCH
+    return SubgraphVerdict(outcome, outputs, values, copies=sum(v.copies for v in verdicts),
+                           calls=max((v.calls for v in verdicts), default=0))

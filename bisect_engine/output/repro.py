@@ -22,8 +22,10 @@ from typing import Any, Literal
 
 import torch
 
-from . import compare, fx_eval, repro_runtime
-from .graphs import Subgraph
+from ..verdict import compare, fx_eval
+from ..verdict import recipes as recipes_module
+from . import repro_runtime
+from ..verdict.graphs import Subgraph
 
 INLINE_LIMIT_BYTES = 2_000_000  # encoded inputs past this go to a sidecar file
 SIDECAR_NAME = "repro_inputs.bin"
@@ -106,28 +108,6 @@ def repro_spec(
     )
 
 
-def input_recipes(values: list[Any]) -> list[dict[str, Any]]:
-    """How to draw stand-ins for real inputs: shape, dtype and the real values' statistics."""
-    recipes: list[dict[str, Any]] = []
-    for value in values:
-        if not isinstance(value, torch.Tensor):
-            recipes.append({"kind": "value", "value": value})
-            continue
-        base = {"shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
-        as64 = value.detach().to(torch.float64)
-        if value.dtype == torch.bool:
-            recipes.append({**base, "kind": "bool", "p": round(float(as64.mean()), 6) if value.numel() else 0.5})
-        elif value.is_floating_point():
-            finite = as64[torch.isfinite(as64)]
-            mean = float(finite.mean()) if finite.numel() else 0.0
-            std = float(finite.std()) if finite.numel() > 1 else 1.0
-            recipes.append({**base, "kind": "float", "mean": round(mean, 6), "std": round(std, 6)})
-        else:
-            low, high = (int(as64.min()), int(as64.max())) if value.numel() else (0, 1)
-            recipes.append({**base, "kind": "int", "low": low, "high": high})
-    return recipes
-
-
 _HEADER = '''#!/usr/bin/env python3
 # {title}
 #
@@ -193,7 +173,7 @@ def _embedded(module: Any) -> str:
     """A module's source, minus what cannot sit in the middle of a script."""
     lines = Path(module.__file__).read_text().splitlines()
     kept = [line for line in lines if line.strip() != "from __future__ import annotations"]
-    return f"\n\n# ---- embedded from bisect_engine/{Path(module.__file__).name} ----\n" + "\n".join(kept) + "\n"
+    return f"\n\n# ---- embedded from {module.__name__} ----\n" + "\n".join(kept) + "\n"
 
 
 def _config_literal(config: tuple[tuple[str, Any], ...]) -> str:
@@ -226,7 +206,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
             inputs_file=None if inline else SIDECAR_NAME, input_names=", ".join(spec.input_names),
             inputs_b64="\n".join(f"    {chunk!r}" for chunk in chunks) or "    ''",
         )
-        + _embedded(compare) + _embedded(fx_eval) + _embedded(repro_runtime)
+        + _embedded(compare) + _embedded(fx_eval) + _embedded(recipes_module) + _embedded(repro_runtime)
         + _MAIN
     )
     return RenderedRepro(script, None if inline else spec.inputs_blob)

@@ -1,7 +1,4 @@
-"""Tests for the eager half of bisect_engine.runner: interpret, run_graph and to_fp64.
-
-Nothing here touches ``Compiler``: every graph is run by the recording interpreter only.
-"""
+"""Tests for bisect_engine.verdict.fx_eval: interpret, run_graph and to_fp64 (eager only, no compiles)."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +7,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.runner import interpret, run_graph, to_fp64
+from bisect_engine.verdict.fx_eval import interpret, run_graph, to_fp64
 
 
 def relu_norm_add(x, w, b, y):

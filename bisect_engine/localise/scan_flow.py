@@ -14,11 +14,12 @@ from typing import Any, Iterable
 
 from tqdm import tqdm
 
-from .errors import ModelError
-from .model_file import ModelSpec
-from .pipeline import Options, RunResult, run
-from .progress import Progress
-from .runner import Compiler
+from ..errors import ModelError
+from ..load.model_file import ModelSpec
+from ..progress import Progress
+from ..verdict.compiler import Compiler, budget_cause
+from .options import EngineOptions
+from .pipeline import RunResult, budget_message, new_compiler, run
 from .scans import scan_batches, scan_steps, take_samples
 
 
@@ -37,41 +38,51 @@ def _bar(progress: Progress, description: str) -> Any:
     return wrap
 
 
-def run_scanned(spec: ModelSpec, options: Options, progress: Progress) -> RunResult:
+def run_scanned(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: Compiler | None = None,
+                on_divergence: Any = None) -> RunResult:
     started = time.perf_counter()
-    compiler = Compiler(stage="scan")
+    compiler = compiler or new_compiler(options)
+    compiler.stage = "scan"
     batches = _batches(spec)
     training = spec.get_optimizer is not None and spec.loss_fn is not None
-    if training:
-        result = _steps(spec, batches, options, progress, compiler)
-    else:
-        result = _batches_flow(spec, batches, options, progress, compiler)
+    try:
+        if training:
+            result = _steps(spec, batches, options, progress, compiler, on_divergence)
+        else:
+            result = _batches_flow(spec, batches, options, progress, compiler, on_divergence)
+    except Exception as error:
+        exhausted = budget_cause(error)
+        if exhausted is None:
+            raise
+        result = _clean(spec, compiler, {})
+        result.budget = budget_message(exhausted, options, compiler)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _steps(spec: ModelSpec, batches: list[Any], options: Options, progress: Progress, compiler: Compiler) -> RunResult:
+def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress, compiler: Compiler,
+           on_divergence: Any) -> RunResult:
     finding = scan_steps(spec.model, batches, spec.loss_fn, spec.get_optimizer, compiler, options.tolerance,
                          options.seed, _bar(progress, "scanning training steps"))
     if finding is None:
         return _clean(spec, compiler, {"steps_scanned": len(batches)})
     model = copy.deepcopy(spec.model)
     model.load_state_dict(finding.state)
-    result = run(dataclasses.replace(spec, model=model, inputs=finding.batch), options, progress, compiler)
+    result = run(dataclasses.replace(spec, model=model, inputs=finding.batch), options, progress, compiler, on_divergence)
     result.scan = {"step": finding.step, "step_detail": finding.to_json()}
     return result
 
 
-def _batches_flow(spec: ModelSpec, batches: list[Any], options: Options, progress: Progress,
-                  compiler: Compiler) -> RunResult:
+def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress,
+                  compiler: Compiler, on_divergence: Any) -> RunResult:
     finding = scan_batches(spec.model, batches, compiler, options.tolerance, options.seed,
                            _bar(progress, "scanning batches"))
     if finding is None:
         return _clean(spec, compiler, {"batches_scanned": len(batches)})
     inputs = take_samples(finding.batch, finding.samples) if finding.samples else finding.batch
-    result = run(dataclasses.replace(spec, inputs=inputs), options, progress, compiler)
+    result = run(dataclasses.replace(spec, inputs=inputs), options, progress, compiler, on_divergence)
     if result.finding is None and finding.samples:  # the samples alone do not show it: whole batch
-        result = run(dataclasses.replace(spec, inputs=finding.batch), options, progress, compiler)
+        result = run(dataclasses.replace(spec, inputs=finding.batch), options, progress, compiler, on_divergence)
         finding = dataclasses.replace(finding, samples=None)
     result.scan = {"batch": finding.to_json()}
     return result

@@ -21,8 +21,8 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .compare import Outcome, TensorVerdict, Tolerance, compare_values, worst
-from .fx_eval import clone_value, run_graph, to_fp64
+from ..verdict.compare import Outcome, TensorVerdict, Tolerance, compare_values, worst
+from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 
 log = logging.getLogger(__name__)
 

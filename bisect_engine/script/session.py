@@ -34,16 +34,16 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 import torch.fx as fx
 
-from .compare import Outcome
-from .fx_eval import clone_value
-from .graph_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
+from ..verdict.compare import Outcome
+from ..verdict.fx_eval import clone_value
+from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum)
-from .inductor_adapter import compiles_routed_through, nondefault_inductor_config
+from ..verdict.inductor_adapter import compiles_routed_through, nondefault_inductor_config
 from .levels import Level, ScriptSettings, clear_environment, settings_from_environment
-from .progress import Progress
+from ..progress import Progress
 from .ranks import (STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_json_atomically,
                     write_summary)
-from .script_runner import DivergenceStop, log_to_stderr
+from .messages import DivergenceStop, log_to_stderr
 
 log = logging.getLogger(__name__)
 
@@ -309,11 +309,11 @@ class Session:
             return self._plain_report("divergent")
         try:
             result = result if result is not None else self._localise(record, pristine, positions)
-            verify_runs = self.settings.verify_runs if self.settings.stage == "repro" else -1
-            from .api import write_outputs
+            from ..output.writer import OutputOptions, write_outputs
 
+            output = OutputOptions(out_dir=self.out_dir, verify_runs=self.settings.verify_runs)
             with without_hook_environment():
-                report = write_outputs(result, self.out_dir, verify_runs, self.progress)
+                report = write_outputs(result, output, self.settings.stage == "repro", self.progress)
             self.localised = result.finding is not None
             return report
         except Exception as error:  # noqa: BLE001 - the program goes on; the report says so
@@ -334,12 +334,13 @@ class Session:
         the differentiated inputs), under the user's Inductor options."""
         from torch._inductor import config as inductor_config
 
-        from .capture import capture_graph_module, capture_graph_module_with_backward
-        from .pipeline import Options, run_captured
+        from ..load.capture import capture_graph_module, capture_graph_module_with_backward
+        from ..localise.options import EngineOptions
+        from ..localise.pipeline import run_captured
 
         spec = self._spec(record, pristine)
-        options = Options(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
-                          stage=self.settings.stage)
+        options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
+                                stop_after=self.settings.stage)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum)
@@ -350,7 +351,7 @@ class Session:
         return result
 
     def _spec(self, record: GraphRecord | None, inputs: list[Any]) -> Any:
-        from .model_file import ModelSpec
+        from ..load.model_file import ModelSpec
 
         config, unrenderable = nondefault_inductor_config()
         for key, value in ((record.inductor_options if record else None) or {}).items():
@@ -378,9 +379,9 @@ class Session:
 
     def _plain_report(self, verdict: str) -> dict[str, Any]:
         """A report with no engine run behind it (clean, recorded, or a divergence not localised)."""
-        from .pipeline import RunResult
-        from .report import build_report
-        from .runner import Compiler
+        from ..localise.pipeline import RunResult
+        from ..output.report import build_report
+        from ..verdict.compiler import Compiler
 
         result = RunResult(spec=self._spec(None, []), graphs=[], compiler=Compiler(),
                            seconds=time.perf_counter() - self._started)
@@ -444,7 +445,7 @@ def _no_model(*_args: Any) -> None:
 
 def script_summary(report: dict[str, Any]) -> str:
     """A few lines for stderr: the engine's summary when it localised, the script's counts."""
-    from .report import summary
+    from ..output.report import summary
 
     script = report["script"]
     counts = (f"{script['graphs_compiled']} graph(s) compiled, {script['graphs_checked']} checked, "

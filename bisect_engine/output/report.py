@@ -11,24 +11,28 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from .compare import Outcome
-from .digest import digest
+from ..verdict.compare import Outcome
+from ..verdict.digest import digest
 from .forensics import describe_origin
-from .graphs import module_path, op_name, source_location, value_nodes
-from .pipeline import GraphResult, RunResult
+from ..verdict.graphs import module_path, op_name, source_location, value_nodes
+from ..localise.pipeline import GraphResult, RunResult
 from .repro import Expect, ReproSpec, repro_spec
 
 SCHEMA_VERSION = 1
 
 
 def verdict_of(result: RunResult) -> str:
+    """``clean`` only when every captured graph was judged and matched; ``incomplete`` when the
+    budget ran out before anything was found."""
     finding = result.finding
     if finding is None:
-        return "not_reproducible" if result.model_level == "mismatch" else "clean"
+        if result.budget or len(result.graphs) < result.captured_count:
+            return "incomplete"
+        return {"mismatch": "not_reproducible", "crash": "crash"}.get(result.model_level or "", "clean")
+    if finding.crash or (finding.whole.outcome is Outcome.CRASH and not finding.culprit_nodes):
+        return "crash"
     if finding.nan_problem:
         return "nan"
-    if finding.whole.outcome is Outcome.CRASH and not finding.culprit_nodes:
-        return "crash"
     return "divergent"
 
 
@@ -75,6 +79,9 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
     culprit["nodes"] = list(names)
     culprit["ops"] = [op_name(graph.context.view.nodes[n]) for n in names]
     verdict = graph.nodes.verdict if culprit["kind"] == "node" and graph.nodes else graph.window_verdict
+    if graph.crash:
+        culprit["crash"] = crash_json(graph.crash[1])
+        verdict = None
     if made_by == "model":
         verdict = None
     if verdict is not None:
@@ -83,6 +90,13 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
             culprit["error"] = {"output": failing[0], **verdict.outputs[failing[0]].to_json()}
     culprit["propagators"] = graph.propagators
     return culprit
+
+
+def crash_json(error: str) -> dict[str, str]:
+    """``{"exception", "message"}`` from ``"Type: message"``: the type, and the message's first lines."""
+    exception, _, message = error.partition(": ")
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    return {"exception": exception, "message": "\n".join(lines[:6])}
 
 
 def _value_names(graph: GraphResult, names: tuple[str, ...]) -> set[str]:
@@ -138,6 +152,8 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         "whole": graph.whole.outcome.value,
         "whole_error": graph.whole.error or None,
         "checked_nodes": len(graph.nodes.checked) if graph.nodes else 0,
+        "crashed_nodes": [{"node": n, **crash_json(e)} for n, e in graph.nodes.crashes] if graph.nodes else [],
+        "node_check_error": (graph.nodes.group_error or None) if graph.nodes else None,
         "compiled_node_copies": graph.nodes.compiled_copies if graph.nodes else 0,
         "digests": nodes,
     }
@@ -154,7 +170,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "graphs": [graph_json(g) for g in result.graphs],
         "model_level": result.model_level,
         "subsystem": _attribution(result),
-        "budget": next((g.budget_message for g in result.graphs if g.budget_message), None),
+        "budget": result.budget,
         "environment": environment(),
         "stats": {
             "compiles": result.compiler.compiles,
@@ -174,7 +190,9 @@ def repro_target(result: RunResult) -> tuple[GraphResult, tuple[str, ...], Expec
     graph = result.finding
     if graph is None:
         return None
-    expect: Expect = "crash" if graph.whole.outcome is Outcome.CRASH else "mismatch"
+    # What the repro must show comes from the finding's own subgraph, never from the whole graph.
+    crashed = graph.crash is not None or (graph.window_verdict is not None and graph.window_verdict.outcome is Outcome.CRASH)
+    expect: Expect = "crash" if crashed else "mismatch"
     names = graph.culprit_nodes
     if not names and graph.eager_nan:
         names, expect = (graph.eager_nan,), "eager_nonfinite"
@@ -247,6 +265,11 @@ def environment() -> dict[str, str]:
     }
 
 
+def ulps(value: Any) -> str:
+    """An error in ulps as people read it: ``3.4e+07``, ``12.5``, ``0``."""
+    return f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
+
+
 def summary(report: dict[str, Any]) -> str:
     """A few lines for a human: verdict, op, where it is, the evidence, the numbers."""
     lines = [f"bisect-accuracy: {report['verdict']}"]
@@ -261,9 +284,13 @@ def summary(report: dict[str, Any]) -> str:
         error = culprit.get("error")
         if error:
             lines.append(
-                f"  error:   compiled {error['compiled_rms_ulps']} ulps RMS vs eager {error['eager_rms_ulps']}"
+                f"  error:   compiled {ulps(error['compiled_rms_ulps'])} ulps RMS vs eager {ulps(error['eager_rms_ulps'])}"
                 f" (against fp64; {error['reason']})"
             )
+        crash = culprit.get("crash")
+        if crash:
+            first = crash["message"].splitlines()[0] if crash["message"] else ""
+            lines.append(f"  raised:  {crash['exception']}: {first}")
         if culprit["propagators"]:
             lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
     if report.get("step") is not None:
@@ -288,6 +315,8 @@ def summary(report: dict[str, Any]) -> str:
                     lines.append(f"    {where['backward_of']}")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
+    if report["verdict"] == "incomplete":
+        lines.append("  no verdict: the budget ran out before every graph was judged")
     repro = report.get("repro")
     if repro:
         lines.append(f"  repro:   {repro['path']}  ({repro['status']} {repro.get('reproduced', '')} in fresh processes)")

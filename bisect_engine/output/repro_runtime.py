@@ -1,7 +1,7 @@
 """The body of every emitted ``repro.py``: load inputs, run eager / fp64 / Inductor, judge, exit.
 
-Embedded verbatim into each repro (with :mod:`bisect_engine.compare` and
-:mod:`bisect_engine.fx_eval`), so this file may import only torch and the standard library and
+Embedded verbatim into each repro (with :mod:`bisect_engine.verdict.compare`,
+:mod:`bisect_engine.verdict.fx_eval` and :mod:`bisect_engine.verdict.recipes`), so this file may import only torch and the standard library and
 must not use relative imports. The rendered script defines ``Repro``, ``INPUTS_B64`` or
 ``INPUTS_FILE``, ``INDUCTOR_CONFIG``, ``OUTPUT_NAMES`` and ``EXPECT`` before this code runs.
 
@@ -13,35 +13,17 @@ import copy
 import io
 import operator
 import os
-import sys
 import traceback
 import zlib
 
 import torch
 
 if __package__:  # imported by the tool itself; inside a repro these names are defined above
-    from .compare import Outcome, compare_random_draw, compare_values
-    from .fx_eval import clone_value, interpret, run_graph, to_fp64
+    from ..verdict.compare import Outcome, compare_random_draw, compare_values
+    from ..verdict.fx_eval import clone_value, interpret, run_graph, to_fp64
+    from ..verdict.recipes import random_inputs
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_CANNOT_RUN = 1, 0, 125
-
-
-def random_inputs(recipes, seed):
-    """Inputs drawn from recipes (shape, dtype, and the real values' statistics), seeded."""
-    generator = torch.Generator().manual_seed(seed)
-    values = []
-    for recipe in recipes:
-        dtype, shape = getattr(torch, recipe["dtype"]), recipe["shape"]
-        if recipe["kind"] == "float":
-            noise = torch.randn(shape, generator=generator, dtype=torch.float64)
-            values.append((noise * recipe["std"] + recipe["mean"]).to(dtype))
-        elif recipe["kind"] == "int":
-            values.append(torch.randint(recipe["low"], recipe["high"] + 1, shape, generator=generator, dtype=dtype))
-        elif recipe["kind"] == "bool":
-            values.append(torch.rand(shape, generator=generator) < recipe["p"])
-        else:
-            values.append(recipe["value"])
-    return values
 
 
 def load_inputs(inputs_b64, inputs_file, script_path, recipes=None, seed=0):

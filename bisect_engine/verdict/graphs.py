@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Any, Iterable, Literal, Sequence
 
 import networkx as nx
@@ -24,6 +25,18 @@ _UNINITIALISED = {
     "aten.new_empty.default",
     "aten.new_empty_strided.default",
 }
+
+
+@dataclass
+class CapturedGraph:
+    """One aten graph as Inductor would receive it, with the real inputs of its first call."""
+
+    name: str  # forward_0, backward_0, ...
+    kind: Literal["forward", "backward"]
+    index: int  # which Dynamo graph (call order)
+    graph_module: fx.GraphModule
+    inputs: list[Any] = field(default_factory=list)
+    called: bool = False
 
 
 def is_compute(node: fx.Node) -> bool:
@@ -111,13 +124,6 @@ class GraphView:
 
     def random_names(self) -> list[str]:
         return [n.name for n in self.compute_nodes if is_random(n)]
-
-    def is_convex(self, names: Iterable[str]) -> bool:
-        """No path leaves the set and comes back (a window compiles as one region)."""
-        chosen = set(names)
-        outside_successors = {s for n in chosen for s in self.dependencies.successors(n)} - chosen
-        reachable = set().union(*(nx.descendants(self.dependencies, n) for n in outside_successors)) if outside_successors else set()
-        return not (reachable & chosen)
 
 
 def _producers(node: fx.Node) -> list[fx.Node]:

@@ -16,9 +16,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from .errors import ModelError, UsageError
-from .script_runner import defines_model_contract
-from .inductor_adapter import nondefault_inductor_config
+from ..errors import ModelError, UsageError
+from .contract import defines_model_contract
+from ..verdict.inductor_adapter import nondefault_inductor_config
 
 REQUIRED = ("get_model", "get_inputs")
 

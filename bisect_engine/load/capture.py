@@ -15,25 +15,13 @@ from typing import Any, Callable, Literal, Sequence
 
 import torch
 import torch.fx as fx
-from functorch.compile import make_boxed_func
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import default_partition
 
-from .errors import ModelError
+from ..errors import ModelError
+from ..verdict.graphs import CapturedGraph
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class CapturedGraph:
-    """One aten graph as Inductor would receive it, with the real inputs of its first call."""
-
-    name: str  # forward_0, backward_0, ...
-    kind: Literal["forward", "backward"]
-    index: int  # which Dynamo graph (call order)
-    graph_module: fx.GraphModule
-    inputs: list[Any] = field(default_factory=list)
-    called: bool = False
 
 
 def _detached(values: Sequence[Any]) -> list[Any]:

@@ -10,7 +10,6 @@ path: :func:`bisect_engine.script_mode.start_session`.
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import logging
 import runpy
@@ -20,62 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from .autostart import TRIGGER, AfterImport
+from .messages import DivergenceStop
+from .watch import TRIGGER, AfterImport
 from .levels import ScriptSettings
 from .ranks import rank_from_environment
 
 if TYPE_CHECKING:
-    from .progress import Progress
-    from .script_mode import ActiveSession
+    from ..progress import Progress
+    from .session import ActiveSession
 
 log = logging.getLogger(__name__)
-
-MODEL_CONTRACT = ("get_model", "get_inputs")
-
-
-class DivergenceStop(SystemExit):
-    """Ends the program at its first divergence (stop on divergence): exit status 1."""
-
-    def __init__(self) -> None:
-        super().__init__(1)
-
-
-def defines_model_contract(path: Path) -> bool:
-    """Whether the file defines ``get_model``/``get_inputs`` at top level, read without running it
-    (a plain script's top level is its program). A file that does not parse counts as a model
-    file, so importing it reports the syntax error as a usage error."""
-    try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return True
-    return any(name in MODEL_CONTRACT for name in _top_level_names(tree.body))
-
-
-def _top_level_names(body: list[ast.stmt]) -> Iterator[str]:
-    for statement in body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            yield statement.name
-        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            yield from (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-            yield from ((a.asname or a.name).split(".")[0] for a in statement.names)
-        elif isinstance(statement, (ast.If, ast.Try, ast.With)):
-            yield from _top_level_names(statement.body + getattr(statement, "orelse", []))
-
-
-def log_to_stderr(level: int = logging.WARNING) -> None:
-    """Our messages reach stderr, marked as ours, without touching the program's own logging
-    (the root logger stays the program's: its ``basicConfig`` must work as without us)."""
-    package_logger = logging.getLogger("bisect_engine")
-    if package_logger.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("bisect-accuracy: %(message)s"))
-    package_logger.addHandler(handler)
-    package_logger.setLevel(level)
-    package_logger.propagate = False
-
 
 @dataclass(frozen=True)
 class ScriptOutcome:
@@ -156,7 +109,7 @@ def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
 
     def start(_module: Any) -> None:
         try:
-            from .script_mode import start_session
+            from .session import start_session
 
             active.append(start_session(settings, script, argv, "cli", progress, rank))
         except Exception as error:  # noqa: BLE001 - never break the script's import of torch
@@ -169,7 +122,7 @@ def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
         finally:
             for started in active:
                 started.close()
-    from .script_mode import Session
+    from .session import Session
 
     session = active[0].session if active else Session(settings, script, argv, "cli", progress, rank)
     report = session.finish(exit_code)

@@ -32,7 +32,6 @@ class _RecordingInterpreter(fx.Interpreter):
         self.upcast = upcast
         self.overrides = overrides
         self.values: dict[str, Any] = {}
-        self.fp64_failures: list[str] = []
 
     def run_node(self, node: fx.Node) -> Any:
         if node.op == "placeholder":  # always consume the positional input, even when overridden
@@ -53,10 +52,9 @@ class _RecordingInterpreter(fx.Interpreter):
             return node.target(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs)))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
             log.debug("fp64 failed for %s: %s", node.name, error)
-            self.fp64_failures.append(node.name)
             args = fx.node.map_arg(node.args, self._in_model_dtype)
             kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
-            return _as_fp64(node.target(*args, **kwargs))
+            return to_fp64(node.target(*args, **kwargs))
 
     def _in_model_dtype(self, source: fx.Node) -> Any:
         """An input's fp64 value cast back to the dtype the graph recorded for it."""
@@ -67,10 +65,6 @@ class _RecordingInterpreter(fx.Interpreter):
         # No record (a hand-built graph): float32, the dtype every floating kernel has.
         return value.to(recorded.dtype if isinstance(recorded, torch.Tensor) else torch.float32)
 
-
-
-def _as_fp64(value: Any) -> Any:
-    return to_fp64(value)
 
 
 def to_fp64(value: Any) -> Any:

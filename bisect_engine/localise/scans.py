@@ -16,8 +16,9 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from .compare import Outcome, Tolerance, compare_values
-from .runner import Compiler, to_fp64
+from ..verdict.compare import Outcome, Tolerance, compare_values
+from ..verdict.compiler import Compiler
+from ..verdict.fx_eval import to_fp64
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,62 @@
+"""The evaluator behind the one search object: a candidate in, a verdict out.
+
+:class:`Judge` is the only place that turns a candidate (:mod:`bisect_engine.verdict.candidate`)
+into compiles: a group of nodes each judged alone, a region compiled together, either under a
+subsystem switch or with random inputs, or the whole model through ``torch.compile``.
+:func:`new_search` wires it to a :class:`~bisect_engine.search.Search` that caches its verdicts
+and checks the run's budget (the compiler's compile count) before every evaluation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..load.model_file import ModelSpec
+from ..search import Search
+from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, compile_arguments
+from ..verdict.compare import Tolerance
+from ..verdict.compiler import Compiler
+from ..verdict.graphs import reference_inputs
+from ..verdict.oracle import GraphContext, SubgraphVerdict
+from ..verdict.recipes import input_recipes, random_inputs
+from .model_check import check_model_level
+
+RunSearch = Search[Candidate, SubgraphVerdict]
+
+
+@dataclass
+class Judge:
+    compiler: Compiler
+    tolerance: Tolerance = Tolerance()
+    seed: int = 0
+    spec: ModelSpec | None = None  # needed for model candidates only
+    contexts: dict[str, GraphContext] = field(default_factory=dict)
+
+    def add(self, context: GraphContext) -> None:
+        self.contexts[context.name] = context
+
+    def __call__(self, candidate: Candidate) -> SubgraphVerdict:
+        if isinstance(candidate, ModelCandidate):
+            if self.spec is None:
+                raise ValueError("a model candidate needs the model")
+            return check_model_level(self.spec, self.compiler, self.tolerance, self.seed, candidate.switch)
+        return self._graph(candidate)
+
+    def _graph(self, candidate: GraphCandidate) -> SubgraphVerdict:
+        context = self.contexts[candidate.graph]
+        names = sorted(candidate.nodes, key=context.view.position.__getitem__)
+        label = f"{context.name}:{candidate.purpose or 'candidate'}"
+        if candidate.isolated and candidate.switch == NO_SWITCH and candidate.inputs == "reference":
+            return context.judge_nodes(names, self.compiler, label=label)
+        subgraph = context.subgraph(names, isolate=candidate.isolated)
+        patches, decompositions, fallbacks = compile_arguments(candidate.switch)
+        inputs = None
+        if candidate.inputs == "random":
+            inputs = random_inputs(input_recipes(reference_inputs(subgraph, context.eager_values)), context.seed)
+        return context.judge(subgraph, self.compiler, label=label, config_patches=patches,
+                             decompositions=decompositions, fallbacks=fallbacks, inputs=inputs)
+
+
+def new_search(judge: Judge) -> RunSearch:
+    """The run's one search object: every compile it causes is counted against the budget."""
+    compiler = judge.compiler
+    return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles)

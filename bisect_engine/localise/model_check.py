@@ -1,0 +1,66 @@
+"""The model-level check: the user's model through a real ``torch.compile`` against eager and fp64.
+
+Run only when every captured graph matched, to tell ``clean`` from ``not_reproducible`` (the model
+diverges, but not in any graph we captured), and, under a switch, to attribute such a divergence to
+a torch-level pass. The compile goes through Inductor's own entry point with the shared
+:class:`~bisect_engine.verdict.compiler.Compiler` (counted, within the budget).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from ..load.model_file import ModelSpec
+from ..verdict.candidate import Switch, compile_arguments
+from ..verdict.compare import Outcome, Tolerance, compare_values, worst
+from ..verdict.compiler import Compiler, budget_cause
+from ..verdict.fx_eval import to_fp64
+from ..verdict.oracle import SubgraphVerdict
+
+
+def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_fn: Any, seed: int) -> list[Any]:
+    torch.manual_seed(seed)
+    parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
+    for parameter in parameters:
+        parameter.grad = None
+    output = model(*inputs)
+    values = [v for v in pytree.tree_leaves(output) if isinstance(v, torch.Tensor)]
+    if loss_fn is not None:
+        loss = loss_fn(output)
+        loss.backward()
+        values += [loss] + [p.grad for p in parameters if p.grad is not None]
+    return [v.detach().clone() for v in values]
+
+
+def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance, seed: int,
+                      switch: Switch = Switch()) -> SubgraphVerdict:
+    """The whole model, outputs and (with loss_fn) gradients, compiled under ``switch``."""
+    eager = _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed)
+    fp64 = eager
+    if isinstance(spec.model, torch.nn.Module):
+        model64 = copy.deepcopy(spec.model).to(torch.float64)
+        fp64 = _forward_and_grads(model64, to_fp64(spec.inputs), spec.loss_fn, seed)
+    patches, decompositions, fallbacks = compile_arguments(switch)
+
+    def backend(graph_module: torch.fx.GraphModule, example: list[Any]) -> Any:
+        return compiler.compile(graph_module, example, label=f"model:{switch.name or 'as is'}", aten_graph=False,
+                                config_patches=patches, decompositions=decompositions, fallbacks=fallbacks)
+
+    torch._dynamo.reset()
+    try:
+        compiled = _forward_and_grads(torch.compile(spec.model, backend=backend), spec.inputs, spec.loss_fn, seed)
+    except Exception as error:
+        exhausted = budget_cause(error)
+        if exhausted is not None:
+            raise exhausted from error
+        return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
+    finally:
+        torch._dynamo.reset()
+    verdicts = compare_values(eager, fp64, compiled, tolerance)
+    outputs = {f"model output {i}": v for i, v in enumerate(verdicts)}
+    return SubgraphVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+
+

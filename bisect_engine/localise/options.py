@@ -1,0 +1,28 @@
+"""What a localisation run does: the engine's settings, separate from where and how it writes.
+
+``stop_after`` is the one way to say where a run stops: after naming the op (``localise``), after
+naming the Inductor subsystem (``subsystem``), or after writing and verifying the repro
+(``repro``). Output settings (folder, verification runs, random inputs) live with the writer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..verdict.compare import Tolerance
+
+STAGES = ("localise", "subsystem", "repro")
+Stage = Literal["localise", "subsystem", "repro"]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    tolerance: Tolerance = Tolerance()
+    seed: int = 0
+    rng: Literal["data", "strict"] = "data"  # data: random draws fed to both sides; strict: must match
+    stop_after: Stage = "repro"
+    max_compiles: int | None = None  # every Inductor compile of the run counts
+    timeout_s: float | None = None  # seconds from the start of the run
+
+    def runs(self, stage: Stage) -> bool:
+        return STAGES.index(stage) <= STAGES.index(self.stop_after)

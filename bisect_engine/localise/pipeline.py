@@ -1,0 +1,266 @@
+"""The pipeline from a model to a finding: capture, confirm, per-node verdicts, windows, subsystem.
+
+Stages, in order, for each captured graph (forward graphs in call order, then backward):
+1. *confirm*: the whole graph compiled once and judged against eager/fp64;
+2. *nodes*: when it diverges, crashes or holds NaN/Inf, every node compiled once, each on
+   reference inputs (a crash is narrowed down to the nodes that crash alone);
+3. *window*: when the graph diverges but no node does alone, the window search.
+The first graph with a finding ends the search; the subsystem search then runs on the culprit's
+nodes. When every graph matches, a model-level compile through ``torch.compile`` tells ``clean``
+from ``not_reproducible``. Every compile is a candidate judged through one
+:class:`~bisect_engine.search.Search` (cached, counted, within ``--max-compiles``/``--timeout``);
+when the budget runs out, the result says which stage it cut.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..errors import BisectError, ModelError
+from ..load.capture import capture
+from ..load.model_file import ModelSpec
+from ..progress import Progress
+from ..search import Budget, BudgetExhausted
+from ..strategies.nodes import NodeCheck, check_nodes, propagators
+from ..strategies.subsystems import Attribution, attribute, attribute_model
+from ..strategies.windows import find_window, window
+from ..verdict.candidate import GraphCandidate, ModelCandidate
+from ..verdict.compare import Outcome
+from ..verdict.compiler import Compiler
+from ..verdict.graphs import CapturedGraph
+from ..verdict.nonfinite import first_origin, has_nan_problem
+from ..verdict.oracle import GraphContext, SubgraphVerdict
+from .judge import Judge, RunSearch, new_search
+from .options import EngineOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GraphResult:
+    """Everything learned about one captured graph."""
+
+    context: GraphContext
+    whole: SubgraphVerdict
+    nodes: NodeCheck | None = None
+    window: tuple[str, ...] | None = None
+    window_verdict: SubgraphVerdict | None = None
+    eager_nan: str | None = None
+    compiled_nan: str | None = None
+    nan_problem: bool = False
+    propagators: list[str] = field(default_factory=list)
+    replay_values: dict[str, Any] = field(default_factory=dict)  # eager replay of the culprit's output
+    attribution: Attribution | None = None
+    confirmed: bool | None = None  # the culprit subgraph, compiled on its own, still diverges (or crashes)
+
+    @property
+    def crash(self) -> tuple[str, str] | None:
+        """(node, error) of the first node whose compile or run raises on its own."""
+        return self.nodes.crashes[0] if self.nodes and self.nodes.crashes else None
+
+    @property
+    def culprit_nodes(self) -> tuple[str, ...]:
+        if self.window:
+            return self.window
+        if self.crash:
+            return (self.crash[0],)
+        if self.nodes and self.nodes.culprits:
+            return self.nodes.culprits[:1]
+        return ()
+
+    @property
+    def culprit_kind(self) -> str:
+        return "window" if self.window else "node"
+
+    @property
+    def has_finding(self) -> bool:
+        return bool(self.culprit_nodes) or self.nan_problem or self.whole.outcome is not Outcome.MATCH
+
+
+@dataclass
+class RunResult:
+    spec: ModelSpec
+    graphs: list[GraphResult]
+    compiler: Compiler
+    seconds: float
+    captured: list[CapturedGraph] = field(default_factory=list)
+    model_level: str | None = None  # "match" | "mismatch" | "crash" | None (not run)
+    model_attribution: Attribution | None = None
+    scan: dict[str, Any] = field(default_factory=dict)  # "batch" / "step" findings of a scan
+    budget: str | None = None  # what the exhausted budget cut, when it did
+    search: RunSearch | None = None  # the run's one search object (the writer judges with it too)
+
+    @property
+    def captured_count(self) -> int:
+        return len(self.captured)
+
+    @property
+    def forward_graphs(self) -> dict[int, Any]:
+        return {g.index: g.graph_module for g in self.captured if g.kind == "forward"}
+
+    @property
+    def finding(self) -> GraphResult | None:
+        return next((g for g in self.graphs if g.has_finding), None)
+
+
+def new_compiler(options: EngineOptions, started_at: float | None = None) -> Compiler:
+    """A compiler bounded by the run's budget (``started_at``: ``time.monotonic()`` at the start)."""
+    return Compiler(budget=Budget(options.max_compiles, options.timeout_s, started_at=started_at))
+
+
+def run(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: Compiler | None = None,
+        on_divergence: Callable[[], None] | None = None) -> RunResult:
+    """Capture the model through torch.compile, then search the captured graphs."""
+    started = time.perf_counter()
+    torch.manual_seed(options.seed)
+    with progress.step("capture"):
+        captured, _output = capture(spec.model, spec.inputs, spec.loss_fn)
+    if not captured:
+        raise BisectError("torch.compile captured no graph: the model runs no tensor ops under Dynamo")
+    return run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence)
+
+
+def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: EngineOptions, progress: Progress,
+                 started: float | None = None, model_level_check: bool = True, compiler: Compiler | None = None,
+                 on_divergence: Callable[[], None] | None = None) -> RunResult:
+    """Search graphs captured elsewhere (a model file, or a running script's compiled graph).
+
+    ``model_level_check=False`` skips recompiling ``spec.model`` through torch.compile (script
+    mode: the user's own compiled frames must not be reset). ``on_divergence`` is called once a
+    graph is found to diverge, before the search (the writer starts the repro's interpreters).
+    """
+    started = time.perf_counter() if started is None else started
+    compiler = compiler or new_compiler(options)
+    judge = Judge(compiler, options.tolerance, options.seed, spec)
+    result = RunResult(spec, [], compiler, 0.0, captured, search=new_search(judge))
+    try:
+        _localise(result, judge, options, progress, model_level_check, on_divergence)
+    except BudgetExhausted as exhausted:
+        result.budget = budget_message(exhausted, options, compiler)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def budget_message(exhausted: BudgetExhausted, options: EngineOptions, compiler: Compiler) -> str:
+    limit = (f"--max-compiles {options.max_compiles} reached ({compiler.compiles} compiles)"
+             if exhausted.reason == "max_compiles" else f"--timeout {options.timeout_s:g} s reached")
+    return f"{limit} during the {compiler.stage} stage; raise the limit for a complete answer"
+
+
+def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress: Progress,
+              model_level_check: bool, on_divergence: Callable[[], None] | None) -> None:
+    search, compiler = result.search, result.compiler
+    compiler.stage = "localise"
+    for graph in result.captured:
+        if _examine(graph, result, judge, options, progress, on_divergence).has_finding:
+            break
+    finding = result.finding
+    compiler.stage = "subsystem"
+    if finding is not None and options.runs("subsystem"):
+        _attribute(finding, search, progress)
+    random_graphs = any(_has_random(r) for r in result.graphs)
+    if finding is None and model_level_check and (options.rng == "strict" or not random_graphs):
+        compiler.stage = "model_check"
+        with progress.step("model-level check"):
+            result.model_level = search.judge(ModelCandidate()).outcome.value
+        compiler.stage = "subsystem"
+        if result.model_level == "mismatch" and options.runs("subsystem"):
+            with progress.step("model-level subsystem bisection"):
+                result.model_attribution = attribute_model(search)
+
+
+def _has_random(result: GraphResult) -> bool:
+    return bool(result.context.view.random_names())
+
+
+def _attribute(finding: GraphResult, search: RunSearch, progress: Progress) -> None:
+    """Name the Inductor subsystem behind a compiler-made divergence (never for the model's NaN)."""
+    names, verified = finding.culprit_nodes, True
+    if finding.nodes and finding.nodes.culprits and not finding.window and not finding.crash and not finding.confirmed:
+        names = ()  # a culprit that does not diverge alone: no subgraph to switch subsystems on
+    if not names and finding.compiled_nan and not finding.eager_nan:
+        names, verified = (finding.compiled_nan,), False
+    if not names:
+        return
+    with progress.step(f"{finding.context.name}: subsystem bisection"):
+        finding.attribution = attribute(finding.context, names, search, verified=verified)
+
+
+def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options: EngineOptions,
+             progress: Progress, on_divergence: Callable[[], None] | None) -> GraphResult:
+    """Judge one graph; its result joins ``run_result`` as soon as the whole graph is judged, so a
+    budget that runs out later still leaves what was learned."""
+    search = run_result.search
+    try:
+        context = GraphContext.from_captured(graph, options.tolerance, options.rng == "strict", options.seed)
+    except Exception as error:
+        raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
+    judge.add(context)
+    names = context.view.compilable_names(keep_random=context.rng_strict)
+    with progress.step(f"{graph.name}: compile whole graph ({len(context.view.compute_nodes)} nodes)"):
+        whole = search.judge(GraphCandidate(graph.name, frozenset(names), purpose="whole"))
+    result = GraphResult(context, whole)
+    run_result.graphs.append(result)
+    whole_outputs = context.whole().output_names
+    eager_problem = has_nan_problem(context.view, context.eager_values, [context.eager_values[n] for n in whole_outputs])
+    compiled_problem = has_nan_problem(context.view, {}, list(whole.compiled_values.values()))
+    random_unchecked = _has_random(result) and not context.rng_strict
+    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked):
+        return result
+    if on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem):
+        on_divergence()
+    with progress.step(f"{graph.name}: per-node verdicts"):
+        result.nodes = check_nodes(context, search)
+    if result.crash:
+        _confirm_node(result, result.crash[0], search, progress)
+    elif result.nodes.culprits:
+        _confirm_node(result, result.nodes.culprits[0], search, progress)
+        if not result.confirmed and whole.outcome is not Outcome.MATCH:
+            passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [result.nodes.culprits[0]]
+            _search_window(result, search, progress, passing)
+    elif whole.outcome is not Outcome.MATCH:
+        _search_window(result, search, progress, result.nodes.checked)
+    _nan_forensics(result, eager_problem)
+    return result
+
+
+def _confirm_node(result: GraphResult, first: str, search: RunSearch, progress: Progress) -> None:
+    """Compile the first culprit alone: the repro and the subsystem search rely on it failing.
+
+    In the per-node check it was compiled beside other nodes; alone, Inductor may generate other
+    code (a lone random op falls back to aten, say). If it then matches, the divergence needs
+    neighbours: the caller searches windows instead.
+    """
+    context = result.context
+    with progress.step(f"{context.name}: confirming {first} alone"):
+        alone = search.judge(GraphCandidate(context.name, frozenset([first]), purpose="confirm"))
+    result.confirmed = alone.outcome is not Outcome.MATCH
+    if result.confirmed and result.nodes is not None and first in result.nodes.culprits:
+        result.propagators, result.replay_values = propagators(context, first, result.nodes.verdict)
+
+
+def _nan_forensics(result: GraphResult, eager_problem: bool) -> None:
+    context = result.context
+    assert result.nodes is not None
+    compiled_values = result.nodes.verdict.compiled_values
+    compiled_problem = has_nan_problem(context.view, compiled_values, list(result.whole.compiled_values.values()))
+    eager_origin = first_origin(context.view, context.eager_values) if eager_problem else None
+    compiled_origin = first_origin(context.view, compiled_values, context.eager_values) if compiled_problem or eager_problem else None
+    if compiled_origin is None and result.replay_values and has_nan_problem(context.view, result.replay_values, []):
+        # The culprit's output is wrong but finite; the NaN appears further down (eager replay).
+        compiled_problem = True
+        compiled_origin = first_origin(context.view, result.replay_values)
+    result.eager_nan = eager_origin.name if eager_origin is not None else None
+    result.compiled_nan = compiled_origin.name if compiled_origin is not None else None
+    result.nan_problem = eager_problem or compiled_problem
+
+
+def _search_window(result: GraphResult, search: RunSearch, progress: Progress, known_passing: Any) -> None:
+    context = result.context
+    with progress.step(f"{context.name}: window search"):
+        result.window = find_window(context, search, result.whole.outcome, known_passing)
+    result.window_verdict = search.judge(window(context, result.window))

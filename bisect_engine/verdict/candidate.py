@@ -1,0 +1,90 @@
+"""Candidates: the values strategies propose and the one search object judges.
+
+A candidate says *what* to compile and *how*, never does it: :class:`GraphCandidate` names nodes of
+one captured graph (compiled together, or each alone on reference inputs) under a
+:class:`Switch` (a subsystem turned off); :class:`ModelCandidate` is the user's whole model through a
+real ``torch.compile`` under a switch. All are frozen and hashable, so the search caches their
+verdicts. :func:`compile_arguments` turns a switch into ``compile_fx`` arguments.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from .inductor_adapter import default_decompositions, is_lowered
+
+SwitchKind = Literal["none", "decomposition", "lowering", "pass", "config", "precision"]
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One way to compile differently: a config patch, decomposition entries removed, ops forced
+    to fall back to their aten kernels. ``kind``/``name`` say what it turns off, for the report."""
+
+    kind: SwitchKind = "none"
+    name: str = ""
+    patch: tuple[tuple[str, Any], ...] = ()
+    without: frozenset[Any] = frozenset()  # decomposition-table entries removed
+    fallbacks: frozenset[Any] = frozenset()  # ops lowered as aten fallbacks
+
+    @classmethod
+    def config(cls, kind: SwitchKind, name: str, patch: dict[str, Any]) -> "Switch":
+        return cls(kind, name, tuple(sorted(patch.items())))
+
+    @property
+    def patch_dict(self) -> dict[str, Any]:
+        return dict(self.patch)
+
+
+NO_SWITCH = Switch()
+
+
+@dataclass(frozen=True)
+class GraphCandidate:
+    """Nodes of captured graph ``graph``, compiled once.
+
+    ``isolated``: each node reads the reference values of its inputs (the per-node check), else the
+    nodes form one region fed reference values at its boundary. ``inputs="random"``: the region's
+    inputs are drawn from the real inputs' statistics (the repro's ``--random-inputs`` check).
+    """
+
+    graph: str
+    nodes: frozenset[str]
+    isolated: bool = False
+    switch: Switch = NO_SWITCH
+    inputs: Literal["reference", "random"] = "reference"
+    purpose: str = field(default="", compare=False)  # a label for logs; not part of what is judged
+
+
+@dataclass(frozen=True)
+class ModelCandidate:
+    """The user's model through ``torch.compile`` with Inductor under ``switch``, against eager
+    and fp64 (outputs, and gradients with a loss)."""
+
+    switch: Switch = NO_SWITCH
+
+
+Candidate = GraphCandidate | ModelCandidate
+
+
+def compile_arguments(switch: Switch) -> tuple[dict[str, Any] | None, dict[Any, Callable[..., Any]] | None, tuple[Any, ...]]:
+    """``(config_patches, decompositions, fallbacks)`` for ``compile_fx`` under ``switch``.
+
+    An op whose decomposition is removed and which has no lowering of its own would be left to
+    Inductor's implicit fallback, which refuses ops with a decomposition when ``CI`` is set: it is
+    made an explicit fallback.
+    """
+    decompositions = None
+    removed = set(switch.without) | set(switch.fallbacks)
+    if removed:
+        decompositions = {op: fn for op, fn in default_decompositions().items() if op not in removed}
+    unlowered = tuple(op for op in switch.without if not is_lowered(op))
+    fallbacks = tuple(dict.fromkeys((*sorted(switch.fallbacks, key=str), *sorted(unlowered, key=str))))
+    patch = switch.patch_dict
+    if patch.get("cpp.simdlen") == 1:
+        # A build setting, not codegen: scalar kernels include the C++ prefix header without vector
+        # ISA macros, so Inductor would first build a precompiled header just for them (about 5 s
+        # on a 2-core machine) to compile one small kernel (about 2 s without). Same source, same
+        # flags, same kernel either way.
+        patch = {**patch, "cpp_cache_precompile_headers": False}
+    return patch or None, decompositions, fallbacks

@@ -1,0 +1,56 @@
+"""Fakes shared by the tests: a compiler that runs graphs eagerly and plants faults where a real
+buggy compiler would have them (no Inductor, no C++ build: milliseconds per compile)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch.fx as fx
+
+from bisect_engine.verdict.compiler import Compiler
+
+
+def kernel(node: fx.Node) -> tuple[Any, ...]:
+    """What a real compiler's code for a lone node depends on: its op and its input shapes."""
+    shapes = fx.node.map_arg(node.args, lambda a: tuple(getattr(a.meta.get("val", a.meta.get("example_value")), "shape", ())))
+    return (node.target, repr(shapes))
+
+
+class FakeCompiler(Compiler):
+    """'Compiles' by running eagerly and corrupts (+1) what a buggy compiler would get wrong.
+
+    A chain of one node is a per-node codegen bug: every compiled node with that node's kernel
+    (op, input shapes, constants) comes out wrong, as real codegen would, wherever it sits. A
+    longer chain is a fusion bug: its last node comes out wrong exactly when the whole chain is
+    in the compiled graph with each node feeding the next."""
+
+    def __init__(self, chain: tuple[str, ...], kernel: tuple[Any, ...] | None = None, crash: bool = False):
+        super().__init__()
+        self.chain = chain
+        self.kernel = kernel
+        self.crash = crash  # the faulty kernel raises at compile time instead of computing +1
+
+    def compile(self, graph_module: fx.GraphModule, example_inputs: Sequence[Any], *, fallbacks: Sequence[Any] = (),
+                **_: Any) -> Callable[..., Any]:
+        """A planted node fault is a lowering bug: forcing its op to the aten fallback fixes it."""
+        self.budget.check(self.compiles)
+        self.compiles += 1
+        self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
+        nodes = {n.name: n for n in graph_module.graph.nodes if n.op == "call_function"}
+        if self.kernel is not None:
+            faulty = {n for n in nodes.values() if kernel(n) == self.kernel and n.target not in fallbacks}
+        else:
+            present = all(name in nodes for name in self.chain) and all(
+                nodes[a] in nodes[b].all_input_nodes for a, b in zip(self.chain, self.chain[1:])
+            )
+            faulty = {nodes[self.chain[-1]]} if present else set()
+        if self.crash and faulty:
+            raise RuntimeError("planted compile error\nsecond line of the message")
+
+        class Corrupting(fx.Interpreter):
+            def run_node(self, node: fx.Node) -> Any:
+                result = super().run_node(node)
+                return result + 1.0 if node in faulty else result
+
+        return lambda *args: Corrupting(graph_module).run(*args)
+
+

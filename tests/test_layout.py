@@ -1,0 +1,74 @@
+"""The package layout is the pipeline: imports point down the stage order, never up, and the
+modules every Python start or plain script may load stay torch-free."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Lower layers first; a module may import its own layer and the ones before it.
+LAYERS = [
+    {"bisect_engine.errors", "bisect_engine.search", "bisect_engine.progress"},
+    {"bisect_engine.verdict"},
+    {"bisect_engine.load"},
+    {"bisect_engine.strategies"},
+    {"bisect_engine.localise"},
+    {"bisect_engine.output"},
+    {"bisect_engine.script"},
+    {"bisect_engine.api", "bisect_engine.cli", "bisect_engine.autostart"},
+]
+TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
+              "bisect_engine.script.watch", "bisect_engine.script.messages", "bisect_engine.script.levels",
+              "bisect_engine.script.ranks", "bisect_engine.script.hook", "bisect_engine.script.runner"]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in [*ROOT.glob("bisect_engine/**/*.py"), *ROOT.glob("strategies/*.py")]:
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[0] == "strategies":
+            parts = ["bisect_engine", *parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _layer(module: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if any(module == name or module.startswith(name + ".") for name in layer):
+            return index
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            targets.add(".".join(base + ([node.module] if node.module else [])))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bisect_engine"):
+            targets.add(node.module)
+        elif isinstance(node, ast.Import):
+            targets |= {a.name for a in node.names if a.name.startswith("bisect_engine")}
+    return {t for t in targets if t != "bisect_engine"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in _modules() if m != "bisect_engine"))
+def test_imports_point_down_the_pipeline(module: str) -> None:
+    modules = _modules()
+    own = _layer(module)
+    upward = [t for t in _imports(module, modules[module]) if _layer(t) > own]
+    assert not upward, f"{module} (layer {own}) imports {upward}"
+
+
+def test_modules_loaded_at_every_start_import_no_torch() -> None:
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in TORCH_FREE)
+            + "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout

@@ -1,0 +1,109 @@
+"""The pipeline's orchestration with a fake compiler (no Inductor): which candidates it proposes,
+in what order, what the budget cuts, and what the report then says. The model is captured for
+real (Dynamo and AOT Autograd), so the aten graphs are the ones a user's run gives."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from bisect_engine.load.capture import capture
+from bisect_engine.load.model_file import ModelSpec
+from bisect_engine.localise.options import EngineOptions
+from bisect_engine.localise.pipeline import RunResult, run_captured
+from bisect_engine.output.report import build_report, summary
+from bisect_engine.progress import Progress
+from bisect_engine.search import Budget
+from fakes import FakeCompiler, kernel
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.down(torch.relu(self.up(x))) + x)
+
+
+@pytest.fixture(scope="module")
+def spec() -> ModelSpec:
+    torch.manual_seed(0)
+    model = Block().eval()
+    inputs = (torch.randn(4, 8),)
+    return ModelSpec(Path("block.py"), model, inputs, None, None)
+
+
+@pytest.fixture(scope="module")
+def captured(spec: ModelSpec) -> list[Any]:
+    with torch.no_grad():
+        graphs, _ = capture(spec.model, spec.inputs)
+    return graphs
+
+
+def _relu_kernel(captured: list[Any]) -> tuple[Any, ...]:
+    graph = captured[0].graph_module.graph
+    return kernel(next(n for n in graph.nodes if n.target is torch.ops.aten.relu.default))
+
+
+def _run(spec: ModelSpec, captured: list[Any], compiler: FakeCompiler, **options: Any) -> tuple[RunResult, dict[str, Any]]:
+    result = run_captured(spec, captured, EngineOptions(**options), Progress(enabled=False), compiler=compiler)
+    return result, build_report(result)
+
+
+def test_an_isolated_op_bug_costs_three_localisation_compiles_and_names_the_lowering(spec, captured) -> None:
+    compiler = FakeCompiler(("relu",), _relu_kernel(captured))
+    result, report = _run(spec, captured, compiler)
+    assert report["verdict"] == "divergent"
+    assert (report["culprit"]["op"], report["culprit"]["kind"], report["culprit"]["confirmed_alone"]) == \
+        ("aten.relu.default", "node", True)
+    # whole graph, per-node check, the culprit alone; then the subsystem stage on the culprit only
+    assert compiler.by_stage["localise"] == 3
+    assert {k: report["subsystem"][k] for k in ("kind", "name")} == {"kind": "lowering", "name": "aten.relu.default"}
+    assert report["budget"] is None and report["stats"]["compiles"] == compiler.compiles
+
+
+def test_a_clean_graph_costs_one_compile_then_the_model_level_check(spec, captured) -> None:
+    compiler = FakeCompiler(("nothing",))
+    result, report = _run(spec, captured, compiler)
+    assert report["verdict"] == "clean" and report["culprit"] is None
+    assert compiler.by_stage == {"localise": 1, "model_check": 1}
+    assert report["model_level"] == "match"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 4, 5])
+def test_max_compiles_caps_every_stage_and_the_report_says_which(spec, captured, limit: int) -> None:
+    compiler = FakeCompiler(("relu",), _relu_kernel(captured))
+    compiler.budget = Budget(max_compiles=limit)
+    result, report = _run(spec, captured, compiler, max_compiles=limit)
+    assert compiler.compiles == limit
+    stage = "localise" if limit < 3 else "subsystem"  # the refused compile is the next stage's
+    assert report["budget"] == (f"--max-compiles {limit} reached ({limit} compiles) during the {stage} stage; "
+                                "raise the limit for a complete answer")
+    # the whole graph diverged on the first compile: never clean, whatever the budget cut
+    assert report["verdict"] == "divergent"
+    assert (report["culprit"] is not None) == (limit >= 2)
+    assert report["subsystem"] is None
+    assert "search stopped: --max-compiles" in summary(report)
+
+
+def test_a_crash_is_a_finding_with_its_error(spec, captured) -> None:
+    compiler = FakeCompiler(("relu",), _relu_kernel(captured), crash=True)
+    result, report = _run(spec, captured, compiler, stop_after="localise")
+    assert report["verdict"] == "crash"
+    culprit = report["culprit"]
+    assert culprit["op"] == "aten.relu.default" and culprit["confirmed_alone"] is True
+    assert culprit["crash"] == {"exception": "RuntimeError",
+                                "message": "planted compile error\nsecond line of the message"}
+    assert report["graphs"][0]["crashed_nodes"][0]["node"] == "relu"
+    assert "raised:  RuntimeError: planted compile error" in summary(report)
+
+
+def test_a_budget_spent_before_any_verdict_is_incomplete_not_clean(spec, captured) -> None:
+    compiler = FakeCompiler(("nothing",))
+    compiler.budget = Budget(max_compiles=0)
+    result, report = _run(spec, captured, compiler, max_compiles=0)
+    assert compiler.compiles == 0 and report["verdict"] == "incomplete"
