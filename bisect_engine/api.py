@@ -1,8 +1,10 @@
 """The public API: one call from a model file to a report on disk.
 
-Loads the model file, runs the engine (a scan first when the file gives batches), and hands the
-result to the writer. The repro's verifying interpreters start as soon as a graph diverges, so
-their imports overlap the search.
+Loads the model file, takes the output folder (locked, vetted and write-probed before any
+analysis), runs the engine (a scan first when the file gives batches), and hands the result to the
+writer. The repro's verifying interpreters start as soon as a graph diverges, so their imports
+overlap the search. An interrupt (SIGINT/SIGTERM, raised by the CLI's handler) still leaves a
+report of what was learned, with verdict ``interrupted``; the exception then goes on to the CLI.
 """
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import Interrupted
 from .load.model_file import load_model_spec
 from .localise.options import EngineOptions
 from .localise.pipeline import new_compiler, run
 from .localise.scan_flow import run_scanned
+from .output.folder import OutputFolder
+from .output.report import bare_report
 from .output.repro import Interpreters
 from .output.writer import OutputOptions, write_outputs
 from .progress import Progress
@@ -34,11 +39,25 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     spec = load_model_spec(model_path, device)
     progress = progress or Progress(enabled=False)
     with_repro = options.stop_after == "repro"
-    interpreters = Interpreters(output.verify_runs if with_repro else 0, output.out_dir)
-    try:
-        engine = run_scanned if spec.get_batches else run
-        result = engine(spec, options, progress, compiler, on_divergence=interpreters.start)
-        return write_outputs(result, output, with_repro, progress, interpreters)
-    finally:
-        interpreters.close()
-        progress.close()
+    interpreters = Interpreters(output.verify_runs if with_repro else 0)
+    with OutputFolder(output.out_dir, output.force) as folder:
+        try:
+            engine = run_scanned if spec.get_batches else run
+            try:
+                result = engine(spec, options, progress, compiler, on_divergence=interpreters.start)
+            except Interrupted as interrupt:  # before the engine had a result (loading, capture, a scan)
+                report = bare_report(spec.path, "interrupted")
+                report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}
+                folder.write_report(report)
+                raise
+            remaining = None if options.timeout_s is None else options.timeout_s - compiler.budget.elapsed_s
+            report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining)
+            if result.interrupted:
+                raise Interrupted(result.interrupted["signum"], result.interrupted["signal"])
+            return report
+        except BaseException:
+            interpreters.kill()
+            raise
+        finally:
+            interpreters.close()
+            progress.close()

@@ -69,19 +69,25 @@ def _isolate_from_hook() -> None:
               help="Script mode: check each graph's first call, then every N-th call (0: the first only).")
 @click.option("--stop-on-divergence", is_flag=True,
               help="Script mode: end the program at its first divergence (exit status 1).")
+@click.option("--force", is_flag=True,
+              help="Use an output folder that holds files named like ours which this tool did not write "
+                   "(they are moved to OUT/previous/<n>, never overwritten).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
 def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
         timeout_s: float | None, seed: int, stage: str, rng: str, verify_runs: int, random_inputs: bool,
         device: str | None, level: int | None,
-        check_every: int, stop_on_divergence: bool, quiet: bool, verbose: bool) -> None:
+        check_every: int, stop_on_divergence: bool, force: bool, quiet: bool, verbose: bool) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
     script's own options after `--` when they share a name with ours."""
     from .script.levels import Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
-    if model_file.is_file() and not defines_model_contract(model_file):
+    if not model_file.is_file():
+        click.echo(f"bisect-accuracy: error: no such model file or script: {model_file}", err=True)
+        sys.exit(EXIT_USAGE)
+    if not defines_model_contract(model_file):
         if device is not None:
             click.echo("bisect-accuracy: error: --device is for model files; a plain script places its own "
                        "tensors", err=True)
@@ -89,7 +95,8 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
         chosen = Level(level) if level else (Level.REPRO if stage == "repro" else Level.LOCALISE)
         settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
-                                  stage=stage_for(chosen, stage), max_compiles=max_compiles, timeout_s=timeout_s)
+                                  stage=stage_for(chosen, stage), max_compiles=max_compiles, timeout_s=timeout_s,
+                                  force=force)
         sys.exit(_run_script(model_file, script_args, settings, quiet, verbose))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -97,77 +104,141 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
         click.echo(f"bisect-accuracy: error: {model_file.name} is a model file; extra arguments "
                    f"{' '.join(script_args)!r} are only for plain scripts", err=True)
         sys.exit(EXIT_USAGE)
+    from .errors import UsageError
+    from .verdict.inductor_adapter import check_cache_dir
+
+    try:
+        check_cache_dir()  # before anything imports Inductor, which creates its cache folder on import
+    except UsageError as error:
+        click.echo(f"bisect-accuracy: error: {error}", err=True)
+        sys.exit(EXIT_USAGE)
     from .localise.options import EngineOptions
     from .output.writer import OutputOptions
 
     options = EngineOptions(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng,  # type: ignore[arg-type]
                             stop_after=stage)  # type: ignore[arg-type]
-    output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs)
+    output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs, force=force)
     sys.exit(_run_model_file(model_file, options, output, quiet, device))
 
 
 def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, device: str | None = None) -> int:
-    from .api import bisect_file
-    from .errors import BisectError, UsageError
-    from .progress import Progress
-    from .output.report import summary
+    from .interrupts import shut_down_compile_workers, signals_interrupt
 
     global _FAST_EXIT
     _FAST_EXIT = True
     out_dir = output.out_dir
-    try:
-        report = bisect_file(model_file, options, output, Progress(enabled=not quiet), device, _STARTED)
-    except UsageError as error:
-        click.echo(f"bisect-accuracy: error: {error}", err=True)
-        return EXIT_USAGE
-    except BisectError as error:
-        click.echo(f"bisect-accuracy: {error}", err=True)
-        return EXIT_USAGE
-    except Exception as error:
-        return _internal_error(out_dir, error)
+    with signals_interrupt():
+        try:
+            from .api import bisect_file
+            from .output.report import summary
+            from .progress import Progress
+
+            report = bisect_file(model_file, options, output, Progress(enabled=not quiet), device, _STARTED)
+        except BaseException as error:
+            return _model_file_error(error, out_dir)
+        finally:
+            shut_down_compile_workers()
     click.echo(summary(report))
     click.echo(f"  report:  {report['report_path']}")
     return exit_status(report["verdict"])
 
 
+def _model_file_error(error: BaseException, out_dir: Path) -> int:
+    """The one-line message and exit status of a model-file run that ended by an exception."""
+    from .errors import BisectError, Interrupted, UsageError
+
+    if isinstance(error, Interrupted):
+        report = out_dir / "report.json"
+        where = f"; what was learned is in {report}" if report.is_file() else ""
+        click.echo(f"bisect-accuracy: interrupted by {error.name}{where}", err=True)
+        return error.exit_code
+    if isinstance(error, KeyboardInterrupt):  # raised before our handler was installed
+        click.echo("bisect-accuracy: interrupted", err=True)
+        return 130
+    if isinstance(error, SystemExit):
+        raise error
+    if isinstance(error, UsageError):
+        click.echo(f"bisect-accuracy: error: {error}", err=True)
+        return EXIT_USAGE
+    if isinstance(error, BisectError):
+        click.echo(f"bisect-accuracy: {error}", err=True)
+        return EXIT_USAGE
+    return _internal_error(out_dir, error)
+
+
 def exit_status(verdict: str) -> int:
-    return {"clean": EXIT_CLEAN, "incomplete": EXIT_INCOMPLETE}.get(verdict, EXIT_FOUND)
+    return {"clean": EXIT_CLEAN, "incomplete": EXIT_INCOMPLETE, "interrupted": 130}.get(verdict, EXIT_FOUND)
 
 
 def _run_script(script: Path, script_args: tuple[str, ...], settings: ScriptSettings, quiet: bool,
                 verbose: bool) -> int:
     """Script mode. Everything the tool says goes to stderr (the script owns stdout); neither torch
-    nor the root logger is touched before the script runs (it sets them up as it would alone)."""
+    nor the root logger is touched before the script runs (it sets them up as it would alone).
+    The output folder is taken before the script starts; the script's own Ctrl-C stays its own
+    (its traceback, exit 130); SIGTERM ends it with a report (exit 143)."""
+    from .errors import UsageError
+    from .interrupts import shut_down_compile_workers, signals_interrupt
+    from .output.folder import OutputFolder
     from .progress import Progress
     from .script.messages import log_to_stderr
+    from .script.ranks import rank_dir, rank_from_environment
     from .script.runner import run_script
 
     log_to_stderr(logging.INFO if verbose else logging.WARNING)
+    try:
+        folder = OutputFolder(rank_dir(settings.out_dir.absolute(), rank_from_environment()), settings.force).open()
+    except UsageError as error:
+        click.echo(f"bisect-accuracy: error: {error}", err=True)
+        return EXIT_USAGE
     progress = Progress(enabled=not quiet)
     try:
-        outcome = run_script(script, script_args, settings, progress)
+        with signals_interrupt(sigint=False):
+            outcome = run_script(script, script_args, settings, progress, folder)
     except Exception as error:
         return _internal_error(settings.out_dir, error)
     finally:
         progress.close()
+        folder.close()
+        shut_down_compile_workers()
     from .script.session import script_summary
 
     sys.stdout.flush()
     if outcome.message:
         sys.stderr.write(outcome.message if outcome.message.endswith("\n") else outcome.message + "\n")
     click.echo(script_summary(outcome.report), err=True)
+    return _script_status(outcome)
+
+
+def _script_status(outcome: Any) -> int:
+    script = outcome.report["script"]
     if outcome.internal_error:
         return EXIT_INTERNAL
     if outcome.stopped or outcome.report["verdict"] in FINDINGS:
         return EXIT_FOUND
+    if outcome.interrupted:
+        return outcome.exit_code
+    if script["graphs_compiled"] == 0:
+        # Nothing checked is never a pass: a script that succeeded without compiling is a usage
+        # error; one that failed keeps its own status (its failure comes first).
+        click.echo("bisect-accuracy: " + ("error: " if outcome.exit_code == 0 else "note: ")
+                   + "the script compiled nothing (no torch.compile, nn.Module.compile or torch._dynamo.optimize "
+                   "call ran): nothing was checked", err=True)
+        return EXIT_USAGE if outcome.exit_code == 0 else outcome.exit_code
+    if script["exit_code_collides"]:
+        click.echo(f"bisect-accuracy: note: exit status {outcome.exit_code} is the script's own", err=True)
     return outcome.exit_code
 
 
-def _internal_error(out_dir: Path, error: Exception) -> int:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "internal-error.log").write_text(traceback.format_exc())
-    click.echo(f"bisect-accuracy: internal error: {type(error).__name__}: {error}\n"
-               f"  traceback written to {out_dir / 'internal-error.log'}", err=True)
+def _internal_error(out_dir: Path, error: BaseException) -> int:
+    from .output.folder import OutputError, write_atomically
+
+    log_path = out_dir / "internal-error.log"
+    try:
+        write_atomically(log_path, "".join(traceback.format_exception(error)).encode())
+        where = f"traceback written to {log_path}"
+    except OutputError as write_error:
+        where = f"no traceback written ({write_error})"
+    click.echo(f"bisect-accuracy: internal error: {type(error).__name__}: {error}\n  {where}", err=True)
     return EXIT_INTERNAL
 
 

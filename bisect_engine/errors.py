@@ -12,3 +12,18 @@ class UsageError(BisectError):
 
 class ModelError(UsageError):
     """The user's model raised while we ran it eagerly (exit 2: the model, not the compiler)."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM reached the tool (raised by the CLI's handler, a ``BaseException`` like
+    ``KeyboardInterrupt`` so no ``except Exception`` swallows it): stop, end every child process,
+    write what is known, exit ``128 + signal``."""
+
+    def __init__(self, signum: int, name: str):
+        super().__init__(name)
+        self.signum = signum
+        self.name = name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

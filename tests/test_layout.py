@@ -19,11 +19,12 @@ LAYERS = [
     {"bisect_engine.localise"},
     {"bisect_engine.output"},
     {"bisect_engine.script"},
-    {"bisect_engine.api", "bisect_engine.cli", "bisect_engine.autostart"},
+    {"bisect_engine.api", "bisect_engine.cli", "bisect_engine.autostart", "bisect_engine.interrupts"},
 ]
 TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
               "bisect_engine.script.watch", "bisect_engine.script.messages", "bisect_engine.script.levels",
-              "bisect_engine.script.ranks", "bisect_engine.script.hook", "bisect_engine.script.runner"]
+              "bisect_engine.script.ranks", "bisect_engine.script.hook", "bisect_engine.script.runner",
+              "bisect_engine.interrupts"]
 
 
 def _modules() -> dict[str, Path]:
@@ -71,4 +72,14 @@ def test_modules_loaded_at_every_start_import_no_torch() -> None:
     code = ("import sys\n" + "".join(f"import {m}\n" for m in TORCH_FREE)
             + "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_the_session_module_imports_nothing_of_inductor() -> None:
+    """The start-up hook starts a session the moment ``torch._dynamo`` is imported, maybe from inside
+    an Inductor module still being imported: the session's own imports must not reach Inductor
+    (they did once, and a circular import broke the hook)."""
+    code = ("import sys, bisect_engine.script.session\n"
+            "print(sorted(m for m in sys.modules if m.startswith('torch._inductor')))")
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout

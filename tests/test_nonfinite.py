@@ -9,7 +9,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from bisect_engine.verdict.fx_eval import interpret, run_graph
 from bisect_engine.verdict.graphs import GraphView
-from bisect_engine.verdict.nonfinite import first_origin, has_nan_problem
+from bisect_engine.verdict.compare import Outcome, TensorVerdict
+from bisect_engine.verdict.nonfinite import compiled_origin, first_origin, outputs_problem, turned_nonfinite
 
 
 def log_chain(x):
@@ -40,6 +41,15 @@ def evaluated(fn, *inputs):
     return view, interpret(graph_module, inputs), run_graph(graph_module, inputs)
 
 
+def problem(view, values):
+    return outputs_problem(view, values, view.output_names())
+
+
+def masked_log(x):
+    y = torch.log(x)
+    return torch.where(torch.isnan(y), torch.zeros_like(y), y) * 2  # the model masks its own NaN away
+
+
 def origin_name(*args) -> str | None:
     node = first_origin(*args)
     return None if node is None else node.name
@@ -51,7 +61,7 @@ def origin_name(*args) -> str | None:
 def test_finite_run_has_no_origin() -> None:
     view, values, outputs = evaluated(log_chain, torch.tensor([1.0, 2.0, 3.0]))
     assert origin_name(view, values) is None
-    assert not has_nan_problem(view, values, outputs)
+    assert problem(view, values) is None
 
 
 def test_nan_origin_is_the_op_that_makes_it_not_its_consumers() -> None:
@@ -59,7 +69,7 @@ def test_nan_origin_is_the_op_that_makes_it_not_its_consumers() -> None:
     assert [n.name for n in view.compute_nodes] == ["log", "mul", "add", "sum_1"]
     assert all(torch.isnan(values[name]).any() for name in ("log", "mul", "add", "sum_1"))
     assert origin_name(view, values) == "log"
-    assert has_nan_problem(view, values, outputs)
+    assert problem(view, values).made_by == "model" and problem(view, values).origin == "log"
 
 
 def test_inf_origin_precedes_the_nan_it_causes() -> None:
@@ -80,7 +90,7 @@ def test_masked_fill_with_minus_inf_is_not_an_origin() -> None:
     view, values, outputs = evaluated(masked_softmax, x, mask)
     assert torch.isinf(values["masked_fill"]).any()
     assert origin_name(view, values) is None
-    assert not has_nan_problem(view, values, outputs)  # the Inf is masked away by softmax
+    assert problem(view, values) is None  # the Inf is masked away by softmax
 
 
 def test_fully_masked_row_makes_softmax_the_nan_origin() -> None:
@@ -88,14 +98,27 @@ def test_fully_masked_row_makes_softmax_the_nan_origin() -> None:
     mask = torch.tensor([[False, True, False], [True, True, True]])
     view, values, outputs = evaluated(masked_softmax, x, mask)
     assert origin_name(view, values) == "_softmax"
-    assert has_nan_problem(view, values, outputs)
+    assert problem(view, values).origin == "_softmax"
 
 
-def test_inf_reaching_the_output_is_a_problem() -> None:
+def test_an_infinity_the_model_asked_for_is_not_a_problem_even_at_the_output() -> None:
     mask = torch.tensor([False, True, False])
     view, values, outputs = evaluated(masked_fill_only, torch.tensor([1.0, 2.0, 3.0]), mask)
-    assert origin_name(view, values) is None  # the Inf was asked for
-    assert has_nan_problem(view, values, outputs)
+    assert torch.isinf(outputs[0]).any()
+    assert origin_name(view, values) is None  # the Inf was asked for (masked_fill with -inf)
+    assert problem(view, values) is None
+
+
+def test_an_intermediate_nan_the_model_masks_away_is_not_a_problem() -> None:
+    view, values, outputs = evaluated(masked_log, torch.tensor([1.0, -2.0, 3.0]))
+    assert torch.isnan(values["log"]).any() and bool(torch.isfinite(outputs[0]).all())
+    assert problem(view, values) is None
+
+
+def test_nan_fed_in_is_the_inputs_doing() -> None:
+    view, values, _ = evaluated(log_chain, torch.tensor([1.0, math.nan, 3.0]))
+    found = problem(view, values)
+    assert (found.made_by, found.origin, found.inputs) == ("input", None, (("arg0_1", 1, 0),))
 
 
 def test_multi_output_op_is_found_through_its_getitems() -> None:
@@ -134,20 +157,18 @@ def test_compiled_inf_from_finite_eager_inputs_is_an_origin() -> None:
     assert origin_name(view, compiled, eager) == "mul"
 
 
-def test_compiled_side_has_nan_problem_from_outputs_only() -> None:
+def test_compiled_origin_is_the_first_node_compiled_turns_non_finite() -> None:
     view, _, _ = evaluated(log_chain, torch.tensor([1.0, 2.0, 3.0]))
-    assert has_nan_problem(view, {}, [torch.tensor(math.inf)])
-    assert has_nan_problem(view, {}, [torch.tensor([1.0, math.nan])])
-    assert not has_nan_problem(view, {}, [torch.tensor(5.0)])
-    assert not has_nan_problem(view, {}, [torch.tensor([1, 2])])  # integers are never non-finite
+    clean, bad = TensorVerdict(Outcome.MATCH), TensorVerdict(Outcome.MISMATCH, new_nonfinite=1, reason="nonfinite")
+    assert compiled_origin(view, {"log": clean, "mul": clean, "add": clean}) is None
+    assert compiled_origin(view, {"log": clean, "mul": bad, "add": bad}) == "mul"
 
 
-def test_nan_inside_the_graph_is_a_problem_even_if_the_output_is_finite() -> None:
-    view, eager, _ = evaluated(log_chain, torch.tensor([1.0, 2.0, 3.0]))
-    values = dict(eager, mul=torch.tensor([math.nan, 1.0, 1.0]))
-    assert has_nan_problem(view, values, [torch.tensor(1.0)])
-    inf_inside = dict(eager, mul=torch.tensor([math.inf, 1.0, 1.0]))
-    assert not has_nan_problem(view, inf_inside, [torch.tensor(1.0)])
+def test_turned_nonfinite_compares_with_eager_position_by_position() -> None:
+    eager = {"out": torch.tensor([1.0, math.inf])}
+    assert not turned_nonfinite(eager, {"out": torch.tensor([2.0, math.inf])}, ["out"])
+    assert turned_nonfinite(eager, {"out": torch.tensor([math.nan, 1.0])}, ["out"])
+    assert not turned_nonfinite(eager, {"out": torch.tensor([1, 2])}, ["out"])
 
 
 def test_compiled_nan_in_a_multi_output_value_blames_its_op() -> None:

@@ -449,9 +449,12 @@ def test_a_script_runs_as_under_python(tmp_path: Path) -> None:
                             env=_environment(), cwd=tmp_path)
     ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", "--out", str(tmp_path / "o"), *command],
                           capture_output=True, text=True, env=_environment(), cwd=tmp_path, timeout=300)
-    assert (ours.returncode, ours.stdout) == (python.returncode, python.stdout) == \
-           (0, f"__main__ ['a', '--lr=0.1', '--out', 'x'] False {tmp_path}\nTrue\n"), ours.stderr
-    assert json.loads((tmp_path / "o" / "report.json").read_text())["script"]["graphs_compiled"] == 0
+    assert python.returncode == 0 and ours.stdout == python.stdout == \
+           f"__main__ ['a', '--lr=0.1', '--out', 'x'] False {tmp_path}\nTrue\n", ours.stderr
+    # It compiled nothing, so nothing was checked: never a pass.
+    assert ours.returncode == 2 and "the script compiled nothing" in ours.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["script"]["graphs_compiled"] == 0 and report["verdict"] == "unchecked"
 
 
 @pytest.mark.parametrize(("source", "code", "stdout", "message"), [

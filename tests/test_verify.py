@@ -1,4 +1,5 @@
-"""Repro verification: prestarted interpreters run a script exactly as ``python script.py`` does."""
+"""Repro verification: each run is ``python -P repro.py`` from an empty working folder, started
+ahead of time or not, and only the repro's own verdict line with exit 1 counts as reproduced."""
 from __future__ import annotations
 
 import subprocess
@@ -7,14 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from bisect_engine.output.repro import Interpreters, verify_repro
+from bisect_engine.output.repro import Interpreters, run_outcome, verify_repro
 
 SCRIPTS = {
     "exit_one.py": "import sys\nprint('hello', sys.argv[0].endswith('exit_one.py'), __name__)\nsys.exit(1)\n",
-    "falls_off.py": "import os, sys\nprint(os.path.dirname(os.path.abspath(__file__)) == sys.path[0])\n",
+    "falls_off.py": "import os, sys\nprint(os.path.dirname(os.path.abspath(__file__)) in sys.path, os.listdir('.'))\n",
     "exit_text.py": "import sys\nsys.exit('cannot go on')\n",
     "raises.py": "raise ValueError('boom')\n",
     "exit_125.py": "import sys, atexit\natexit.register(lambda: print('atexit ran'))\nsys.exit(125)\n",
+    "reproduces.py": "import sys\nprint('repro: REPRODUCED: it differs')\nsys.exit(1)\n",
+    "does_not.py": "import sys\nprint('repro: NOT REPRODUCED: it agrees')\nsys.exit(0)\n",
+    "syntax.py": "print('repro: REPRODUCED: never printed'\n",
+    "imports_numpy.py": "import numpy\nprint('repro: REPRODUCED: numpy imported', numpy.__name__)\nraise SystemExit(1)\n",
 }
 
 
@@ -23,41 +28,77 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("scripts")
     for name, text in SCRIPTS.items():
         (folder / name).write_text(text)
+    # A module planted in the output folder must never be imported by a verification run.
+    (folder / "numpy.py").write_text("import sys\nprint('PLANTED MODULE RAN')\nsys.exit(1)\n")
     return folder
 
 
 @pytest.fixture(scope="module")
-def interpreters(scripts: Path):
-    started = Interpreters(len(SCRIPTS) + 1, scripts)  # one more than the scripts: never used
+def interpreters():
+    # Nothing preloaded: these scripts import no torch, and a torch import costs seconds a run.
+    started = Interpreters(len(SCRIPTS) + 1, preload=())  # one more than the scripts: never used
     started.start()
     yield started
     started.close()
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_prestarted_run_matches_plain_python(scripts: Path, interpreters: Interpreters, name: str) -> None:
+def test_a_run_is_python_P_from_an_empty_folder(scripts: Path, interpreters: Interpreters, name: str,
+                                                tmp_path: Path) -> None:
     path = scripts / name
-    plain = subprocess.run([sys.executable, name], cwd=scripts, capture_output=True, text=True)
+    plain = subprocess.run([sys.executable, "-P", str(path)], cwd=tmp_path, capture_output=True, text=True)
     check = verify_repro(path, runs=1, interpreters=interpreters)
     run = check.runs[0]
-    assert run["launch"].startswith("prestarted")
+    assert run["launch"] == "prestarted python -P repro.py, from an empty working folder"
     assert run["exit"] == plain.returncode
-    assert plain.stdout + plain.stderr, name
+    assert "PLANTED MODULE RAN" not in run["output_tail"] + plain.stdout
     for line in (plain.stdout + plain.stderr).strip().splitlines()[-1:]:
         assert line in run["output_tail"]
+
+
+@pytest.mark.parametrize(("name", "outcome", "status"), [
+    ("reproduces.py", "reproduced", "REPRODUCED"),
+    ("does_not.py", "not_reproduced", "NOT_REPRODUCED"),
+    ("exit_one.py", "cannot_run", "CANNOT_RUN"),  # exit 1 without the verdict line: a crash, not a repro
+    ("raises.py", "cannot_run", "CANNOT_RUN"),
+    ("syntax.py", "cannot_run", "CANNOT_RUN"),
+    ("exit_125.py", "cannot_run", "CANNOT_RUN"),
+])
+def test_only_the_repros_own_verdict_counts(scripts: Path, name: str, outcome: str, status: str) -> None:
+    check = verify_repro(scripts / name, runs=1, preload=())
+    assert (check.runs[0]["outcome"], check.status) == (outcome, status), check.runs[0]["output_tail"]
+
+
+def test_run_outcome_needs_marker_and_status() -> None:
+    assert run_outcome(1, "x\nrepro: REPRODUCED: yes\n") == "reproduced"
+    assert run_outcome(1, "repro: NOT REPRODUCED: no\n") == "cannot_run"
+    assert run_outcome(0, "repro: REPRODUCED: yes\n") == "cannot_run"
+    assert run_outcome(1, "Traceback ...\nValueError\n") == "cannot_run"
 
 
 def test_close_ends_interpreters_never_used(interpreters: Interpreters) -> None:
     spare = list(interpreters._processes)
     assert spare
+    folder = interpreters.cwd
     interpreters.close()
     assert [p.returncode for p in spare] == [0] * len(spare)
+    assert not Path(folder).exists()
 
 
-def test_runs_past_the_prestarted_ones_use_plain_python(scripts: Path) -> None:
-    one = Interpreters(1, scripts)
+def test_runs_past_the_prestarted_ones_start_fresh_interpreters(scripts: Path) -> None:
+    one = Interpreters(1, preload=())
     one.start()
-    check = verify_repro(scripts / "exit_one.py", runs=2, interpreters=one)
+    check = verify_repro(scripts / "reproduces.py", runs=2, interpreters=one)
     one.close()
-    assert [r["exit"] for r in check.runs] == [1, 1] and check.status == "REPRODUCED"
+    assert [r["outcome"] for r in check.runs] == ["reproduced", "reproduced"] and check.status == "REPRODUCED"
     assert sorted(r["launch"].startswith("prestarted") for r in check.runs) == [False, True]
+
+
+def test_interpreters_preload_torch_by_default() -> None:
+    started = Interpreters(1)
+    started.start()
+    process, prestarted = started.take()
+    assert prestarted and "torch._inductor.compile_fx" in started.preload
+    process.kill()
+    process.communicate()
+    started.close()

@@ -15,10 +15,12 @@ from typing import Any, Callable, Literal, Sequence
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import default_partition
 
 from ..errors import ModelError
+from ..verdict.fx_eval import fresh_inputs
 from ..verdict.graphs import CapturedGraph
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ class CaptureBackend:
 
     def _recorder(self, kind: Literal["forward", "backward"], index: int) -> Callable[..., Any]:
         def compiler(graph_module: fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
-            captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module)
+            captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module,
+                                     model_outputs=_model_outputs(kind))
             self.graphs.append(captured)
 
             def run(args: list[Any]) -> Any:
@@ -70,17 +73,34 @@ class CaptureBackend:
         return forward + backward
 
 
+def _model_outputs(kind: str) -> int | None:
+    """How many of a training forward graph's outputs are the model's own (mutated inputs, its
+    outputs); the rest are saved for the backward. None: all of them (inference, backward)."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    if kind != "forward" or metadata is None:
+        return None
+    return int(metadata.num_forward_returns)
+
+
 def capture(
     model: Callable[..., Any],
     inputs: Sequence[Any],
     loss_fn: Callable[[Any], Any] | None = None,
 ) -> tuple[list[CapturedGraph], Any]:
-    """Run ``model(*inputs)`` once through the capturing backend; returns graphs and output."""
+    """Run ``model(*inputs)`` once through the capturing backend; returns graphs and output.
+
+    Without a ``loss_fn`` nothing is differentiated, so the graphs are captured for inference
+    (``no_grad``): their outputs are the model's outputs, not also the tensors a backward would save.
+    """
     backend = CaptureBackend()
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend)
     try:
-        output = compiled(*inputs)
+        with torch.set_grad_enabled(loss_fn is not None and torch.is_grad_enabled()):
+            output = compiled(*fresh_inputs(tuple(inputs)))  # a model that writes to its inputs changes a copy
+        if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(output)):
+            raise ModelError(f"the model's output holds no tensor ({type(output).__name__}): nothing to compare")
         if loss_fn is not None:
             loss = loss_fn(output)
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:

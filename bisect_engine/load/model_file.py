@@ -8,6 +8,7 @@ naming the file and the function.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -49,10 +50,14 @@ def load_module(path: Path) -> ModuleType:
     sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exit:
+        raise ModelError(f"importing {path.name} called sys.exit({exit.code!r}): a model file must not end the "
+                         "process (put script code under `if __name__ == \"__main__\":`)") from None
     except Exception as error:
         raise ModelError(f"importing {path.name} raised {type(error).__name__}: {error}") from error
     finally:
-        sys.path.remove(str(path.parent))
+        with contextlib.suppress(ValueError):  # the file may have edited sys.path itself
+            sys.path.remove(str(path.parent))
     return module
 
 
@@ -83,7 +88,8 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
         raise UsageError(f"{path.name}: get_model() returned {type(model).__name__}, not a module or callable")
     inputs = _call(path, module.get_inputs, "get_inputs")
     if not isinstance(inputs, tuple):
-        inputs = (inputs,) if not isinstance(inputs, list) else tuple(inputs)
+        raise UsageError(f"{path.name}: get_inputs() must return a tuple of the model's positional arguments; "
+                         f"it returned a {type(inputs).__name__} (for one input write `return (x,)`)")
     loss_fn = getattr(module, "loss_fn", None)
     get_batches = getattr(module, "get_batches", None)
     get_optimizer = getattr(module, "get_optimizer", None)
@@ -99,6 +105,8 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
 def _call(path: Path, function: Callable[[], Any], name: str) -> Any:
     try:
         return function()
+    except SystemExit as exit:
+        raise ModelError(f"{path.name}: {name}() called sys.exit({exit.code!r})") from None
     except Exception as error:
         raise ModelError(f"{path.name}: {name}() raised {type(error).__name__}: {error}") from error
 

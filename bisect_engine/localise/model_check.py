@@ -17,7 +17,7 @@ from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, Tolerance, compare_values, worst
 from ..verdict.compiler import Compiler, budget_cause
-from ..verdict.fx_eval import to_fp64
+from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.oracle import SubgraphVerdict
 
 
@@ -26,7 +26,7 @@ def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_
     parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
     for parameter in parameters:
         parameter.grad = None
-    output = model(*inputs)
+    output = model(*fresh_inputs(tuple(inputs)))  # each side its own copy: the model may write to its inputs
     values = [v for v in pytree.tree_leaves(output) if isinstance(v, torch.Tensor)]
     if loss_fn is not None:
         loss = loss_fn(output)

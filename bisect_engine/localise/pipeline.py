@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import BisectError, ModelError
+from ..errors import BisectError, Interrupted, ModelError
 from ..load.capture import capture
 from ..load.model_file import ModelSpec
 from ..progress import Progress
@@ -32,7 +32,7 @@ from ..verdict.candidate import GraphCandidate, ModelCandidate
 from ..verdict.compare import Outcome
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
-from ..verdict.nonfinite import first_origin, has_nan_problem
+from ..verdict.nonfinite import Nonfinite, compiled_origin, first_origin, outputs_problem, turned_nonfinite
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
@@ -49,13 +49,22 @@ class GraphResult:
     nodes: NodeCheck | None = None
     window: tuple[str, ...] | None = None
     window_verdict: SubgraphVerdict | None = None
-    eager_nan: str | None = None
-    compiled_nan: str | None = None
+    eager_nonfinite: Nonfinite | None = None  # NaN/Inf in eager's model outputs, and who makes them
+    compiled_nan: str | None = None  # where compiled first turns non-finite (alone, or agreeing with eager)
     nan_problem: bool = False
     propagators: list[str] = field(default_factory=list)
     replay_values: dict[str, Any] = field(default_factory=dict)  # eager replay of the culprit's output
     attribution: Attribution | None = None
     confirmed: bool | None = None  # the culprit subgraph, compiled on its own, still diverges (or crashes)
+
+    @property
+    def eager_nan(self) -> str | None:
+        """The node that first makes eager's outputs non-finite (the model's own NaN)."""
+        return self.eager_nonfinite.origin if self.eager_nonfinite else None
+
+    @property
+    def model_outputs(self) -> list[str]:
+        return self.context.view.output_names(self.context.captured.model_outputs)
 
     @property
     def crash(self) -> tuple[str, str] | None:
@@ -92,7 +101,14 @@ class RunResult:
     model_attribution: Attribution | None = None
     scan: dict[str, Any] = field(default_factory=dict)  # "batch" / "step" findings of a scan
     budget: str | None = None  # what the exhausted budget cut, when it did
+    interrupted: dict[str, Any] | None = None  # {"signal", "signum", "stage"}: SIGINT/SIGTERM stopped the run
     search: RunSearch | None = None  # the run's one search object (the writer judges with it too)
+
+    @property
+    def draws_random(self) -> bool:
+        """Some judged graph draws random numbers (dropout): raw eager/compiled comparisons of the
+        whole model differ by draws alone; the engine feeds eager's draws to both sides."""
+        return any(_has_random(g) for g in self.graphs)
 
     @property
     def captured_count(self) -> int:
@@ -141,6 +157,8 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
         _localise(result, judge, options, progress, model_level_check, on_divergence)
     except BudgetExhausted as exhausted:
         result.budget = budget_message(exhausted, options, compiler)
+    except Interrupted as interrupt:  # what was learned so far is the result; the caller re-raises
+        result.interrupted = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}
     result.seconds = time.perf_counter() - started
     return result
 
@@ -205,10 +223,10 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
         whole = search.judge(GraphCandidate(graph.name, frozenset(names), purpose="whole"))
     result = GraphResult(context, whole)
     run_result.graphs.append(result)
-    whole_outputs = context.whole().output_names
-    eager_problem = has_nan_problem(context.view, context.eager_values, [context.eager_values[n] for n in whole_outputs])
-    compiled_problem = has_nan_problem(context.view, {}, list(whole.compiled_values.values()))
+    result.eager_nonfinite = outputs_problem(context.view, context.eager_values, result.model_outputs)
+    compiled_problem = any(v.new_nonfinite for v in whole.outputs.values())
     random_unchecked = _has_random(result) and not context.rng_strict
+    eager_problem = result.eager_nonfinite is not None
     if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked):
         return result
     if on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem):
@@ -224,7 +242,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
             _search_window(result, search, progress, passing)
     elif whole.outcome is not Outcome.MATCH:
         _search_window(result, search, progress, result.nodes.checked)
-    _nan_forensics(result, eager_problem)
+    _nan_forensics(result)
     return result
 
 
@@ -243,20 +261,27 @@ def _confirm_node(result: GraphResult, first: str, search: RunSearch, progress: 
         result.propagators, result.replay_values = propagators(context, first, result.nodes.verdict)
 
 
-def _nan_forensics(result: GraphResult, eager_problem: bool) -> None:
+def _nan_forensics(result: GraphResult) -> None:
+    """Compiled is at fault for a NaN/Inf when it turns a node non-finite where eager is finite
+    (per-node check), or when the culprit's wrong value, replayed eagerly, makes the model's
+    outputs non-finite; eager when its own outputs hold one (see :mod:`~bisect_engine.verdict.nonfinite`)."""
     context = result.context
     assert result.nodes is not None
-    compiled_values = result.nodes.verdict.compiled_values
-    compiled_problem = has_nan_problem(context.view, compiled_values, list(result.whole.compiled_values.values()))
-    eager_origin = first_origin(context.view, context.eager_values) if eager_problem else None
-    compiled_origin = first_origin(context.view, compiled_values, context.eager_values) if compiled_problem or eager_problem else None
-    if compiled_origin is None and result.replay_values and has_nan_problem(context.view, result.replay_values, []):
+    origin = compiled_origin(context.view, result.nodes.verdict.outputs)
+    if origin is None and result.replay_values and turned_nonfinite(context.eager_values, result.replay_values,
+                                                                    result.model_outputs):
         # The culprit's output is wrong but finite; the NaN appears further down (eager replay).
-        compiled_problem = True
-        compiled_origin = first_origin(context.view, result.replay_values)
-    result.eager_nan = eager_origin.name if eager_origin is not None else None
-    result.compiled_nan = compiled_origin.name if compiled_origin is not None else None
-    result.nan_problem = eager_problem or compiled_problem
+        culprit = result.culprit_nodes[0]
+        after = [n.name for n in context.view.compute_nodes[context.view.position[culprit] + 1:]]
+        found = first_origin(context.view, result.replay_values, among=after)
+        origin = found.name if found is not None else None
+    result.nan_problem = result.eager_nonfinite is not None or origin is not None
+    if origin is None and result.nan_problem:
+        # Compiled agrees with eager's own NaN: say where compiled first makes it too (on eager's
+        # inputs), as a description; the blame stays with the model or the inputs.
+        agreeing = first_origin(context.view, result.nodes.verdict.compiled_values, context.eager_values)
+        origin = agreeing.name if agreeing is not None else None
+    result.compiled_nan = origin
 
 
 def _search_window(result: GraphResult, search: RunSearch, progress: Progress, known_passing: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from tqdm import tqdm
 
-from ..errors import ModelError
+from ..errors import ModelError, UsageError
 from ..load.model_file import ModelSpec
 from ..progress import Progress
 from ..verdict.compiler import Compiler, budget_cause
@@ -23,11 +23,20 @@ from .pipeline import RunResult, budget_message, new_compiler, run
 from .scans import scan_batches, scan_steps, take_samples
 
 
+# A scan compares whole-model runs, whose random draws (dropout) differ between eager and Inductor;
+# the localisation that follows feeds eager's draws to both sides and has the last word.
+CLEARED = ("{what} differed in the scan, but with eager's random draws fed to both sides no graph diverges: "
+           "the difference was the draws (the model uses dropout or other random ops)")
+
+
 def _batches(spec: ModelSpec) -> list[Any]:
     try:
-        return list(spec.get_batches())  # type: ignore[misc]
+        batches = list(spec.get_batches())  # type: ignore[misc]
     except Exception as error:
         raise ModelError(f"{spec.path.name}: get_batches() raised {type(error).__name__}: {error}") from error
+    if not batches:
+        raise UsageError(f"{spec.path.name}: get_batches() gave no batches: nothing to check")
+    return batches
 
 
 def _bar(progress: Progress, description: str) -> Any:
@@ -70,6 +79,8 @@ def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress
     model.load_state_dict(finding.state)
     result = run(dataclasses.replace(spec, model=model, inputs=finding.batch), options, progress, compiler, on_divergence)
     result.scan = {"step": finding.step, "step_detail": finding.to_json()}
+    if result.finding is None and result.draws_random:
+        result.scan = {"step": None, "step_detail": {**finding.to_json(), "cleared": CLEARED.format(what=f"step {finding.step}")}}
     return result
 
 
@@ -85,6 +96,8 @@ def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, p
         result = run(dataclasses.replace(spec, inputs=finding.batch), options, progress, compiler, on_divergence)
         finding = dataclasses.replace(finding, samples=None)
     result.scan = {"batch": finding.to_json()}
+    if result.finding is None and result.draws_random:
+        result.scan = {"batch": None, "batch_detail": {**finding.to_json(), "cleared": CLEARED.format(what=f"batch {finding.index}")}}
     return result
 
 

@@ -17,8 +17,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..verdict.compare import Outcome, Tolerance, compare_values
-from ..verdict.compiler import Compiler
-from ..verdict.fx_eval import to_fp64
+from ..errors import ModelError, UsageError
+from ..verdict.compiler import Compiler, budget_cause
+from ..verdict.fx_eval import fresh_inputs, to_fp64
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,12 @@ class BatchFinding:
     independent: bool
     scanned: int
     nonfinite: bool
+    crashed: str = ""  # the compiled copy raised on this batch (the error)
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "samples": list(self.samples) if self.samples is not None else None,
-                "independent": self.independent, "batches_scanned": self.scanned, "nonfinite": self.nonfinite}
+                "independent": self.independent, "batches_scanned": self.scanned, "nonfinite": self.nonfinite,
+                "crashed": self.crashed or None}
 
 
 def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, tolerance: Tolerance,
@@ -78,8 +81,14 @@ def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Co
         batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
         scanned += 1
         with torch.no_grad():
-            eager_out, fp64_out, compiled_out = (_run(f, args, seed) for f, args in
-                                                 ((model, batch), (model64, to_fp64(batch)), (compiled, batch)))
+            eager_out = _user_run(model, batch, seed, f"batch {index}")
+            fp64_out = _fp64_run(model64, batch, seed, eager_out)
+            try:
+                compiled_out = _run(compiled, batch, seed)
+            except Exception as error:
+                if budget_cause(error) is not None:
+                    raise
+                return BatchFinding(index, batch, None, False, scanned, False, f"{type(error).__name__}: {error}")
         check = judge(eager_out, fp64_out, compiled_out, tolerance)
         if check.failed:
             samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, tolerance, seed)
@@ -89,7 +98,29 @@ def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Co
 
 def _run(function: Callable[..., Any], args: Sequence[Any], seed: int) -> list[torch.Tensor]:
     torch.manual_seed(seed)
-    return _tensors(function(*args))
+    return _tensors(function(*fresh_inputs(tuple(args))))  # each side its own copy of the batch
+
+
+def _user_run(model: Callable[..., Any], batch: Sequence[Any], seed: int, where: str) -> list[torch.Tensor]:
+    """The eager model on a batch: a failure there is the model's (or the data's), exit 2."""
+    try:
+        return _run(model, batch, seed)
+    except Exception as error:
+        raise ModelError(f"the model raised on {where} ({_shapes(batch)}): {type(error).__name__}: {error}") from error
+
+
+def _fp64_run(model64: Callable[..., Any], batch: Sequence[Any], seed: int, eager: list[torch.Tensor]) -> list[torch.Tensor]:
+    """fp64 outputs, or eager's when the model has no fp64 version of an op (eager is then the reference)."""
+    try:
+        return _run(model64, to_fp64(tuple(batch)), seed)
+    except Exception as error:  # noqa: BLE001 - eager stands in; the verdict only loses its fp64 arbiter
+        log.debug("fp64 run failed: %s", error)
+        return eager
+
+
+def _shapes(batch: Sequence[Any]) -> str:
+    return ", ".join(f"{tuple(v.shape)} {str(v.dtype).replace('torch.', '')}" if isinstance(v, torch.Tensor)
+                     else type(v).__name__ for v in batch)
 
 
 def batch_size(batch: Sequence[Any]) -> int | None:
@@ -162,7 +193,13 @@ class _Trainer:
                  forward: Callable[..., Any] | None = None, upcast: bool = False):
         self.model, self.loss_fn, self.upcast = model, loss_fn, upcast
         self.forward = model if forward is None else forward
-        self.optimizer = make_optimizer(model.parameters())
+        try:
+            self.optimizer = make_optimizer(model.parameters())
+        except Exception as error:
+            raise ModelError(f"get_optimizer(parameters) raised {type(error).__name__}: {error}") from error
+        if not isinstance(self.optimizer, torch.optim.Optimizer):
+            raise UsageError(f"get_optimizer(parameters) must return a torch.optim.Optimizer; it returned "
+                             f"{type(self.optimizer).__name__}")
 
     def step(self, batch: tuple[Any, ...], seed: int) -> dict[str, list[torch.Tensor]]:
         torch.manual_seed(seed)
@@ -191,7 +228,12 @@ def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable
     for step, batch in enumerate(progress(batches)):
         batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
         snapshot = copy.deepcopy(eager.model.state_dict())
-        results = [trainer.step(batch, seed + step) for trainer in (eager, reference, compiled)]
+        try:
+            first = eager.step(batch, seed + step)
+        except Exception as error:
+            raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
+                             f"{type(error).__name__}: {error}") from error
+        results = [first] + [trainer.step(batch, seed + step) for trainer in (reference, compiled)]
         parts = [(part, judge(results[0][part], results[1][part], results[2][part], tolerance))
                  for part in ("loss", "gradients", "parameters")]
         failed = tuple(part for part, check in parts if check.failed)

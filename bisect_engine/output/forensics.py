@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-_DIVISIONS = ("aten.div", "aten.reciprocal", "aten.remainder", "aten.fmod", "aten.rsqrt")
+_DIVISIONS = ("aten.div", "aten.reciprocal", "aten.remainder", "aten.fmod", "aten.rsqrt", "aten.floor_divide")
 _LOGS = ("aten.log", "aten.log2", "aten.log10", "aten.xlogy", "aten.special_xlog1py")
 _SQRTS = ("aten.sqrt", "aten.rsqrt", "aten.pow")
 _EXPS = ("aten.exp", "aten.exp2", "aten.expm1", "aten.pow", "aten.sinh", "aten.cosh")
@@ -60,11 +60,38 @@ def _family(op: str, prefixes: tuple[str, ...]) -> bool:
     return any(op == p or op.startswith(p + ".") or op.startswith(p + "_") for p in prefixes)
 
 
+# Domain errors: (op family, the input range outside the domain, cause, fix). Read from the first
+# input's statistics.
+_DOMAINS = (
+    (("aten.log1p",), lambda s: s.min <= -1, "log1p of a value <= -1",
+     "clamp the argument above -1 (x.clamp_min(-1 + eps)), or fix what makes it that small"),
+    (("aten.acosh",), lambda s: s.min < 1, "acosh of a value < 1", "clamp the argument to >= 1"),
+    (("aten.atanh",), lambda s: s.min <= -1 or s.max >= 1, "atanh of a value outside (-1, 1)",
+     "clamp the argument into (-1 + eps, 1 - eps)"),
+    (("aten.asin", "aten.acos"), lambda s: s.min < -1 or s.max > 1, "asin/acos of a value outside [-1, 1]",
+     "clamp the argument into [-1, 1]"),
+)
+
+
+def _domain_error(op: str, first: InputStats | None) -> tuple[str, str] | None:
+    if first is None or not math.isfinite(first.min):
+        return None
+    for families, outside, cause, fix in _DOMAINS:
+        if _family(op, families) and outside(first):
+            return cause, fix
+    return None
+
+
 def diagnose(op: str, inputs: list[InputStats], output_dtype: torch.dtype | None) -> tuple[str, str]:
     """(plain-language cause, usual fix) for an op whose output turned non-finite."""
     first = inputs[0] if inputs else None
     if any(s.nan for s in inputs):
         return "an input already holds NaN", "find where that input's NaN comes from (it is upstream of this op)"
+    domain = _domain_error(op, first)
+    if domain is not None:
+        return domain
+    if _family(op, ("aten.pow",)) and first and first.negatives:
+        return "a negative number to a fractional power", "clamp the base to be positive, or use an integer exponent"
     if _family(op, _LOGS) and first and first.zeros:
         return "log of zero", "add an epsilon (log(x + eps)), clamp (x.clamp_min(eps)), or use log_softmax / logsumexp"
     if _family(op, _LOGS) and first and first.negatives:

@@ -6,16 +6,20 @@ extend, never rename.
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree
 
 from ..verdict.compare import Outcome
 from ..verdict.digest import digest
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
+from ..load.model_file import ModelSpec
 from ..localise.pipeline import GraphResult, RunResult
+from ..verdict.compiler import Compiler
 from .repro import Expect, ReproSpec, repro_spec
 
 SCHEMA_VERSION = 1
@@ -25,6 +29,8 @@ def verdict_of(result: RunResult) -> str:
     """``clean`` only when every captured graph was judged and matched; ``incomplete`` when the
     budget ran out before anything was found."""
     finding = result.finding
+    if result.interrupted:
+        return "interrupted"
     if finding is None:
         if result.budget or len(result.graphs) < result.captured_count:
             return "incomplete"
@@ -109,7 +115,11 @@ def nan_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None:
         return None
     nan: dict[str, Any] = {side: _nan_side(result, graph, name, side) if name else None
                            for side, name in (("eager", graph.eager_nan), ("compiled", graph.compiled_nan))}
-    nan["made_by"] = "model" if graph.eager_nan else "compiler"
+    eager = graph.eager_nonfinite
+    # Who is at fault: the data fed in, the model itself (eager makes it too), or compilation alone.
+    nan["made_by"] = eager.made_by if eager is not None else "compiler"
+    if eager is not None and eager.made_by == "input":
+        nan["inputs"] = [{"input": name, "nan": nan_count, "inf": inf_count} for name, nan_count, inf_count in eager.inputs]
     return nan
 
 
@@ -171,6 +181,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "model_level": result.model_level,
         "subsystem": _attribution(result),
         "budget": result.budget,
+        "interrupted": result.interrupted,
         "environment": environment(),
         "stats": {
             "compiles": result.compiler.compiles,
@@ -180,8 +191,33 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
             "graphs_captured": result.captured_count,
         },
     }
+    report["inputs_nonfinite"] = inputs_nonfinite(result.spec.inputs)
     report.update(result.scan)  # "batch" / "step" when a scan ran
     report.update(extra or {})
+    return report
+
+
+def inputs_nonfinite(inputs: Any) -> list[dict[str, Any]]:
+    """The model's arguments that hold NaN/Inf (``argument``: the position in ``get_inputs()``,
+    ``path``: where inside it): data the model is fed, never the compiler's doing."""
+    found = []
+    for position, argument in enumerate(inputs or ()):
+        leaves, _ = torch.utils._pytree.tree_flatten_with_path(argument)
+        for path, leaf in leaves:
+            if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
+                nan, inf = int(torch.isnan(leaf).sum()), int(torch.isinf(leaf).sum())
+                if nan or inf:
+                    found.append({"argument": position, "path": torch.utils._pytree.keystr(path) or None,
+                                  "nan": nan, "inf": inf})
+    return found
+
+
+def bare_report(model: Path | str, verdict: str, seconds: float = 0.0) -> dict[str, Any]:
+    """A report with no engine run behind it (nothing checked yet, a script's clean run, an
+    interrupted load): every public key present."""
+    result = RunResult(ModelSpec(Path(model), None, (), None, None), [], Compiler(), seconds)  # type: ignore[arg-type]
+    report = build_report(result)
+    report["verdict"] = verdict
     return report
 
 
@@ -198,6 +234,7 @@ def repro_target(result: RunResult) -> tuple[GraphResult, tuple[str, ...], Expec
         names, expect = (graph.eager_nan,), "eager_nonfinite"
     elif not names and graph.compiled_nan:
         names = (graph.compiled_nan,)
+    # NaN/Inf the inputs bring (no op makes them): nothing compiled to repro.
     return (graph, names, expect) if names else None
 
 
@@ -293,6 +330,9 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"  raised:  {crash['exception']}: {first}")
         if culprit["propagators"]:
             lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
+    for detail in (report.get("step_detail"), report.get("batch_detail")):
+        if isinstance(detail, dict) and detail.get("cleared"):
+            lines.append(f"  scan:    {detail['cleared']}")
     if report.get("step") is not None:
         lines.append(f"  training step: {report['step']} (first to diverge: {', '.join(report['step_detail']['diverged_in'])})")
     if isinstance(report.get("batch"), dict):
@@ -304,6 +344,12 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(f"  subsystem: {subsystem['kind']} {subsystem['name']}: {subsystem_sentence(subsystem)}")
         lines.append("  workaround:\n" + "\n".join(f"    {line}" for line in subsystem["workaround"].splitlines()))
     nan = report.get("nan")
+    for fed in report.get("inputs_nonfinite") or []:
+        lines.append(f"  input:   argument {fed['argument']}{fed['path'] or ''} holds {fed['nan']} NaN and "
+                     f"{fed['inf']} Inf (the data fed to the model)")
+    if nan and nan.get("made_by") == "input":
+        fed = ", ".join(f"{i['input']} ({i['nan']} NaN, {i['inf']} Inf)" for i in nan.get("inputs", []))
+        lines.append(f"  NaN/Inf come from the inputs, not from an op: {fed}; the compiler is not at fault")
     if nan:
         for side in ("eager", "compiled"):
             where = nan.get(side)
@@ -315,8 +361,15 @@ def summary(report: dict[str, Any]) -> str:
                     lines.append(f"    {where['backward_of']}")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
+    if report["verdict"] == "interrupted":
+        where = report.get("interrupted") or {}
+        lines.append(f"  interrupted by {where.get('signal', 'a signal')} during the {where.get('stage', '?')} stage;"
+                     " what was learned so far is above")
     if report["verdict"] == "incomplete":
         lines.append("  no verdict: the budget ran out before every graph was judged")
+    kept = (report.get("output") or {}).get("previous")
+    if kept:
+        lines.append(f"  earlier run kept in {kept}")
     repro = report.get("repro")
     if repro:
         lines.append(f"  repro:   {repro['path']}  ({repro['status']} {repro.get('reproduced', '')} in fresh processes)")

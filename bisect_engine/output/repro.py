@@ -1,7 +1,7 @@
 """Standalone, self-verifying repro scripts.
 
 :func:`repro_spec` turns a finding into a :class:`ReproSpec` (plain data); :func:`render` turns a
-spec into text, a pure function (same spec, same bytes); :func:`write_repro` writes it;
+spec into text, a pure function (same spec, same bytes); the writer writes it;
 :func:`verify_repro` runs it in fresh processes. A repro needs only torch: the minimal failing
 subgraph as aten-level code, its real inputs (compressed, base64; a sidecar file beside the
 script past a size cap), the non-default Inductor config as ``config.patch`` code, an environment
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import io
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -63,7 +65,7 @@ class ReproCheck:
     runs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
-        reproduced = sum(run["exit"] == repro_runtime.EXIT_REPRODUCED for run in self.runs)
+        reproduced = sum(run["outcome"] == "reproduced" for run in self.runs)
         return {"path": self.path, "status": self.status, "reproduced": f"{reproduced}/{len(self.runs)}",
                 "runs": list(self.runs)}
 
@@ -160,13 +162,27 @@ INPUTS_B64 = (
 _MAIN = '''
 
 if __name__ == "__main__":
-    sys.exit(repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
-                        RNG_STRICT, SEED, INPUT_RECIPES))
+    try:
+        status = repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
+                            RNG_STRICT, SEED, INPUT_RECIPES)
+    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
+        import traceback
+
+        traceback.print_exc()
+        print("repro: cannot run (unexpected error)")
+        status = EXIT_CANNOT_RUN
+    sys.exit(status)
 '''
 
 
+def one_line(text: str) -> str:
+    """User-named text (file names, paths, module names) made safe inside a ``#`` comment: every
+    character that could end the line or hide text is written as its escape."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(text))
+
+
 def _comment_lines(pairs: tuple[tuple[str, str], ...]) -> str:
-    return "\n".join(f"#   {label + ':':<12} {text}" for label, text in pairs)
+    return "\n".join(f"#   {one_line(label) + ':':<12} {one_line(text)}" for label, text in pairs)
 
 
 def _embedded(module: Any) -> str:
@@ -187,14 +203,14 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
     encoded = base64.b64encode(spec.inputs_blob).decode("ascii")
     inline = len(encoded) <= INLINE_LIMIT_BYTES
     chunks = [encoded[i : i + 96] for i in range(0, len(encoded), 96)] if inline else []
-    notes = "".join(f"# {note}\n" for note in spec.notes)
+    notes = "".join(f"# {one_line(line)}\n" for note in spec.notes for line in str(note).splitlines() or [""])
     unrenderable = "".join(
-        f"# Also non-default, not renderable as code (set it as your job does): {key}\n"
+        f"# Also non-default, not renderable as code (set it as your job does): {one_line(key)}\n"
         for key in spec.unrenderable_config
     )
     script = (
         _HEADER.format(
-            title=spec.title, script_name=script_name,
+            title=one_line(spec.title), script_name=script_name,
             finding=_comment_lines(spec.finding), environment=_comment_lines(spec.environment),
         )
         + notes
@@ -216,31 +232,21 @@ def _indent(code: str) -> str:
     return "\n".join(f"    {line}" if line else "" for line in code.splitlines())
 
 
-def write_repro(rendered: RenderedRepro, out_dir: Path, script_name: str = "repro.py") -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / script_name
-    path.write_text(rendered.script)
-    if rendered.sidecar is not None:
-        (out_dir / SIDECAR_NAME).write_bytes(rendered.sidecar)
-    return path
-
-
-# A python interpreter started ahead of time: it imports what every repro imports (torch,
-# Inductor, make_fx), then waits for one script path on stdin and runs that file as __main__,
-# exactly as ``python repro.py`` would (sys.argv, sys.path[0], __file__, output, exit status; the
-# interpreter's C-level teardown is skipped). An empty line or a closed stdin ends it without
-# running anything. It holds no state of the tool's.
+# A python interpreter for one verification run: it drops the working folder from ``sys.path`` (as
+# ``python -P`` does; it runs in a fresh empty folder anyway), imports what every repro imports
+# (torch, Inductor, make_fx), then waits for one script path on stdin and runs that file as
+# __main__ the way ``python -P repro.py`` would: nothing in the output folder is ever imported
+# (a ``numpy.py`` planted there stays inert). Started ahead of time, the imports overlap the
+# search. An empty line or a closed stdin ends it without running anything. The interpreter's
+# C-level teardown is skipped. It holds no state of the tool's.
 _BOOTSTRAP = """\
 import os, runpy, sys, warnings
+sys.path[:] = [entry for entry in sys.path if entry not in ("", os.getcwd())]
 if hasattr(os, "nice"):
     os.nice(10)  # import in the search's idle cycles, not in its way; results do not depend on it
 with warnings.catch_warnings():  # the script's own warning filters start as Python's defaults
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    for module in ("torch", "torch.fx", "torch.fx.experimental.proxy_tensor", "torch._inductor.compile_fx",
-                   "torch._inductor.fx_passes.fuse_attention", "torch._inductor.fx_passes.mkldnn_fusion",
-                   "torch._inductor.fx_passes.pad_mm", "torch._inductor.fx_passes.quantization",
-                   "torch._inductor.codegen.halide", "torch._inductor.codegen.wrapper_fxir",
-                   "torch._inductor.codegen.memory_planning", "torch._inductor.cpp_builder", "setuptools"):
+    for module in PRELOAD:
         try:
             __import__(module)
         except Exception:
@@ -249,7 +255,6 @@ path = sys.stdin.readline().strip()
 if not path:
     sys.exit(0)
 sys.argv = [path]
-sys.path[0] = os.path.dirname(os.path.abspath(path))
 try:
     runpy.run_path(path, run_name="__main__")
     code = 0
@@ -268,39 +273,53 @@ sys.stdout.flush()
 sys.stderr.flush()
 os._exit(code)
 """
+LAUNCH = "python -P repro.py, from an empty working folder"
+# What every repro imports: loaded while the interpreter waits for its script.
+PRELOAD = ("torch", "torch.fx", "torch.fx.experimental.proxy_tensor", "torch._inductor.compile_fx",
+           "torch._inductor.fx_passes.fuse_attention", "torch._inductor.fx_passes.mkldnn_fusion",
+           "torch._inductor.fx_passes.pad_mm", "torch._inductor.fx_passes.quantization",
+           "torch._inductor.codegen.halide", "torch._inductor.codegen.wrapper_fxir",
+           "torch._inductor.codegen.memory_planning", "torch._inductor.cpp_builder", "setuptools")
 
 
 class Interpreters:
-    """Fresh interpreters for :func:`verify_repro`, started while the search still runs.
+    """Fresh interpreters for :func:`verify_repro`, each in an empty working folder of its own
+    making; ``start`` launches them while the search still runs (importing torch and Inductor is
+    most of a small repro's run time). Each runs one script once. :meth:`close` ends the ones
+    never used; :meth:`kill` ends every one at once (an interrupted run)."""
 
-    Importing torch and Inductor is most of a small repro's run time (about 4 s here); started
-    as soon as a graph is found to diverge, that overlaps with the search. Each interpreter runs
-    one script once. :meth:`close` ends the ones never used.
-    """
-
-    def __init__(self, count: int, cwd: Path):
-        self.count, self.cwd = count, cwd
+    def __init__(self, count: int, preload: tuple[str, ...] = PRELOAD):
+        self.count = count
+        self.preload = preload
         self._processes: list[subprocess.Popen[str]] = []
+        self._cwd: str | None = None
         self.started = False
+
+    @property
+    def cwd(self) -> str:
+        if self._cwd is None:
+            self._cwd = tempfile.mkdtemp(prefix="bisect-accuracy-verify-")
+        return self._cwd
+
+    def launch(self) -> subprocess.Popen[str]:
+        bootstrap = _BOOTSTRAP.replace("PRELOAD", repr(self.preload))
+        return subprocess.Popen([sys.executable, "-c", bootstrap], cwd=self.cwd, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def start(self) -> None:
         if self.started or self.count <= 0:
             return
         self.started = True
-        self.cwd.mkdir(parents=True, exist_ok=True)
-        for _ in range(self.count):
-            self._processes.append(subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP], cwd=self.cwd, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            ))
+        self._processes = [self.launch() for _ in range(self.count)]
 
-    def take(self) -> subprocess.Popen[str] | None:
+    def take(self) -> tuple[subprocess.Popen[str], bool]:
+        """An interpreter for one run, and whether it was started ahead of time."""
         while self._processes:
             process = self._processes.pop()
             if process.poll() is None:
-                return process
+                return process, True
             process.communicate()
-        return None
+        return self.launch(), False
 
     def close(self) -> None:
         for process in self._processes:
@@ -310,45 +329,77 @@ class Interpreters:
                 process.kill()
                 process.communicate()
         self._processes = []
+        self._remove_cwd()
+
+    def kill(self) -> None:
+        for process in self._processes:
+            process.kill()
+        self._processes = []
+        self._remove_cwd()
+
+    def _remove_cwd(self) -> None:
+        if self._cwd is not None:
+            shutil.rmtree(self._cwd, ignore_errors=True)
+            self._cwd = None
 
 
-def _run_once(path: Path, timeout_s: float, interpreters: Interpreters | None = None) -> dict[str, Any]:
-    process = interpreters.take() if interpreters is not None else None
+def run_outcome(status: int, stdout: str) -> str:
+    """``reproduced`` only with the repro's own marker and exit 1; ``not_reproduced`` with its
+    marker and exit 0; anything else (a crash, a SyntaxError, 125, a timeout) is ``cannot_run``."""
+    lines = stdout.splitlines()
+    if status == repro_runtime.EXIT_REPRODUCED and any(
+            line.startswith(repro_runtime.MARKER_REPRODUCED + ":") for line in lines):
+        return "reproduced"
+    if status == repro_runtime.EXIT_NOT_REPRODUCED and any(
+            line.startswith(repro_runtime.MARKER_NOT_REPRODUCED + ":") for line in lines):
+        return "not_reproduced"
+    return "cannot_run"
+
+
+def _run_once(path: Path, timeout_s: float, interpreters: Interpreters, running: list[subprocess.Popen[str]]) -> dict[str, Any]:
+    process, prestarted = interpreters.take()
+    running.append(process)
     started = time.perf_counter()
-    if process is None:
-        process = subprocess.Popen([sys.executable, path.name], cwd=path.parent, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        launch, request = "python repro.py", None
-    else:
-        launch, request = "prestarted python (torch imported, then the script run as __main__)", f"{path.resolve()}\n"
     try:
-        stdout, stderr = process.communicate(input=request, timeout=timeout_s)
+        stdout, stderr = process.communicate(input=f"{path.resolve()}\n", timeout=timeout_s)
         status, tail = process.returncode, (stdout + stderr)[-2000:]
     except subprocess.TimeoutExpired:
         process.kill()
-        process.communicate()
-        status, tail = 125, f"timed out after {timeout_s} s"
-    return {"exit": status, "seconds": round(time.perf_counter() - started, 2), "output_tail": tail,
-            "launch": launch}
+        stdout, _ = process.communicate()
+        status, tail = repro_runtime.EXIT_CANNOT_RUN, f"timed out after {timeout_s:g} s"
+    return {"exit": status, "outcome": run_outcome(status, stdout or ""), "seconds": round(time.perf_counter() - started, 2),
+            "output_tail": tail, "launch": ("prestarted " if prestarted else "") + LAUNCH}
 
 
-def verify_repro(path: Path, runs: int = 3, timeout_s: float = 600,
-                 interpreters: Interpreters | None = None) -> ReproCheck:
+def verify_repro(path: Path, runs: int = 3, timeout_s: float = 600, interpreters: Interpreters | None = None,
+                 preload: tuple[str, ...] = PRELOAD) -> ReproCheck:
     """Run the repro ``runs`` times in fresh processes (concurrently) and classify the outcome.
 
-    ``interpreters``: fresh interpreters started earlier (see :class:`Interpreters`); a run
-    without one starts ``python repro.py``.
+    ``interpreters``: started earlier (see :class:`Interpreters`); runs past those start fresh
+    ones. An interrupt kills every run at once.
     """
+    own = interpreters is None
+    interpreters = interpreters or Interpreters(0, preload)
+    running: list[subprocess.Popen[str]] = []
     with ThreadPoolExecutor(max_workers=max(runs, 1)) as pool:
-        results = tuple(pool.map(lambda _: _run_once(path, timeout_s, interpreters), range(runs)))
-    exits = [r["exit"] for r in results]
-    reproduced = sum(code == repro_runtime.EXIT_REPRODUCED for code in exits)
-    if reproduced == runs and runs:
+        futures = [pool.submit(_run_once, path, timeout_s, interpreters, running) for _ in range(runs)]
+        try:
+            results = tuple(future.result() for future in futures)
+        except BaseException:
+            for process in running:
+                process.kill()
+            interpreters.kill()
+            raise
+        finally:
+            if own:
+                interpreters.close()
+    outcomes = [r["outcome"] for r in results]
+    if outcomes and all(o == "reproduced" for o in outcomes):
         status = "REPRODUCED"
-    elif reproduced:
+    elif "reproduced" in outcomes:
         status = "FLAKY"
-    elif all(code == repro_runtime.EXIT_CANNOT_RUN for code in exits):
-        status = "CANNOT_RUN"
-    else:
+    elif outcomes and all(o == "not_reproduced" for o in outcomes):
         status = "NOT_REPRODUCED"
+    else:
+        status = "CANNOT_RUN"
     return ReproCheck(str(path), status, results)  # type: ignore[arg-type]

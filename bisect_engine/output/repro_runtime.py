@@ -24,6 +24,15 @@ if __package__:  # imported by the tool itself; inside a repro these names are d
     from ..verdict.recipes import random_inputs
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_CANNOT_RUN = 1, 0, 125
+# The verdict line the tool's verification reads: "reproduced" needs this line *and* exit 1, so a
+# crash (which also exits 1) can never pass for a reproduction.
+MARKER_REPRODUCED, MARKER_NOT_REPRODUCED = "repro: REPRODUCED", "repro: NOT REPRODUCED"
+
+
+def say_verdict(reproduced, why):
+    """Say the outcome on stdout with its marker; return the exit status that goes with it."""
+    print(f"{MARKER_REPRODUCED if reproduced else MARKER_NOT_REPRODUCED}: {why}")
+    return EXIT_REPRODUCED if reproduced else EXIT_NOT_REPRODUCED
 
 
 def load_inputs(inputs_b64, inputs_file, script_path, recipes=None, seed=0):
@@ -113,20 +122,17 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         return EXIT_CANNOT_RUN
     if expect == "eager_nonfinite":
         found = has_nonfinite(eager)
-        print(f"repro: eager output {'holds' if found else 'holds no'} NaN/Inf")
-        return EXIT_REPRODUCED if found else EXIT_NOT_REPRODUCED
+        return say_verdict(found, f"eager output {'holds' if found else 'holds no'} NaN/Inf")
     try:
         compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed)
     except Exception as error:
         if expect == "crash":
-            print(f"repro: REPRODUCED: Inductor raised {type(error).__name__}: {error}")
-            return EXIT_REPRODUCED
+            return say_verdict(True, f"Inductor raised {type(error).__name__}: {error}")
         traceback.print_exc()
         print("repro: cannot run (the Inductor compile raised)")
         return EXIT_CANNOT_RUN
     if expect == "crash":
-        print("repro: NOT REPRODUCED: Inductor compiled and ran without raising")
-        return EXIT_NOT_REPRODUCED
+        return say_verdict(False, "Inductor compiled and ran without raising")
     verdicts = compare_values(eager, fp64, compiled)
     if not rng_strict and len(verdicts) == len(eager):  # draws are data: only their finiteness counts
         verdicts = [
@@ -135,6 +141,4 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         ]
     report(output_names, verdicts)
     mismatched = any(v.outcome is not Outcome.MATCH for v in verdicts)
-    print(f"repro: {'REPRODUCED' if mismatched else 'NOT REPRODUCED'}: Inductor "
-          f"{'disagrees' if mismatched else 'agrees'} with eager against fp64")
-    return EXIT_REPRODUCED if mismatched else EXIT_NOT_REPRODUCED
+    return say_verdict(mismatched, f"Inductor {'disagrees' if mismatched else 'agrees'} with eager against fp64")

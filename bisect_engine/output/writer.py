@@ -1,60 +1,87 @@
 """Writing a run's output folder: ``report.json``, the repro and its verification.
 
-The one module of the engine that writes findings to disk (script mode's graph recordings and
-rank files aside). It turns a :class:`~bisect_engine.localise.pipeline.RunResult` into the report
-(:mod:`~bisect_engine.output.report`, pure), renders and writes the repro
-(:mod:`~bisect_engine.output.repro`), and verifies it in fresh processes.
+Every file goes through :class:`~bisect_engine.output.folder.OutputFolder` (locked, atomic, never
+through a link, an earlier run kept in ``previous/<n>``). The report itself is built by
+:mod:`~bisect_engine.output.report` (pure) and the repro rendered by
+:mod:`~bisect_engine.output.repro` (pure); this module decides what to write, writes it, and runs
+the verification. An interrupt during verification kills its processes and still writes the report.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import Interrupted
 from ..localise.pipeline import RunResult
 from ..progress import Progress
+from ..search import BudgetExhausted
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.graphs import reference_inputs
 from ..verdict.recipes import input_recipes
+from .folder import OutputFolder
 from .report import build_report, finding_repro_spec, repro_target
-from .repro import Interpreters, render, verify_repro, write_repro
+from .repro import SIDECAR_NAME, Interpreters, RenderedRepro, render, verify_repro
 
 DEFAULT_OUT = Path("bisect-accuracy-out")
+REPRO_FILE = "repro.py"
 
 
 @dataclass(frozen=True)
 class OutputOptions:
-    """Where and how a run writes: the folder, the repro's verification runs (0: do not verify),
-    and whether the repro draws its inputs at random (only if that was checked to reproduce)."""
+    """Where and how a run writes: the folder (``force``: accept one holding files named like
+    ours that we did not write; they are moved aside), the repro's verification runs (0: do not
+    verify), and whether the repro draws its inputs at random (only if checked to reproduce)."""
 
     out_dir: Path = DEFAULT_OUT
     verify_runs: int = 3
     random_inputs: bool = False
+    force: bool = False
 
 
-def write_outputs(result: RunResult, output: OutputOptions, with_repro: bool = True,
-                  progress: Progress | None = None, interpreters: Interpreters | None = None) -> dict[str, Any]:
-    """``OUT/report.json``, and with ``with_repro`` the verified repro of the finding."""
-    out_dir = output.out_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
+def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder, with_repro: bool = True,
+                  progress: Progress | None = None, interpreters: Interpreters | None = None,
+                  timeout_s: float | None = None) -> dict[str, Any]:
+    """``OUT/report.json``, and with ``with_repro`` the verified repro of the finding
+    (``timeout_s``: what is left of the run's time for verification)."""
     report = build_report(result)
-    recipes, inputs_note = checked_recipes(result) if output.random_inputs and with_repro else (None, "real")
-    spec = finding_repro_spec(result, recipes) if with_repro else None
-    if spec is not None:
-        path = write_repro(render(spec), out_dir)
-        report["repro"] = {"path": str(path), "status": "UNVERIFIED", "runs": []}
-        if output.verify_runs > 0:
-            started = time.perf_counter()
-            with (progress or Progress(enabled=False)).step(f"verifying repro in {output.verify_runs} fresh process(es)"):
-                report["repro"] = verify_repro(path, output.verify_runs, interpreters=interpreters).to_json()
-            report["stats"]["repro_seconds"] = round(time.perf_counter() - started, 2)
-        report["repro"]["inputs"] = inputs_note
-    report["report_path"] = str(out_dir / "report.json")
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    return report
+    try:
+        if with_repro and not result.interrupted:
+            _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+    except Interrupted as interrupt:
+        report["verdict"] = "interrupted"
+        report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": "repro"}
+        if report.get("repro"):
+            report["repro"]["status"] = "INTERRUPTED"
+        folder.write_report(report)
+        raise
+    return folder.write_report(report)
+
+
+def _write_repro(result: RunResult, report: dict[str, Any], output: OutputOptions, folder: OutputFolder,
+                 progress: Progress | None, interpreters: Interpreters | None, timeout_s: float | None) -> None:
+    recipes, inputs_note = checked_recipes(result) if output.random_inputs else (None, "real")
+    spec = finding_repro_spec(result, recipes)
+    if spec is None:
+        return
+    path = write_repro(render(spec), folder)
+    report["repro"] = {"path": str(path), "status": "UNVERIFIED", "runs": [], "inputs": inputs_note}
+    if output.verify_runs > 0:
+        started = time.perf_counter()
+        with (progress or Progress(enabled=False)).step(f"verifying repro in {output.verify_runs} fresh process(es)"):
+            check = verify_repro(path, output.verify_runs, timeout_s=max(timeout_s or 600.0, 30.0),
+                                 interpreters=interpreters)
+        report["repro"] = {**check.to_json(), "inputs": inputs_note}
+        report["stats"]["repro_seconds"] = round(time.perf_counter() - started, 2)
+
+
+def write_repro(rendered: RenderedRepro, folder: OutputFolder) -> Path:
+    path = folder.write_text(REPRO_FILE, rendered.script)
+    if rendered.sidecar is not None:
+        folder.write_bytes(SIDECAR_NAME, rendered.sidecar)
+    return path
 
 
 def checked_recipes(result: RunResult) -> tuple[list[dict[str, Any]] | None, str]:
@@ -68,8 +95,11 @@ def checked_recipes(result: RunResult) -> tuple[list[dict[str, Any]] | None, str
         return None, "real (a NaN the model makes needs its real inputs)"
     subgraph = graph.context.subgraph(names)
     recipes = input_recipes(reference_inputs(subgraph, graph.context.eager_values))
-    verdict = result.search.judge(GraphCandidate(graph.context.name, frozenset(names), inputs="random",
-                                                 purpose="random inputs"))
+    try:
+        verdict = result.search.judge(GraphCandidate(graph.context.name, frozenset(names), inputs="random",
+                                                     purpose="random inputs"))
+    except BudgetExhausted:
+        return None, "real (the budget ran out before random inputs could be checked)"
     wanted = Outcome.CRASH if expect == "crash" else Outcome.MISMATCH
     if verdict.outcome is wanted:
         return recipes, "random (checked to reproduce)"

@@ -28,6 +28,8 @@ VERIFY_RUNS_VARIABLE = ENV_PREFIX + "VERIFY_RUNS"
 MAX_COMPILES_VARIABLE = ENV_PREFIX + "MAX_COMPILES"
 TIMEOUT_VARIABLE = ENV_PREFIX + "TIMEOUT"
 SUMMARY_WAIT_VARIABLE = ENV_PREFIX + "SUMMARY_WAIT"
+MAX_RECORD_VARIABLE = ENV_PREFIX + "MAX_RECORD_MB"
+ROOT_PID_VARIABLE = ENV_PREFIX + "ROOT_PID"  # set by the first process of a session; its children write apart
 DEFAULT_OUT = "bisect-accuracy-out"
 
 
@@ -66,6 +68,8 @@ class ScriptSettings:
     max_compiles: int | None = None
     timeout_s: float | None = None
     summary_wait_s: float = 30.0  # how long rank 0 waits for the other ranks' status at exit
+    force: bool = False  # use an output folder holding files named like ours that we did not write
+    max_record_mb: float = 256.0  # level 1: stop saving call inputs past this many MB
 
     def checks_call(self, call: int) -> bool:
         """Whether a graph's ``call``-th call (1-based) is checked."""
@@ -99,6 +103,7 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Script
         max_compiles=_int(environ, MAX_COMPILES_VARIABLE, 0) or None,
         timeout_s=_number(environ, TIMEOUT_VARIABLE),
         summary_wait_s=_or(_number(environ, SUMMARY_WAIT_VARIABLE), 30.0),
+        max_record_mb=_or(_number(environ, MAX_RECORD_VARIABLE), 256.0),
     )
 
 

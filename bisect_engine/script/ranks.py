@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..output.folder import write_atomically
+
 STATUS_FILE = "status.json"
 SUMMARY_FILE = "summary.json"
 
@@ -44,11 +46,8 @@ def rank_dir(out_dir: Path, rank: RankInfo | None) -> Path:
 
 
 def write_json_atomically(path: Path, content: dict[str, Any]) -> None:
-    """Write to a temporary file, then rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(content, indent=2, default=str) + "\n")
-    os.replace(temporary, path)
+    """Write to a temporary file, then rename (never through a link): a reader never sees half a file."""
+    write_atomically(path, (json.dumps(content, indent=2, default=str) + "\n").encode())
 
 
 def read_status(out_dir: Path, rank: int) -> dict[str, Any] | None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from ..errors import Interrupted
+from ..output.folder import OutputFolder
 from .messages import DivergenceStop
 from .watch import TRIGGER, AfterImport
 from .levels import ScriptSettings
@@ -32,11 +34,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ScriptOutcome:
-    exit_code: int  # the script's own, or 1 when stopped at a divergence
+    exit_code: int  # the script's own, or 1 when stopped at a divergence, 128+N on a signal
     report: dict[str, Any]
     stopped: bool
     message: str | None  # the script's traceback, or its SystemExit message, for stderr
     internal_error: str | None
+    interrupted: str | None = None  # "SIGINT" / "SIGTERM" when a signal ended the script
 
 
 @contextlib.contextmanager
@@ -70,18 +73,22 @@ def script_traceback(error: BaseException, path: Path) -> str:
     return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
 
 
-def _run_as_main(path: Path, argv: Sequence[str]) -> tuple[int, str | None, bool]:
-    """(exit status, message, stopped at a divergence) of running the file as ``__main__``."""
+def _run_as_main(path: Path, argv: Sequence[str]) -> tuple[int, str | None, bool, str | None]:
+    """(exit status, message, stopped at a divergence, signal) of running the file as ``__main__``."""
     with _as_main(path, argv):
         try:
             runpy.run_path(str(path.resolve()), run_name="__main__")
         except DivergenceStop:
-            return 1, None, True
+            return 1, None, True, None
         except SystemExit as exit:
-            return (*exit_status(exit.code), False)
+            return (*exit_status(exit.code), False, None)
+        except KeyboardInterrupt as error:  # the script's own Ctrl-C: its traceback, exit 130 as under python
+            return 130, script_traceback(error, path), False, "SIGINT"
+        except Interrupted as error:  # SIGTERM, through the CLI's handler
+            return error.exit_code, None, False, error.name
         except Exception as error:  # the script's own exception: Python's traceback, exit 1
-            return 1, script_traceback(error, path), False
-    return 0, None, False
+            return 1, script_traceback(error, path), False, None
+    return 0, None, False, None
 
 
 @contextlib.contextmanager
@@ -101,8 +108,9 @@ def _session_from_dynamo_import(start: Any) -> Iterator[None]:
 
 
 def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
-               progress: Progress | None = None) -> ScriptOutcome:
-    """Run ``path`` as ``python path ARGS`` would, every compiled graph checked."""
+               progress: Progress | None = None, folder: OutputFolder | None = None) -> ScriptOutcome:
+    """Run ``path`` as ``python path ARGS`` would, every compiled graph checked; ``folder``: the
+    output folder, already opened (locked and vetted) by the caller."""
     script, rank = path.resolve(), rank_from_environment()
     active: list[ActiveSession] = []
     failures: list[str] = []
@@ -111,19 +119,21 @@ def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
         try:
             from .session import start_session
 
-            active.append(start_session(settings, script, argv, "cli", progress, rank))
+            active.append(start_session(settings, script, argv, "cli", progress, rank, folder))
         except Exception as error:  # noqa: BLE001 - never break the script's import of torch
             failures.append(f"starting the session: {type(error).__name__}: {error}")
             log.error("%s", traceback.format_exc())
 
     with _session_from_dynamo_import(start):
         try:
-            exit_code, message, stopped = _run_as_main(path, argv)
+            exit_code, message, stopped, interrupted = _run_as_main(path, argv)
         finally:
             for started in active:
                 started.close()
     from .session import Session
 
-    session = active[0].session if active else Session(settings, script, argv, "cli", progress, rank)
+    session = active[0].session if active else Session(settings, script, argv, "cli", progress, rank, folder)
+    session.interrupted = interrupted
     report = session.finish(exit_code)
-    return ScriptOutcome(exit_code, report, stopped, message, session.internal_error or next(iter(failures), None))
+    return ScriptOutcome(exit_code, report, stopped, message, session.internal_error or next(iter(failures), None),
+                         interrupted)

@@ -22,6 +22,8 @@ import ast
 import atexit
 import contextlib
 import copy
+import io
+import json
 import logging
 import os
 import sys
@@ -34,15 +36,17 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 import torch.fx as fx
 
+from ..errors import Interrupted
 from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum)
 from ..verdict.inductor_adapter import compiles_routed_through, nondefault_inductor_config
-from .levels import Level, ScriptSettings, clear_environment, settings_from_environment
+from .levels import (MAX_RECORD_VARIABLE, ROOT_PID_VARIABLE, Level, ScriptSettings, clear_environment,
+                     settings_from_environment)
 from ..progress import Progress
-from .ranks import (STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_json_atomically,
-                    write_summary)
+from ..output.folder import FolderBusy, OutputError, OutputFolder
+from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, log_to_stderr
 
 log = logging.getLogger(__name__)
@@ -159,12 +163,19 @@ class Session:
     """One program run: its compiled graphs, the checks made, the first divergence, the report."""
 
     def __init__(self, settings: ScriptSettings, script: Path, argv: Sequence[str], mode: str,
-                 progress: Progress | None = None, rank: RankInfo | None = None):
+                 progress: Progress | None = None, rank: RankInfo | None = None,
+                 folder: OutputFolder | None = None, child: bool = False):
         self.settings, self.script, self.argv, self.mode = settings, script, list(argv), mode
         self.progress = progress or Progress(enabled=False)
         self.rank = rank
         self.root = settings.out_dir.absolute()  # the program may change directory
-        self.out_dir = rank_dir(self.root, rank)
+        # A child process of a session (environment-variable mode) writes apart: OUT/pid<pid>.
+        self.out_dir = self.root / f"pid{os.getpid()}" if child and rank is None else rank_dir(self.root, rank)
+        self.folder = folder  # opened (locked, vetted) at the first write, unless given open
+        self.folder_error: str | None = None
+        self.recorded_bytes = 0
+        self.recording_stopped: str | None = None
+        self.interrupted: str | None = None  # the signal that ended the program, if one did
         self.graphs: list[GraphRecord] = []
         self.calls = 0
         self.calls_checked = 0
@@ -196,6 +207,8 @@ class Session:
     def call(self, record: GraphRecord, compiled: Callable[..., Any], args: Sequence[Any]) -> Any:
         record.calls += 1
         self.calls += 1
+        if self.calls == 1:
+            _import_writer()
         if self._busy or self.divergence is not None or not self.settings.checks_call(record.calls):
             return compiled(*args)
         if self.settings.level is Level.RECORD:
@@ -292,6 +305,12 @@ class Session:
                 self.report = self._divergence_report(record, pristine, result, positions)
                 self._save_report()
             self._write_status(final=False)
+        except (KeyboardInterrupt, Interrupted) as interrupt:  # the program's own signal: report, then go on
+            self.interrupted = interrupt.name if isinstance(interrupt, Interrupted) else "SIGINT"
+            self.report = self._plain_report("interrupted")
+            with contextlib.suppress(Exception):
+                self._save_report()
+            raise
         except Exception as error:  # noqa: BLE001 - the program goes on; the log says why
             self._internal_error(error, f"writing the report of {record.name}")
         if self.settings.stop_on_divergence:
@@ -311,9 +330,13 @@ class Session:
             result = result if result is not None else self._localise(record, pristine, positions)
             from ..output.writer import OutputOptions, write_outputs
 
+            folder = self.output_folder()
+            if folder is None:
+                self.not_localised = f"localised, but not written: {self.folder_error}"
+                return self._plain_report("divergent")
             output = OutputOptions(out_dir=self.out_dir, verify_runs=self.settings.verify_runs)
             with without_hook_environment():
-                report = write_outputs(result, output, self.settings.stage == "repro", self.progress)
+                report = write_outputs(result, output, folder, self.settings.stage == "repro", self.progress)
             self.localised = result.finding is not None
             return report
         except Exception as error:  # noqa: BLE001 - the program goes on; the report says so
@@ -325,9 +348,11 @@ class Session:
         self.internal_error = f"{what}: {type(error).__name__}: {error}"
         log.error("%s failed (%s: %s); see %s", what, type(error).__name__, error,
                   self.out_dir / INTERNAL_ERROR_LOG)
-        with contextlib.suppress(OSError):
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / INTERNAL_ERROR_LOG).write_text(traceback.format_exc())
+        with contextlib.suppress(OutputError):
+            text = "".join(traceback.format_exception(error))
+            folder = self.output_folder()
+            if folder is not None:
+                folder.write_text(INTERNAL_ERROR_LOG, text)
 
     def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None) -> Any:
         """The engine on this graph's aten graphs (the backward one too when ``positions`` names
@@ -365,29 +390,57 @@ class Session:
 
     # -- output ----------------------------------------------------------------------------
 
+    def output_folder(self) -> OutputFolder | None:
+        """The folder this process writes to, opened at its first write: locked, vetted, earlier
+        runs kept. In environment-variable mode a folder another process holds is left to it and
+        this process writes to ``OUT/pid<pid>``; a folder that cannot be used is reported once
+        and nothing is written (the program goes on)."""
+        if self.folder is not None or self.folder_error is not None:
+            return self.folder
+        try:
+            self.folder = OutputFolder(self.out_dir, self.settings.force, os.environ.get(ROOT_PID_VARIABLE)).open()
+        except FolderBusy:
+            if self.mode != "environment" or self.out_dir != self.root:
+                raise
+            self.out_dir = self.root / f"pid{os.getpid()}"
+            return self.output_folder()
+        except OutputError as error:
+            self.folder_error = str(error)
+            log.error("%s; no report is written", error)
+        return self.folder
+
     def _write_graph(self, record: GraphRecord, inputs: Sequence[Any]) -> None:
-        """The graph's code (once) and the real inputs of this call, under ``OUT/graphs``."""
-        folder = self.out_dir / "graphs"
-        folder.mkdir(parents=True, exist_ok=True)
-        code = folder / f"{record.name}.py"
-        if not code.exists():
-            code.write_text(record.graph_module.print_readable(print_output=False))
-            record.files.append(str(code))
-        inputs_path = folder / f"{record.name}_call_{record.calls}.pt"
-        torch.save(clone_value(list(inputs)), inputs_path)
-        record.files.append(str(inputs_path))
+        """The graph's code (once) and the real inputs of this call, under ``OUT/graphs``; saving
+        inputs stops past ``max_record_mb`` (and the report says so)."""
+        folder = self.output_folder()
+        if folder is None:
+            return
+        code = f"graphs/{record.name}.py"
+        if code not in folder.files:
+            record.files.append(str(folder.write_text(code, record.graph_module.print_readable(print_output=False))))
+        if self.recording_stopped:
+            return
+        buffer = io.BytesIO()
+        torch.save(clone_value(list(inputs)), buffer)
+        if self.recorded_bytes + buffer.tell() > self.settings.max_record_mb * 2**20:
+            self.recording_stopped = (f"inputs no longer saved after {self.recorded_bytes / 2**20:.1f} MB "
+                                      f"(limit {self.settings.max_record_mb:g} MB: {MAX_RECORD_VARIABLE})")
+            log.warning("%s", self.recording_stopped)
+            return
+        self.recorded_bytes += buffer.tell()
+        record.files.append(str(folder.write_bytes(f"graphs/{record.name}_call_{record.calls}.pt", buffer.getvalue())))
 
     def _plain_report(self, verdict: str) -> dict[str, Any]:
         """A report with no engine run behind it (clean, recorded, or a divergence not localised)."""
-        from ..localise.pipeline import RunResult
-        from ..output.report import build_report
-        from ..verdict.compiler import Compiler
+        seconds = time.perf_counter() - self._started
+        try:
+            from ..output.report import bare_report
 
-        result = RunResult(spec=self._spec(None, []), graphs=[], compiler=Compiler(),
-                           seconds=time.perf_counter() - self._started)
-        report = build_report(result)
-        report["verdict"] = verdict
-        return report
+            return bare_report(self.script, verdict, seconds)
+        except Exception as error:  # noqa: BLE001 - at interpreter exit no import may work; the verdict must
+            log.debug("the full report could not be built: %s", error)
+            return {"schema": 1, "verdict": verdict, "model": str(self.script), "culprit": None, "nan": None,
+                    "stats": {"compiles": self.engine_compiles, "seconds": round(seconds, 2)}}
 
     def script_json(self) -> dict[str, Any]:
         return {
@@ -400,8 +453,13 @@ class Session:
             "first_divergence_call": self.divergence.to_json() if self.divergence else None,
             "localised": self.localised, "not_localised": self.not_localised,
             "stopped": self.stopped, "exit_code": self.exit_code,
+            # Through the CLI, the script's own status passes through; 1-4 are also the tool's codes.
+            "exit_code_collides": self.mode == "cli" and self.exit_code in (1, 2, 3, 4) and not self.stopped,
             "rank": None if self.rank is None else vars(self.rank),
             "internal_error": self.internal_error,
+            "recording_stopped": self.recording_stopped,
+            "interrupted": self.interrupted,
+            "processes": self.other_processes(),
             "graphs": [g.to_json() for g in self.graphs],
         }
 
@@ -410,13 +468,15 @@ class Session:
         self.report["script"] = self.script_json()
         if self.divergence is not None and self.report["verdict"] == "clean":
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
-        self.report["report_path"] = str(self.out_dir / "report.json")
-        write_json_atomically(self.out_dir / "report.json", self.report)
+        folder = self.output_folder()
+        if folder is not None:
+            folder.write_report(self.report)
 
     def _write_status(self, final: bool) -> None:
-        if self.rank is None:
+        folder = self.output_folder() if self.rank is not None else None
+        if folder is None:
             return
-        write_json_atomically(self.out_dir / STATUS_FILE, {
+        folder.write_json(STATUS_FILE, {
             "rank": self.rank.rank, "pid": os.getpid(), "final": final,
             "verdict": self.report["verdict"] if self.report else None,
             "divergence": self.divergence.to_json() if self.divergence else None,
@@ -424,19 +484,55 @@ class Session:
             "report": str(self.out_dir / "report.json") if self.report else None,
         })
 
+    def _verdict_without_finding(self) -> str:
+        """``clean`` only when something was checked: a program that compiled nothing, or was
+        interrupted first, or only recorded, says so."""
+        if self.interrupted:
+            return "interrupted"
+        if self.divergence is not None:
+            return "divergent"  # seen, but the report of it was never completed
+        if self.settings.level is Level.RECORD or not self.calls_checked:
+            return "unchecked"
+        return "clean"
+
+    def other_processes(self) -> list[dict[str, Any]]:
+        """The reports other processes of this session wrote (``OUT/pid<pid>``), for the root's report."""
+        if self.out_dir != self.root:
+            return []
+        found = []
+        for path in sorted(self.root.glob("pid*/report.json")):
+            try:
+                verdict = json.loads(path.read_text()).get("verdict")
+            except (OSError, ValueError, AttributeError):
+                verdict = None
+            found.append({"pid": path.parent.name[3:], "verdict": verdict, "report": str(path)})
+        return found
+
     def finish(self, exit_code: int | None) -> dict[str, Any]:
         """Write the final report (and, under torchrun, the status; rank 0 the summary)."""
         self.exit_code = exit_code
         with self._tool_work():
             if self.report is None:
-                self.report = self._plain_report("unchecked" if self.settings.level is Level.RECORD else "clean")
+                self.report = self._plain_report(self._verdict_without_finding())
             self._save_report()
             self._write_status(final=True)
             if self.rank is not None and self.rank.rank == 0:
                 summary = write_summary(self.root, self.rank.world_size, self.settings.summary_wait_s)
                 log.warning("ranks diverged: %s (first: %s); summary: %s", summary["diverged"] or "none",
                             summary["first"], self.root / SUMMARY_FILE)
+        if self.folder is not None:
+            self.folder.close()
         return self.report
+
+
+def _import_writer() -> None:
+    """Import what writing a report needs while the program runs normally: the session starts
+    inside the program's import of ``torch._dynamo`` (too early for Inductor's modules), and at
+    interpreter exit importing them fails (they register threads' exit hooks)."""
+    with contextlib.suppress(Exception):
+        import importlib
+
+        importlib.import_module("bisect_engine.output.writer")
 
 
 def _no_model(*_args: Any) -> None:
@@ -482,9 +578,10 @@ class ActiveSession:
 
 
 def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], mode: str,
-                  progress: Progress | None = None, rank: RankInfo | None = None) -> ActiveSession:
+                  progress: Progress | None = None, rank: RankInfo | None = None,
+                  folder: OutputFolder | None = None, child: bool = False) -> ActiveSession:
     """A session, and every ``torch.compile`` from now on routed through its checking backend."""
-    session = Session(settings, script, argv, mode, progress, rank)
+    session = Session(settings, script, argv, mode, progress, rank, folder, child)
     stack = contextlib.ExitStack()
     stack.enter_context(compiles_routed_through(session.wrap_backend))
     return ActiveSession(session, stack)
@@ -509,21 +606,33 @@ def start_from_environment() -> Session | None:
     if settings.level is Level.OFF:
         return None
     script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else Path("<interactive>")
+    root = os.environ.setdefault(ROOT_PID_VARIABLE, str(os.getpid()))  # children inherit it
     active = start_session(settings, script, sys.argv[1:], "environment", Progress(enabled=True),
-                           rank_from_environment())
+                           rank_from_environment(), child=root != str(os.getpid()))
     _ACTIVE.append(active)
     atexit.register(_finish_at_exit, active)
     return active.session
 
 
+VERDICT_ORDER = ("divergent", "crash", "nan", "not_reproducible", "incomplete", "interrupted", "clean", "unchecked")
+
+
 def _finish_at_exit(active: ActiveSession) -> None:
     active.close()
     session = active.session
-    if not session.graphs:  # a process that compiled nothing (a launcher, a worker): no report
+    if not session.graphs and not session.other_processes():  # compiled nothing (a launcher, a worker)
         return
     try:
+        session.output_folder()  # an earlier run's folders are set aside before this one's are listed
+        others = session.other_processes()
+        if not session.graphs:  # a launcher whose children compiled: the session's report names them
+            verdicts = [p["verdict"] for p in others if p["verdict"] in VERDICT_ORDER]
+            session.report = session._plain_report(min(verdicts, key=VERDICT_ORDER.index, default="clean"))
+            session.report["verdict_from"] = "processes"
         session.finish(None)
         log.warning("%s; report: %s", session.report["verdict"] if session.report else "?",
                     session.out_dir / "report.json")
+        for other in others:
+            log.warning("process %s: %s; report: %s", other["pid"], other["verdict"], other["report"])
     except Exception:  # noqa: BLE001 - at exit, the log is all that is left
         log.exception("writing the report failed")

@@ -24,6 +24,18 @@ def clone_value(value: Any) -> Any:
     return value
 
 
+def fresh_inputs(values: Any) -> Any:
+    """A private copy of a model's arguments (any nesting): every tensor cloned, keeping whether it
+    requires grad, so a model that writes to its inputs changes nobody else's."""
+    import torch.utils._pytree as pytree
+
+    def copy(tensor: torch.Tensor) -> torch.Tensor:
+        cloned = tensor.detach().clone()
+        return cloned.requires_grad_() if tensor.requires_grad and cloned.is_floating_point() else cloned
+
+    return pytree.tree_map_only(torch.Tensor, copy, values)
+
+
 class _RecordingInterpreter(fx.Interpreter):
     """Runs a graph node by node and keeps every node's value (cloned, detached)."""
 

@@ -37,15 +37,45 @@ class CapturedGraph:
     graph_module: fx.GraphModule
     inputs: list[Any] = field(default_factory=list)
     called: bool = False
+    # A training forward graph: how many outputs are the model's own (the rest are saved for the
+    # backward). None: every output is (inference graphs, backward graphs).
+    model_outputs: int | None = None
 
 
 def is_compute(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target is not operator.getitem
 
 
+# Random ops that draw nothing with these arguments: a dropout probability of 0, or not training.
+# SDPA carries the ``nondeterministic_seeded`` tag for its ``dropout_p``, but at 0 (every model in
+# eval, most in training) it is as deterministic as a matmul.
+_DROPOUT_OPS = ("aten.native_dropout", "aten.dropout", "aten.alpha_dropout", "aten.feature_dropout",
+                "aten.feature_alpha_dropout")
+
+
+def _bound_arguments(node: fx.Node) -> dict[str, Any]:
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return {}
+    bound = {argument.name: value for argument, value in zip(schema.arguments, node.args)}
+    bound.update(node.kwargs)
+    for argument in schema.arguments:
+        if argument.name not in bound and argument.has_default_value():
+            bound[argument.name] = argument.default_value
+    return bound
+
+
 def is_random(node: fx.Node) -> bool:
-    tags = getattr(node.target, "tags", ())
-    return torch.Tag.nondeterministic_seeded in tags
+    """Whether the node draws random numbers when it runs (not merely an op that could)."""
+    if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
+        return False
+    arguments = _bound_arguments(node)
+    if arguments.get("train") is False:
+        return False
+    if arguments.get("dropout_p", None) == 0 or arguments.get("dropout", None) == 0:
+        return False
+    is_dropout = str(node.target).split(".")[0] + "." + str(node.target).split(".")[1] in _DROPOUT_OPS
+    return not (is_dropout and arguments.get("p") == 0)
 
 
 def is_mutating(node: fx.Node) -> bool:
@@ -124,6 +154,30 @@ class GraphView:
 
     def random_names(self) -> list[str]:
         return [n.name for n in self.compute_nodes if is_random(n)]
+
+    def placeholder_names(self) -> list[str]:
+        return [node.name for node in self.graph_module.graph.nodes if node.op == "placeholder"]
+
+    def output_names(self, limit: int | None = None) -> list[str]:
+        """The value names the graph returns (its first ``limit`` outputs: a training forward
+        graph's own outputs, before the tensors it saves for the backward)."""
+        output = next(node for node in reversed(self.graph_module.graph.nodes) if node.op == "output")
+        top = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+        returned: list[fx.Node] = []
+        fx.node.map_arg(tuple(top[:limit] if limit is not None else top), returned.append)  # in order
+        return [value.name for value in returned]
+
+    def ancestors(self, names: Iterable[str]) -> set[str]:
+        """Every node (compute, getitem, placeholder) upstream of the named ones, themselves included."""
+        seen: set[str] = set()
+        stack = [self.nodes[name] for name in names if name in self.nodes]
+        while stack:
+            node = stack.pop()
+            if node.name in seen:
+                continue
+            seen.add(node.name)
+            stack.extend(node.all_input_nodes)
+        return seen
 
 
 def _producers(node: fx.Node) -> list[fx.Node]:

@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import functools
 import importlib
+import os
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -118,3 +119,23 @@ def compiles_routed_through(wrap: Callable[[Any], Any]) -> Iterator[None]:
         yield
     finally:
         dynamo.optimize = original
+
+
+def check_cache_dir() -> None:
+    """Inductor's on-disk cache must be writable, or every compile fails for a reason that has
+    nothing to do with the model: say so before any work (``UsageError``, exit 2)."""
+    import tempfile
+
+    from ..errors import UsageError
+
+    where = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "Inductor's default cache folder"
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir  # a light module: os and tempfile
+
+        folder = cache_dir()
+        where = folder
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".bisect-accuracy-probe-"):
+            pass
+    except OSError as error:
+        raise UsageError(f"Inductor's cache folder {where} is not writable ({error.strerror or error}); "
+                         "set TORCHINDUCTOR_CACHE_DIR to a writable folder") from None

@@ -1,0 +1,51 @@
+"""Signals at the command line's edge: SIGINT and SIGTERM become :class:`~bisect_engine.errors.Interrupted`.
+
+The first signal raises ``Interrupted`` in the main thread (a blocking wait for a child returns
+at once, and ``subprocess.run`` kills its child on the way out); the engine keeps what it learned,
+the writer writes it with verdict ``interrupted``, and the CLI exits ``128 + signal`` (130 for
+Ctrl-C, 143 for SIGTERM). A second signal while that happens ends the process at once. Inductor's
+compile workers are shut down on the way out. Handlers are restored in ``finally``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from typing import Any, Iterator
+
+from .errors import Interrupted
+
+SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+
+
+@contextlib.contextmanager
+def signals_interrupt(sigint: bool = True) -> Iterator[None]:
+    """``sigint=False`` (script mode): Ctrl-C stays the program's own KeyboardInterrupt, and
+    SIGTERM is taken only where the program left its default action."""
+    chosen = [s for s in SIGNALS if (sigint or s != signal.SIGINT)
+              and (sigint or signal.getsignal(s) in (signal.SIG_DFL, None))]
+    previous = {signum: signal.getsignal(signum) for signum in chosen}
+    raised: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if raised:  # the second signal: no more waiting
+            os._exit(128 + signum)
+        raised.append(signum)
+        raise Interrupted(signum, SIGNALS[signum])
+
+    for signum in chosen:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def shut_down_compile_workers() -> None:
+    """End Inductor's compile-worker processes, if this process started any."""
+    module = sys.modules.get("torch._inductor.async_compile")
+    if module is not None:
+        with contextlib.suppress(Exception):
+            module.shutdown_compile_workers()
