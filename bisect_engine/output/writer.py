@@ -1,14 +1,18 @@
-"""Writing a run's output folder: ``report.json``, the repro and its verification.
+"""Writing a run's output folder: ``report.json``, the repro and its verification, ``report.html``
+and ``bug_report.md``.
 
 The one module of the engine that writes findings to disk (script mode's graph recordings and
 rank files aside). It turns a :class:`~bisect_engine.localise.pipeline.RunResult` into the report
 (:mod:`~bisect_engine.output.report`, pure), renders and writes the repro
-(:mod:`~bisect_engine.output.repro`), and verifies it in fresh processes.
+(:mod:`~bisect_engine.output.repro`), verifies it in fresh processes, and renders the page and
+the issue body from the report (:mod:`~bisect_engine.output.html`,
+:mod:`~bisect_engine.output.bug_report`, pure; written by :mod:`~bisect_engine.output.views`).
 """
 from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +23,10 @@ from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.graphs import reference_inputs
 from ..verdict.recipes import input_recipes
+from .bug_report import FINDINGS, collect_versions
 from .report import build_report, finding_repro_spec, repro_target
 from .repro import Interpreters, render, verify_repro, write_repro
+from .views import add_view_paths, write_views
 
 DEFAULT_OUT = Path("bisect-accuracy-out")
 
@@ -41,6 +47,23 @@ def write_outputs(result: RunResult, output: OutputOptions, with_repro: bool = T
     out_dir = output.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(result)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # collect_env takes seconds: it runs while the repro is written and verified
+        versions = pool.submit(collect_versions) if report["verdict"] in FINDINGS else None
+        _write_repro(result, output, with_repro, report, progress, interpreters)
+        if versions is not None:
+            report["versions"] = versions.result()
+    report["report_path"] = str(out_dir / "report.json")
+    add_view_paths(report, out_dir)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    write_views(report, out_dir)
+    return report
+
+
+def _write_repro(result: RunResult, output: OutputOptions, with_repro: bool, report: dict[str, Any],
+                 progress: Progress | None, interpreters: Interpreters | None) -> None:
+    """The repro of the finding (``report["repro"]``), verified in fresh processes."""
+    out_dir = output.out_dir
     recipes, inputs_note = checked_recipes(result) if output.random_inputs and with_repro else (None, "real")
     spec = finding_repro_spec(result, recipes) if with_repro else None
     if spec is not None:
@@ -52,9 +75,6 @@ def write_outputs(result: RunResult, output: OutputOptions, with_repro: bool = T
                 report["repro"] = verify_repro(path, output.verify_runs, interpreters=interpreters).to_json()
             report["stats"]["repro_seconds"] = round(time.perf_counter() - started, 2)
         report["repro"]["inputs"] = inputs_note
-    report["report_path"] = str(out_dir / "report.json")
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    return report
 
 
 def checked_recipes(result: RunResult) -> tuple[list[dict[str, Any]] | None, str]:

@@ -410,8 +410,12 @@ class Session:
         self.report["script"] = self.script_json()
         if self.divergence is not None and self.report["verdict"] == "clean":
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
+        from ..output.writer import add_view_paths, write_views
+
         self.report["report_path"] = str(self.out_dir / "report.json")
+        add_view_paths(self.report, self.out_dir)
         write_json_atomically(self.out_dir / "report.json", self.report)
+        write_views(self.report, self.out_dir)
 
     def _write_status(self, final: bool) -> None:
         if self.rank is None:
