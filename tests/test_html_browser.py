@@ -69,7 +69,8 @@ def test_the_page_renders_its_answer_and_profile_in_chromium_from_file_url(relu_
 
 def test_a_screenshot_at_1280x800(relu_report: Path, tmp_path: Path) -> None:
     target = Path(os.environ.get("BISECT_SCREENSHOT") or tmp_path / "report.png")
-    result = _browser(_chromium(), tmp_path / "profile", "--window-size=1280,800", f"--screenshot={target}",
+    result = _browser(_chromium(), tmp_path / "profile", "--window-size=1280,800", "--virtual-time-budget=3000",
+                      f"--screenshot={target}",
                       relu_report.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
     png = target.read_bytes()
