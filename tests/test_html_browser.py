@@ -75,3 +75,27 @@ def test_a_screenshot_at_1280x800(relu_report: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     png = target.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1280
+
+
+PROBE = """<script>
+var header = document.querySelectorAll('#nodes-0 th')[4]; header.click();
+var first = document.querySelector('#nodes-0 tbody tr').cells[1].textContent;
+var tools = document.querySelector('.table-tools'), search = tools.querySelector('input[type=search]');
+search.value = 'aten.relu'; search.dispatchEvent(new Event('input'));
+var found = tools.querySelector('.count').textContent;
+search.value = ''; search.dispatchEvent(new Event('input'));
+var box = tools.querySelector('input[type=checkbox]'); box.checked = true; box.dispatchEvent(new Event('input'));
+document.body.setAttribute('data-probe', [first, header.getAttribute('data-dir'), found,
+                                          tools.querySelector('.count').textContent].join('|'));
+</script></body>"""
+
+
+def test_the_node_table_sorts_and_filters(relu_report: Path, tmp_path: Path) -> None:
+    """Clicks the compiled-error header and types filters, in the page itself (a copy with a probe)."""
+    probed = tmp_path / "probed.html"
+    probed.write_text(relu_report.read_text().replace("</body>", PROBE))
+    dom = _browser(_chromium(), tmp_path / "profile", "--virtual-time-budget=5000", "--dump-dom",
+                   probed.as_uri()).stdout
+    first, direction, found, failing = re.search(r'data-probe="([^"]*)"', dom).group(1).split("|")
+    assert first.startswith("relu") and "culprit" in first and direction == "desc"  # the largest error first
+    assert found.startswith("2 of ") and failing.startswith("2 of ")  # relu and relu_1; the two that fail
