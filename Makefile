@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q -e ".[test]"
 	# The start-up hook (inert unless BISECT_ACCURACY_LEVEL is set): BISECT_ACCURACY_LEVEL=4 python train.py
 	$(BIN)/bisect-accuracy install-hook
+	# Headless Chromium for the browser test of report.html (root only; the test skips without it).
+	@if [ "$$(id -u)" = 0 ]; then command -v chromium >/dev/null || (apt-get install -y chromium || echo "chromium not installed: browser test will skip"); fi
 	touch $(STAMP)
 
 # Runs the tool on a bundled planted bug. The tool exits 1 when it finds the bug, which is what the

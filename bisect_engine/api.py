@@ -21,7 +21,7 @@ from .localise.scan_flow import run_scanned
 from .output.folder import OutputFolder
 from .output.report import bare_report
 from .output.repro import Interpreters
-from .output.writer import OutputOptions, write_outputs
+from .output.writer import OutputOptions, write_outputs, write_report_and_views
 from .progress import Progress
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
             except Interrupted as interrupt:  # before the engine had a result (loading, capture, a scan)
                 report = bare_report(spec.path, "interrupted")
                 report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}
-                folder.write_report(report)
+                write_report_and_views(folder, report)
                 raise
             remaining = None if options.timeout_s is None else options.timeout_s - compiler.budget.elapsed_s
             report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining)

@@ -1,7 +1,9 @@
 """The command line: parse options, call the API, print a summary, map errors to exit codes.
 
 Exit status: 0 clean, 1 divergence / NaN / crash found, 2 usage or input error, 3 internal error,
-4 no verdict (the budget ran out before every graph was judged).
+4 no verdict (the budget ran out before every graph was judged). ``bisect-accuracy report OUT``
+re-renders ``report.html`` and ``bug_report.md`` from ``OUT/report.json`` (0, or 2 when it is
+missing or not a report).
 Script mode (a file without get_model/get_inputs): when nothing diverges, the script's own status.
 """
 from __future__ import annotations
@@ -240,6 +242,22 @@ def _internal_error(out_dir: Path, error: BaseException) -> int:
         where = f"no traceback written ({write_error})"
     click.echo(f"bisect-accuracy: internal error: {type(error).__name__}: {error}\n  {where}", err=True)
     return EXIT_INTERNAL
+
+
+@main.command("report")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+def report_command(out_dir: Path) -> None:
+    """Re-render OUT/report.html (and, for a finding, OUT/bug_report.md) from OUT/report.json."""
+    from .errors import UsageError
+    from .output.views import rerender
+
+    try:
+        written = rerender(out_dir)
+    except UsageError as error:
+        click.echo(f"bisect-accuracy: error: {error}", err=True)
+        sys.exit(EXIT_USAGE)
+    for path in written:
+        click.echo(f"bisect-accuracy: wrote {path}")
 
 
 @main.command("install-hook")

@@ -24,7 +24,10 @@ LAYERS = [
 TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
               "bisect_engine.script.watch", "bisect_engine.script.messages", "bisect_engine.script.levels",
               "bisect_engine.script.ranks", "bisect_engine.script.hook", "bisect_engine.script.runner",
-              "bisect_engine.interrupts"]
+              "bisect_engine.interrupts", "bisect_engine.output.folder",
+              # the report's views: `bisect-accuracy report OUT` re-renders without torch
+              "bisect_engine.output.views", "bisect_engine.output.html", "bisect_engine.output.bug_report",
+              "bisect_engine.output.profile", "bisect_engine.output.svg", "bisect_engine.output.wording"]
 
 
 def _modules() -> dict[str, Path]:

@@ -76,6 +76,7 @@ class OutputFolder:
     path: Path
     force: bool = False
     session: str | None = None  # per-process subfolders (pid<N>, rank<N>) of this session are left alone
+    reuse: bool = False  # add to the run already there (re-rendering its views): nothing is set aside
     files: dict[str, str] = field(default_factory=dict)  # relative name -> sha256, this run's
     previous: Path | None = None  # where an earlier run's (or foreign) files were moved
     moved_foreign: list[str] = field(default_factory=list)
@@ -93,7 +94,10 @@ class OutputFolder:
             raise OutputError(f"the output folder {self.path} is not a folder")
         self._take_lock()
         try:
-            self._set_aside_earlier_files()
+            if self.reuse:
+                self.files = {str(k): str(v) for k, v in (self._manifest().get("files") or {}).items()}
+            else:
+                self._set_aside_earlier_files()
             self.write_text(".bisect-accuracy.probe", "")  # a full disk or read-only folder fails here
             self.remove(".bisect-accuracy.probe")
             self._save_manifest()

@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree
 
-from ..verdict.compare import Outcome
+from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import digest
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
@@ -21,6 +21,7 @@ from ..load.model_file import ModelSpec
 from ..localise.pipeline import GraphResult, RunResult
 from ..verdict.compiler import Compiler
 from .repro import Expect, ReproSpec, repro_spec
+from .wording import subsystem_sentence, ulps
 
 SCHEMA_VERSION = 1
 
@@ -84,6 +85,9 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
     culprit["confirmed_alone"] = graph.confirmed
     culprit["nodes"] = list(names)
     culprit["ops"] = [op_name(graph.context.view.nodes[n]) for n in names]
+    first_value = graph.context.eager_values.get(value_nodes(graph.context.view.nodes[names[0]])[0].name)
+    if isinstance(first_value, torch.Tensor):
+        culprit["device"] = first_value.device.type
     verdict = graph.nodes.verdict if culprit["kind"] == "node" and graph.nodes else graph.window_verdict
     if graph.crash:
         culprit["crash"] = crash_json(graph.crash[1])
@@ -93,9 +97,31 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
     if verdict is not None:
         failing = [n for n in verdict.failing_outputs if n in _value_names(graph, names)] or verdict.failing_outputs
         if failing:
-            culprit["error"] = {"output": failing[0], **verdict.outputs[failing[0]].to_json()}
+            name = failing[0]
+            culprit["error"] = {"output": name, **verdict.outputs[name].to_json(),
+                                **differences(graph.context.eager_values.get(name), verdict.compiled_values.get(name))}
     culprit["propagators"] = graph.propagators
     return culprit
+
+
+def differences(eager: Any, compiled: Any) -> dict[str, float]:
+    """``max_abs_diff`` and ``max_rel_diff`` of compiled against eager, as ``torch.testing`` words
+    them, over the entries finite on both sides (relative: where eager is not zero); empty when
+    there is nothing to compare."""
+    if not (isinstance(eager, torch.Tensor) and isinstance(compiled, torch.Tensor)) or eager.shape != compiled.shape:
+        return {}
+    if not (eager.is_floating_point() and compiled.is_floating_point()):
+        return {}
+    eager64, compiled64 = eager.detach().cpu().to(torch.float64), compiled.detach().cpu().to(torch.float64)
+    usable = torch.isfinite(eager64) & torch.isfinite(compiled64)
+    if not bool(usable.any()):
+        return {}
+    difference = (compiled64 - eager64).abs()
+    relative = usable & (eager64 != 0)
+    found = {"max_abs_diff": float(difference[usable].max())}
+    if bool(relative.any()):
+        found["max_rel_diff"] = float((difference[relative] / eager64[relative].abs()).max())
+    return {k: float(f"{v:.6g}") for k, v in found.items()}
 
 
 def crash_json(error: str) -> dict[str, str]:
@@ -142,19 +168,14 @@ def _nan_side(result: RunResult, graph: GraphResult, name: str, side: str) -> di
 def graph_json(graph: GraphResult) -> dict[str, Any]:
     view = graph.context.view
     compiled = graph.nodes.verdict.compiled_values if graph.nodes else graph.whole.compiled_values
+    verdicts, scope = (graph.nodes.verdict.outputs, "node") if graph.nodes else (graph.whole.outputs, "graph")
     nodes = []
     for node in view.compute_nodes:
         for value in value_nodes(node):
             eager_value = graph.context.eager_values.get(value.name)
-            if not isinstance(eager_value, torch.Tensor):
-                continue
-            compiled_value = compiled.get(value.name)
-            nodes.append({
-                "node": value.name,
-                "op": op_name(node),
-                "eager": digest(eager_value).to_json(),
-                "compiled": digest(compiled_value).to_json() if isinstance(compiled_value, torch.Tensor) else None,
-            })
+            if isinstance(eager_value, torch.Tensor):
+                nodes.append(_digest_entry(node, value.name, eager_value, compiled.get(value.name),
+                                           verdicts.get(value.name), scope))
     return {
         "name": graph.context.name,
         "kind": graph.context.captured.kind,
@@ -167,6 +188,25 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         "compiled_node_copies": graph.nodes.compiled_copies if graph.nodes else 0,
         "digests": nodes,
     }
+
+
+def _digest_entry(node: fx.Node, name: str, eager_value: torch.Tensor, compiled_value: Any,
+                  verdict: TensorVerdict | None, scope: str) -> dict[str, Any]:
+    """One value's digests, eager and compiled (``producer``: the compute node of a ``getitem``
+    value); with its verdict (``error``) when it was judged:
+    ``scope`` ``node`` when the node was judged on eager inputs (the per-node check), ``graph``
+    when it is an output of the whole graph compiled at once (errors accumulated upstream)."""
+    entry: dict[str, Any] = {
+        "node": name,
+        "op": op_name(node),
+        "source": source_location(node)[0],
+        **({"producer": node.name} if node.name != name else {}),
+        "eager": digest(eager_value).to_json(),
+        "compiled": digest(compiled_value).to_json() if isinstance(compiled_value, torch.Tensor) else None,
+    }
+    if verdict is not None:
+        entry["error"] = {**verdict.to_json(), "scope": scope}
+    return entry
 
 
 def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -280,18 +320,6 @@ def _attribution(result: RunResult) -> dict[str, str] | None:
     return attribution.to_json() if attribution else None
 
 
-_SUBSYSTEM_SENTENCE = {
-    "decomposition": "Inductor's decomposition of {name} is wrong: compiling without it matches eager.",
-    "lowering": "Inductor's lowering/codegen of {name} is wrong: falling back to the aten kernel matches eager.",
-    "pass": "the graph pass {name} breaks it: compiling with it disabled matches eager.",
-    "config": "flipping config {name} makes it match eager.",
-}
-
-
-def subsystem_sentence(subsystem: dict[str, str]) -> str:
-    return _SUBSYSTEM_SENTENCE[subsystem["kind"]].format(name=subsystem["name"])
-
-
 def environment() -> dict[str, str]:
     return {
         "torch": torch.__version__,
@@ -300,11 +328,6 @@ def environment() -> dict[str, str]:
         "cpu": platform.processor() or platform.machine(),
         "cuda": torch.version.cuda or "none",
     }
-
-
-def ulps(value: Any) -> str:
-    """An error in ulps as people read it: ``3.4e+07``, ``12.5``, ``0``."""
-    return f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -378,4 +401,8 @@ def summary(report: dict[str, Any]) -> str:
     stats = report["stats"]
     stages = ", ".join(f"{k} {v}" for k, v in stats.get("compiles_by_stage", {}).items())
     lines.append(f"  stats:   {stats['compiles']} Inductor compiles ({stages}), {stats['seconds']} s")
+    if report.get("html_path"):
+        lines.append(f"  html:    {report['html_path']}")
+    if report.get("bug_report_path"):
+        lines.append(f"  issue:   {report['bug_report_path']}  (a GitHub issue body)")
     return "\n".join(lines)

@@ -1,14 +1,18 @@
-"""Writing a run's output folder: ``report.json``, the repro and its verification.
+"""Writing a run's output folder: ``report.json``, the repro and its verification, ``report.html``
+and ``bug_report.md``.
 
 Every file goes through :class:`~bisect_engine.output.folder.OutputFolder` (locked, atomic, never
 through a link, an earlier run kept in ``previous/<n>``). The report itself is built by
 :mod:`~bisect_engine.output.report` (pure) and the repro rendered by
 :mod:`~bisect_engine.output.repro` (pure); this module decides what to write, writes it, and runs
-the verification. An interrupt during verification kills its processes and still writes the report.
+the verification; the page and the issue body are rendered from the report
+(:mod:`~bisect_engine.output.views`). An interrupt during verification kills its processes and
+still writes the report.
 """
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +25,11 @@ from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.graphs import reference_inputs
 from ..verdict.recipes import input_recipes
+from .bug_report import FINDINGS, collect_versions
 from .folder import OutputFolder
 from .report import build_report, finding_repro_spec, repro_target
 from .repro import SIDECAR_NAME, Interpreters, RenderedRepro, render, verify_repro
+from .views import add_view_paths, write_views
 
 DEFAULT_OUT = Path("bisect-accuracy-out")
 REPRO_FILE = "repro.py"
@@ -48,16 +54,29 @@ def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder
     (``timeout_s``: what is left of the run's time for verification)."""
     report = build_report(result)
     try:
-        if with_repro and not result.interrupted:
-            _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # collect_env takes seconds: it runs while the repro is written and verified
+            versions = pool.submit(collect_versions) if report["verdict"] in FINDINGS else None
+            if with_repro and not result.interrupted:
+                _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+            if versions is not None:
+                report["versions"] = versions.result()
     except Interrupted as interrupt:
         report["verdict"] = "interrupted"
         report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": "repro"}
         if report.get("repro"):
             report["repro"]["status"] = "INTERRUPTED"
-        folder.write_report(report)
+        write_report_and_views(folder, report)
         raise
-    return folder.write_report(report)
+    return write_report_and_views(folder, report)
+
+
+def write_report_and_views(folder: OutputFolder, report: dict[str, Any]) -> dict[str, Any]:
+    """``report.json``, then ``report.html`` (and ``bug_report.md`` for a finding) rendered from it."""
+    add_view_paths(report, folder.path)
+    folder.write_report(report)
+    write_views(report, folder)
+    return report
 
 
 def _write_repro(result: RunResult, report: dict[str, Any], output: OutputOptions, folder: OutputFolder,

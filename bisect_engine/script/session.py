@@ -470,7 +470,11 @@ class Session:
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
         folder = self.output_folder()
         if folder is not None:
+            from ..output.views import add_view_paths, write_views  # torch-free: fine at exit too
+
+            add_view_paths(self.report, folder.path)
             folder.write_report(self.report)
+            write_views(self.report, folder)
 
     def _write_status(self, final: bool) -> None:
         folder = self.output_folder() if self.rank is not None else None

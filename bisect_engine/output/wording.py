@@ -1,0 +1,102 @@
+"""Words shared by every renderer of a report (the summary, ``report.html``, ``bug_report.md``).
+
+Torch-free and pure: a report read back from ``report.json`` is rendered without importing torch.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_SUBSYSTEM_SENTENCE = {
+    "decomposition": "Inductor's decomposition of {name} is wrong: compiling without it matches eager.",
+    "lowering": "Inductor's lowering/codegen of {name} is wrong: falling back to the aten kernel matches eager.",
+    "pass": "the graph pass {name} breaks it: compiling with it disabled matches eager.",
+    "config": "flipping config {name} makes it match eager.",
+}
+
+
+def subsystem_sentence(subsystem: dict[str, str]) -> str:
+    template = _SUBSYSTEM_SENTENCE.get(subsystem.get("kind", ""), "{name} is involved.")
+    return template.format(name=subsystem.get("name", "?"))
+
+
+def ulps(value: Any) -> str:
+    """An error in ulps as people read it: ``3.4e+07``, ``12.5``, ``0``."""
+    return f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
+
+
+def short_number(value: Any) -> str:
+    """A measured number in a sentence: ``2.83``, ``1.2e+07``, ``inf``."""
+    return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def culprit_ops(culprit: dict[str, Any]) -> str:
+    ops = culprit.get("ops") or [culprit.get("op") or "?"]
+    return ops[0] if len(ops) == 1 else f"{', '.join(ops[:3])}{' ...' if len(ops) > 3 else ''}"
+
+
+def headline(report: dict[str, Any]) -> str:
+    """The answer in a few words, for a page title or a heading."""
+    verdict, culprit, nan = report.get("verdict"), report.get("culprit") or {}, report.get("nan") or {}
+    where = f" at {culprit['source']}" if culprit.get("source") else ""
+    if culprit.get("made_by") == "model" or (nan.get("made_by") == "model" and not culprit):
+        return f"The model itself makes NaN/Inf in {culprit.get('op') or (nan.get('eager') or {}).get('op', '?')}{where}"
+    if culprit.get("crash"):
+        return f"Inductor fails on {culprit_ops(culprit)}{where}"
+    if culprit and verdict == "nan" and (culprit.get("error") or {}).get("new_nonfinite"):
+        return f"Inductor makes NaN/Inf in {culprit_ops(culprit)}{where}"
+    if culprit and culprit.get("kind") == "window":
+        return f"Inductor computes {culprit_ops(culprit)} wrong when compiled together{where}"
+    if culprit:
+        return f"Inductor computes {culprit_ops(culprit)} wrong{where}"
+    return {
+        "clean": "torch.compile agrees with eager",
+        "not_reproducible": "torch.compile diverges, but no captured graph does on its own",
+        "incomplete": "No verdict: the search budget ran out",
+        "unchecked": "Graphs recorded, not checked",
+        "crash": "Inductor fails to compile the model",
+        "nan": "Compiled code makes NaN/Inf",
+    }.get(str(verdict), "torch.compile disagrees with eager; no op was named")
+
+
+def answer(report: dict[str, Any]) -> str:
+    """One sentence (or two) that says what was found and why it is believed."""
+    culprit, nan = report.get("culprit") or {}, report.get("nan") or {}
+    if culprit.get("made_by") == "model" or (nan.get("made_by") == "model" and not culprit):
+        origin = nan.get("eager") or {}
+        return (f"Eager makes NaN/Inf there too, so this is a model issue, not a compiler bug"
+                f"{': ' + origin['cause'] if origin.get('cause') else ''}"
+                f"{'; usual fix: ' + origin['fix'] if origin.get('fix') else ''}.")
+    if culprit:
+        return _culprit_answer(report, culprit)
+    verdict = report.get("verdict")
+    if verdict == "clean":
+        graphs = report.get("graphs") or []
+        nodes = sum(int(g.get("nodes") or 0) for g in graphs)
+        model = " and the whole model under torch.compile matches too" if report.get("model_level") == "match" else ""
+        return f"All {len(graphs)} captured graph(s) ({nodes} aten nodes) match eager against fp64{model}."
+    if report.get("budget"):
+        return f"The search stopped before naming an op: {report['budget']}."
+    if verdict == "not_reproducible":
+        return "The model diverges under torch.compile, but every captured graph matches on its own."
+    return "No op was named; see the graphs below."
+
+
+def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
+    crash, error = culprit.get("crash"), culprit.get("error")
+    place = f"node {culprit.get('node')} of {culprit.get('graph')}" + (
+        f", module {culprit['module']}" if culprit.get("module") else "")
+    if crash:
+        first = (crash.get("message") or "").splitlines()[:1]
+        sentence = f"Compiling or running {place} raises {crash.get('exception')}{': ' + first[0] if first else ''}."
+    elif error:
+        sentence = (f"Its output is {ulps(error.get('compiled_rms_ulps'))} ulps RMS off the fp64 reference where "
+                    f"eager's own error is {ulps(error.get('eager_rms_ulps'))} ulps ({place}).")
+    else:
+        sentence = f"It diverges from eager ({place})."
+    confirmed = culprit.get("confirmed_alone")
+    if confirmed is not None and not crash:
+        sentence += " Compiled alone it still fails." if confirmed else " Compiled alone it matches: it needs its neighbours."
+    subsystem = report.get("subsystem")
+    if subsystem:
+        sentence += f" Cause: {subsystem_sentence(subsystem)}"
+    return sentence
