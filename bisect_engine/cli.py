@@ -56,6 +56,10 @@ def _isolate_from_hook() -> None:
 @click.option("--rng", type=click.Choice(["data", "strict"]), default="data", show_default=True,
               help="data: random draws are recorded and fed to both sides (dropout is not a divergence); "
                    "strict: compiled random ops must reproduce eager's draws under the same seed.")
+@click.option("--oracle", type=click.Choice(["outputs", "strict"]), default="outputs", show_default=True,
+              help="outputs: name first the wrong op whose error reaches a model output (a loss, a logit, a "
+                   "gradient); every other wrong op is listed too. strict: name the first wrong op in graph "
+                   "order, as the minifier's strict accuracy does.")
 @click.option("--verify-runs", type=click.IntRange(min=0), default=3, show_default=True,
               help="Run the emitted repro this many times in fresh processes (0: do not verify).")
 @click.option("--random-inputs", is_flag=True,
@@ -77,7 +81,7 @@ def _isolate_from_hook() -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
 def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
-        timeout_s: float | None, seed: int, stage: str, rng: str, verify_runs: int, random_inputs: bool,
+        timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int, random_inputs: bool,
         device: str | None, level: int | None,
         check_every: int, stop_on_divergence: bool, force: bool, quiet: bool, verbose: bool) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
@@ -118,7 +122,7 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
     from .output.writer import OutputOptions
 
     options = EngineOptions(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng,  # type: ignore[arg-type]
-                            stop_after=stage)  # type: ignore[arg-type]
+                            stop_after=stage, oracle=oracle)  # type: ignore[arg-type]
     output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs, force=force)
     sys.exit(_run_model_file(model_file, options, output, quiet, device))
 

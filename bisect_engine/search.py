@@ -140,6 +140,12 @@ class Search(Generic[C, V]):
         """The cached verdict, if the candidate was judged (never evaluates)."""
         return self._verdicts.get(self._key(candidate))
 
+    def forget(self, which: Callable[[C], bool]) -> None:
+        """Drop cached verdicts of the candidates ``which`` selects (their subject was replaced,
+        e.g. a captured graph by one our own recompile can compile); history keeps the calls."""
+        for candidate_key in [k for k in self._verdicts if which(k)]:  # type: ignore[arg-type]
+            del self._verdicts[candidate_key]
+
     def record(self, candidate: C, verdict: V) -> None:
         """Seed the cache with a verdict learned elsewhere (costs no evaluation)."""
         self._verdicts.setdefault(self._key(candidate), verdict)

@@ -80,3 +80,45 @@ def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -
                 diverging.append(node.name)
                 break
     return diverging, replayed
+
+
+# Eager replays to rank culprits: each is one eager run of the graph, no compile.
+MAX_RANKED = 16
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How one culprit's compiled value, replayed eagerly, changes the graph's model outputs."""
+
+    culprit: str
+    outputs: tuple[tuple[str, float], ...]  # (output, its RMS error in ulps against eager's value)
+
+    @property
+    def reaches_output(self) -> bool:
+        return bool(self.outputs)
+
+
+def output_reach(context: GraphContext, culprit: str, verdict: SubgraphVerdict, model_outputs: list[str]) -> Reach:
+    """Feed ``culprit``'s compiled output to an eager replay of the graph: the model outputs that
+    then differ from eager's beyond the tolerance (a masked or compared-away error reaches none)."""
+    overrides = {v.name: verdict.compiled_values[v.name] for v in value_nodes(context.view.nodes[culprit])
+                 if v.name in verdict.compiled_values}
+    replayed = interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    reached = []
+    for name in model_outputs:
+        reference = context.eager_values.get(name)
+        check = compare_tensor(reference, reference, replayed.get(name), context.tolerance)
+        if check.outcome is not Outcome.MATCH:
+            reached.append((name, check.compiled_rms_ulps))
+    return Reach(culprit, tuple(reached))
+
+
+def rank_culprits(context: GraphContext, check: NodeCheck, model_outputs: list[str],
+                  strict: bool = False) -> tuple[str, list[Reach]]:
+    """The headline culprit and how each culprit reaches the outputs: the first (graph order) whose
+    divergence reaches a model output, else the first; ``strict``: the first, as it is."""
+    ranked = [output_reach(context, name, check.verdict, model_outputs) for name in check.culprits[:MAX_RANKED]]
+    if strict:
+        return check.culprits[0], ranked
+    reaching = next((r.culprit for r in ranked if r.reaches_output), None)
+    return reaching or check.culprits[0], ranked

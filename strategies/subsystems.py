@@ -19,7 +19,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..search import ddmin
 from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
-from ..verdict.compare import Outcome
+from ..verdict.compare import Outcome, compare_values
+from ..verdict.fx_eval import run_graph
 from ..verdict.graphs import Subgraph, reference_inputs
 from ..verdict.inductor_adapter import default_decompositions, is_lowered
 from ..verdict.oracle import GraphContext
@@ -56,9 +57,11 @@ class Attribution:
     kind: Kind
     name: str
     workaround: str
+    note: str = ""  # what the switch shows and does not show (e.g. a decomposition that only avoids the bug)
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "name": self.name, "workaround": self.workaround}
+        return {"kind": self.kind, "name": self.name, "workaround": self.workaround,
+                **({"note": self.note} if self.note else {})}
 
 
 def _is_set(switch: Switch) -> bool:
@@ -137,11 +140,48 @@ class SubsystemSearch:
             return None
         names = ", ".join(str(op) for op in culprits)
         drop = "\n".join(f"    table.pop(torch.ops.{op}, None)" for op in culprits)
-        return Attribution("decomposition", names, _decomposition_workaround(drop))
+        found = Attribution("decomposition", names, _decomposition_workaround(drop))
+        if not self.decomposition_is_right(culprits):
+            return found
+        # Removing the decomposition avoids the bug, but the decomposition itself computes right:
+        # the fault is in how Inductor compiles an op it decomposes into (mish -> softplus -> log1p).
+        beneath = self.lowering(decomposed=True)
+        note = (f"the decomposition of {names} computes right when run eagerly; removing it only avoids "
+                "a bug in the code Inductor generates for the ops it decomposes into")
+        if beneath is not None:
+            return Attribution("lowering", beneath.name, beneath.workaround,
+                               note=f"reached through the decomposition of {names}, which is right; removing "
+                                    "that decomposition also avoids it")
+        return Attribution("decomposition", names, found.workaround, note=note)
 
-    def lowering(self) -> Attribution | None:
-        ops = [node.target for node in self.subgraph.graph_module.graph.nodes
-               if node.op == "call_function" and is_lowered(node.target)]
+    def decomposition_is_right(self, ops: Iterable[Any]) -> bool:
+        """The culprit subgraph with ``ops`` decomposed, run eagerly, matches eager against fp64."""
+        table = default_decompositions()
+        inputs = reference_inputs(self.subgraph, self.context.eager_values)
+        try:
+            decomposed = make_fx(self.subgraph.graph_module, decomposition_table={op: table[op] for op in ops if op in table},
+                                 tracing_mode="real")(*inputs)
+            values = run_graph(decomposed, inputs)
+        except Exception as error:  # noqa: BLE001 - cannot tell: keep the decomposition as named
+            log.warning("could not run the decomposition of %s eagerly: %s: %s", list(ops), type(error).__name__, error)
+            return False
+        eager = run_graph(self.subgraph.graph_module, inputs)
+        fp64 = run_graph(self.subgraph.graph_module, inputs, upcast=True)
+        verdicts = compare_values(eager, fp64, list(values), self.context.tolerance)
+        return len(verdicts) == len(eager) and all(v.outcome is Outcome.MATCH for v in verdicts)
+
+    def lowering(self, decomposed: bool = False) -> Attribution | None:
+        """Force aten fallbacks on the subgraph's lowered ops (``decomposed``: on those of its
+        decomposed form, the ops Inductor lowers after its decompositions)."""
+        graph = self.subgraph.graph_module.graph
+        if decomposed:
+            try:
+                graph = make_fx(self.subgraph.graph_module, decomposition_table=default_decompositions(),
+                                tracing_mode="fake")(*reference_inputs(self.subgraph, self.context.eager_values)).graph
+            except Exception as error:  # noqa: BLE001 - our tracing failed: nothing to name
+                log.warning("could not decompose %s: %s: %s", sorted(self.nodes), type(error).__name__, error)
+                return None
+        ops = [node.target for node in graph.nodes if node.op == "call_function" and is_lowered(node.target)]
         ops = list(dict.fromkeys(ops))
 
         def fallback(subset: Iterable[Any]) -> Switch:

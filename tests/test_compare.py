@@ -301,3 +301,43 @@ def test_a_different_non_finite_where_eager_agrees_with_fp64_is_a_mismatch() -> 
         verdict = compare_tensor(eager, fp64, compiled)
         assert verdict.outcome is Outcome.MISMATCH and verdict.reason == "nonfinite"
     assert compare_tensor(eager, fp64, eager.clone()).outcome is Outcome.MATCH
+
+
+def test_an_output_the_user_let_run_in_tf32_is_judged_in_tf32_units() -> None:
+    """A float32 matmul allowed TF32 (allow_tf32, set_float32_matmul_precision("high")) differs from
+    fp64 by TF32 roundings, thousands of float32 ulps: measured in float32 ulps that reads as a
+    divergence, measured in TF32 units it does not; a real error stays one in either unit."""
+    import torch
+    from bisect_engine.verdict.compare import Outcome, compare_values
+    from bisect_engine.verdict.precision import TF32
+
+    torch.manual_seed(0)
+    fp64 = torch.randn(64, 64, dtype=torch.float64)
+    eager = fp64.float()
+    tf32_rounded = (fp64 * (1 + TF32 * torch.rand(64, 64, dtype=torch.float64))).float()
+    as_fp32 = compare_values([eager], [fp64], [tf32_rounded])
+    as_tf32 = compare_values([eager], [fp64], [tf32_rounded], units=[TF32])
+    assert as_fp32[0].outcome is Outcome.MISMATCH
+    assert as_tf32[0].outcome is Outcome.MATCH
+    wrong = compare_values([eager], [fp64], [eager * 1.01], units=[TF32])
+    assert wrong[0].outcome is Outcome.MISMATCH
+
+
+def test_allowed_precision_follows_the_users_settings() -> None:
+    import torch
+    from bisect_engine.verdict.precision import BF16, TF32, allowed_precision
+
+    aten = torch.ops.aten
+    value = torch.ones(2, 2)
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        assert allowed_precision(aten.mm.default, value) is None
+        torch.set_float32_matmul_precision("high")
+        assert allowed_precision(aten.mm.default, value).unit == TF32
+        assert allowed_precision(aten.add.Tensor, value) is None  # only matmuls and convolutions
+        assert allowed_precision(aten.mm.default, value.double()) is None  # only float32
+        torch.set_float32_matmul_precision("medium")
+        assert allowed_precision(aten.addmm.default, value).unit == BF16
+    finally:
+        torch.set_float32_matmul_precision(before)

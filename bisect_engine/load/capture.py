@@ -115,6 +115,25 @@ def capture(
     return backend.called_graphs(), output
 
 
+def nothing_captured(model: Callable[..., Any]) -> str:
+    """Why Dynamo compiled no graph of ``model``, with the switch that changes it where we know one.
+    torch.compile then runs the model eagerly: compiled and eager cannot disagree."""
+    modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
+    rnns = sorted({type(m).__name__ for m in modules if isinstance(m, torch.nn.RNNBase)})
+    if rnns and not torch._dynamo.config.allow_rnn:
+        return (f"torch.compile compiled nothing: Dynamo skips the frames that run {', '.join(rnns)} while "
+                "torch._dynamo.config.allow_rnn is False (the default), so the job runs them eagerly; "
+                "to check them compiled, set torch._dynamo.config.allow_rnn = True in the model file")
+    disabled = [type(m).__name__ for m in modules if getattr(getattr(m, "forward", None), "_torchdynamo_disable", False)]
+    if getattr(model, "_torchdynamo_disable", False) or getattr(getattr(model, "forward", None), "_torchdynamo_disable", False):
+        disabled.insert(0, getattr(model, "__name__", type(model).__name__))
+    if disabled:
+        return (f"torch.compile compiled nothing: {disabled[0]} is excluded with torch._dynamo.disable, so it "
+                "runs eagerly; remove the decorator (or compile the parts it wraps) to check it")
+    return ("torch.compile compiled nothing: Dynamo captured no graph (the model runs no tensor ops under "
+            "Dynamo, or every frame was skipped; TORCH_LOGS=graph_breaks,dynamo says why)")
+
+
 def capture_graph_module(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> list[CapturedGraph]:
     """Capture one Dynamo graph's forward aten graph without Dynamo (no ``torch._dynamo.reset``):
     for graphs met while a user's program runs, whose compiled frames must stay as they are."""

@@ -20,6 +20,9 @@ class EngineOptions:
     tolerance: Tolerance = Tolerance()
     seed: int = 0
     rng: Literal["data", "strict"] = "data"  # data: random draws fed to both sides; strict: must match
+    # outputs: the headline culprit is the first whose divergence reaches a model output (a masked
+    # one is still listed); strict: the first divergent node, as the minifier's strict accuracy does.
+    oracle: Literal["outputs", "strict"] = "outputs"
     stop_after: Stage = "repro"
     max_compiles: int | None = None  # every Inductor compile of the run counts
     timeout_s: float | None = None  # seconds from the start of the run

@@ -13,6 +13,7 @@ when the budget runs out, the result says which stage it cut.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -20,15 +21,16 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import BisectError, Interrupted, ModelError
-from ..load.capture import capture
+from ..errors import Interrupted, ModelError
+from ..load.capture import capture, nothing_captured
 from ..load.model_file import ModelSpec
 from ..progress import Progress
 from ..search import Budget, BudgetExhausted
-from ..strategies.nodes import NodeCheck, check_nodes, propagators
+from ..strategies.nodes import NodeCheck, Reach, check_nodes, propagators, rank_culprits
 from ..strategies.subsystems import Attribution, attribute, attribute_model
 from ..strategies.windows import find_window, window
-from ..verdict.candidate import GraphCandidate, ModelCandidate
+from ..load.rewrite import views_as_reshapes
+from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
 from ..verdict.compare import Outcome
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
@@ -56,6 +58,11 @@ class GraphResult:
     replay_values: dict[str, Any] = field(default_factory=dict)  # eager replay of the culprit's output
     attribution: Attribution | None = None
     confirmed: bool | None = None  # the culprit subgraph, compiled on its own, still diverges (or crashes)
+    # Our own recompile of this graph failed where a real torch.compile does not (see _harness):
+    # {"problem", "fallback", "changed", "judged"}; never a finding about the compiler.
+    harness: dict[str, Any] | None = None
+    headline: str | None = None  # the culprit named first (see strategies.nodes.rank_culprits)
+    reach: list[Reach] = field(default_factory=list)  # each culprit: the model outputs it reaches
 
     @property
     def eager_nan(self) -> str | None:
@@ -78,7 +85,7 @@ class GraphResult:
         if self.crash:
             return (self.crash[0],)
         if self.nodes and self.nodes.culprits:
-            return self.nodes.culprits[:1]
+            return (self.headline or self.nodes.culprits[0],)
         return ()
 
     @property
@@ -86,7 +93,14 @@ class GraphResult:
         return "window" if self.window else "node"
 
     @property
+    def harness_failed(self) -> bool:
+        """Our recompile of the whole graph failed, no fallback compiled, and the real compile works."""
+        return self.harness is not None and not self.harness.get("judged")
+
+    @property
     def has_finding(self) -> bool:
+        if self.harness_failed:
+            return bool(self.culprit_nodes) or self.nan_problem
         return bool(self.culprit_nodes) or self.nan_problem or self.whole.outcome is not Outcome.MATCH
 
 
@@ -103,6 +117,7 @@ class RunResult:
     budget: str | None = None  # what the exhausted budget cut, when it did
     interrupted: dict[str, Any] | None = None  # {"signal", "signum", "stage"}: SIGINT/SIGTERM stopped the run
     search: RunSearch | None = None  # the run's one search object (the writer judges with it too)
+    model_level_check: bool = True  # may the engine recompile the model through torch.compile
 
     @property
     def draws_random(self) -> bool:
@@ -136,7 +151,7 @@ def run(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: C
     with progress.step("capture"):
         captured, _output = capture(spec.model, spec.inputs, spec.loss_fn)
     if not captured:
-        raise BisectError("torch.compile captured no graph: the model runs no tensor ops under Dynamo")
+        raise ModelError(nothing_captured(spec.model))
     return run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence)
 
 
@@ -152,7 +167,8 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     started = time.perf_counter() if started is None else started
     compiler = compiler or new_compiler(options)
     judge = Judge(compiler, options.tolerance, options.seed, spec)
-    result = RunResult(spec, [], compiler, 0.0, captured, search=new_search(judge))
+    result = RunResult(spec, [], compiler, 0.0, captured, search=new_search(judge),
+                       model_level_check=model_level_check)
     try:
         _localise(result, judge, options, progress, model_level_check, on_divergence)
     except BudgetExhausted as exhausted:
@@ -180,15 +196,26 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem"):
         _attribute(finding, search, progress)
-    random_graphs = any(_has_random(r) for r in result.graphs)
-    if finding is None and model_level_check and (options.rng == "strict" or not random_graphs):
+    if finding is None and model_level_check:
         compiler.stage = "model_check"
         with progress.step("model-level check"):
-            result.model_level = search.judge(ModelCandidate()).outcome.value
+            result.model_level = search.judge(model_candidate(result, options)).outcome.value
         compiler.stage = "subsystem"
         if result.model_level == "mismatch" and options.runs("subsystem"):
             with progress.step("model-level subsystem bisection"):
                 result.model_attribution = attribute_model(search)
+
+
+def model_candidate(result: RunResult, options: EngineOptions) -> ModelCandidate:
+    """The model-level check. Where a graph draws random numbers (dropout) and draws are data
+    (``--rng data``), the compile falls back to aten's random ops, so compiled draws the same
+    numbers as eager from the same seed: what is left to differ is the compiled arithmetic."""
+    if options.rng != "strict" and any(_has_random(r) for r in result.graphs):
+        return ModelCandidate(SAME_DRAWS)
+    return ModelCandidate()
+
+
+SAME_DRAWS = Switch.config("config", "fallback_random", {"fallback_random": True})
 
 
 def _has_random(result: GraphResult) -> bool:
@@ -221,7 +248,10 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     names = context.view.compilable_names(keep_random=context.rng_strict)
     with progress.step(f"{graph.name}: compile whole graph ({len(context.view.compute_nodes)} nodes)"):
         whole = search.judge(GraphCandidate(graph.name, frozenset(names), purpose="whole"))
-    result = GraphResult(context, whole)
+    harness = None
+    if whole.outcome is Outcome.CRASH:
+        context, whole, harness = _harness_fallback(graph, context, whole, judge, search, options, progress)
+    result = GraphResult(context, whole, harness=harness)
     run_result.graphs.append(result)
     result.eager_nonfinite = outputs_problem(context.view, context.eager_values, result.model_outputs)
     compiled_problem = any(v.new_nonfinite for v in whole.outputs.values())
@@ -236,14 +266,57 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     if result.crash:
         _confirm_node(result, result.crash[0], search, progress)
     elif result.nodes.culprits:
-        _confirm_node(result, result.nodes.culprits[0], search, progress)
+        result.headline, result.reach = rank_culprits(context, result.nodes, result.model_outputs,
+                                                      strict=options.oracle == "strict")
+        _confirm_node(result, result.headline, search, progress)
         if not result.confirmed and whole.outcome is not Outcome.MATCH:
-            passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [result.nodes.culprits[0]]
+            passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [result.headline]
             _search_window(result, search, progress, passing)
+    elif whole.outcome is Outcome.CRASH and run_result.model_level_check and _real_compile_works(run_result, options, progress):
+        # No node crashes alone and the user's torch.compile of the model works: the crash is our
+        # recompile's (see _harness_fallback), not a finding; no window search on it.
+        result.harness = {**(result.harness or {}), "problem": whole.error, "judged": False,
+                          "real_compile": run_result.model_level}
     elif whole.outcome is not Outcome.MATCH:
         _search_window(result, search, progress, result.nodes.checked)
     _nan_forensics(result)
     return result
+
+
+def _harness_fallback(graph: CapturedGraph, context: GraphContext, whole: SubgraphVerdict, judge: Judge,
+                      search: RunSearch, options: EngineOptions, progress: Progress) -> tuple[GraphContext, SubgraphVerdict, dict[str, Any] | None]:
+    """The whole graph crashed in our recompile. We capture before Inductor's decompositions, with
+    ``view`` resolved for eager's strides; a decomposition with other strides (``cat`` of an empty
+    cache tensor) then breaks a ``view`` the real compile never recorded. Recompile the graph with
+    its views as reshapes (same values): if that compiles, judge that graph instead and say so."""
+    rewritten, changed = views_as_reshapes(graph.graph_module)
+    if not changed:
+        return context, whole, None
+    replacement = dataclasses.replace(graph, graph_module=rewritten)
+    try:
+        new_context = GraphContext.from_captured(replacement, options.tolerance, options.rng == "strict", options.seed)
+    except Exception as error:  # noqa: BLE001 - the fallback cannot even run eagerly: keep the original
+        log.warning("%s: views-as-reshapes fallback does not run eagerly: %s", graph.name, error)
+        return context, whole, None
+    judge.add(new_context)
+    search.forget(lambda c: isinstance(c, GraphCandidate) and c.graph == graph.name)
+    names = new_context.view.compilable_names(keep_random=new_context.rng_strict)
+    with progress.step(f"{graph.name}: our recompile failed; retrying with views as reshapes"):
+        retried = search.judge(GraphCandidate(graph.name, frozenset(names), purpose="whole (views as reshapes)"))
+    if retried.outcome is Outcome.CRASH:  # not the view problem: back to the graph as captured
+        judge.add(context)
+        search.forget(lambda c: isinstance(c, GraphCandidate) and c.graph == graph.name)
+        search.record(GraphCandidate(graph.name, frozenset(context.view.compilable_names(keep_random=context.rng_strict))), whole)
+        return context, whole, None
+    harness = {"problem": whole.error, "fallback": "views_as_reshapes", "changed": changed, "judged": True}
+    return new_context, retried, harness
+
+
+def _real_compile_works(run_result: RunResult, options: EngineOptions, progress: Progress) -> bool:
+    with progress.step("our recompile crashed and no node crashes alone: does torch.compile of the model work?"):
+        verdict = run_result.search.judge(model_candidate(run_result, options))
+    run_result.model_level = verdict.outcome.value
+    return verdict.outcome is not Outcome.CRASH
 
 
 def _confirm_node(result: GraphResult, first: str, search: RunSearch, progress: Progress) -> None:

@@ -101,7 +101,37 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
             culprit["error"] = {"output": name, **verdict.outputs[name].to_json(),
                                 **differences(graph.context.eager_values.get(name), verdict.compiled_values.get(name))}
     culprit["propagators"] = graph.propagators
+    reach = next((r for r in graph.reach if r.culprit == names[0]), None)
+    if reach is not None:
+        culprit["reaches_output"] = reach.reaches_output
     return culprit
+
+
+def findings_json(result: RunResult, graph: GraphResult | None) -> list[dict[str, Any]]:
+    """Every node of the finding's graph that is wrong on its own (graph order, at most
+    ``MAX_RANKED`` judged for reach), the headline marked, each with the model outputs its wrong
+    value reaches in an eager replay and by how much (RMS ulps against eager's output)."""
+    if graph is None or graph.nodes is None:
+        return []
+    verdict = graph.nodes.verdict
+    reach = {r.culprit: r for r in graph.reach}
+    findings = []
+    for name in graph.nodes.culprits:
+        entry = describe_node(result, graph, name)
+        failing = [n for n in verdict.failing_outputs if n in _value_names(graph, (name,))]
+        if failing:
+            entry["error"] = {"output": failing[0], **verdict.outputs[failing[0]].to_json()}
+        entry["headline"] = name in graph.culprit_nodes
+        if name in reach:
+            entry["reaches_output"] = reach[name].reaches_output
+            entry["outputs"] = [{"output": o, "rms_ulps": round(u, 3)} for o, u in reach[name].outputs]
+        else:
+            entry["reaches_output"] = None  # not replayed (beyond the ranking cap)
+        findings.append(entry)
+    for name, error in graph.nodes.crashes:
+        findings.append({**describe_node(result, graph, name), "crash": crash_json(error),
+                         "headline": name in graph.culprit_nodes})
+    return findings
 
 
 def differences(eager: Any, compiled: Any) -> dict[str, float]:
@@ -215,10 +245,12 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "schema": SCHEMA_VERSION,
         "verdict": verdict_of(result),
         "culprit": culprit_json(result, finding) if finding else None,
+        "findings": findings_json(result, finding),
         "nan": nan_json(result, finding) if finding else None,
         "model": str(result.spec.path),
         "graphs": [graph_json(g) for g in result.graphs],
         "model_level": result.model_level,
+        "harness": harness_json(result),
         "subsystem": _attribution(result),
         "budget": result.budget,
         "interrupted": result.interrupted,
@@ -235,6 +267,16 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
     report.update(result.scan)  # "batch" / "step" when a scan ran
     report.update(extra or {})
     return report
+
+
+def harness_json(result: RunResult) -> list[dict[str, Any]]:
+    """Where our own recompile failed and a real torch.compile did not: never a compiler finding.
+    ``fallback``: what was judged instead (None: the graph's whole compile was not judged; its
+    nodes were, alone, and the model through torch.compile)."""
+    return [{"graph": g.context.name, "problem": ((g.harness.get("problem") or "").splitlines() or [""])[0][:300], "fallback": g.harness.get("fallback"),
+             "views_rewritten": g.harness.get("changed", 0), "judged": bool(g.harness.get("judged")),
+             "real_compile": g.harness.get("real_compile")}
+            for g in result.graphs if g.harness]
 
 
 def inputs_nonfinite(inputs: Any) -> list[dict[str, Any]]:
@@ -353,6 +395,14 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"  raised:  {crash['exception']}: {first}")
         if culprit["propagators"]:
             lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
+        others = [f for f in report.get("findings") or [] if not f.get("headline")]
+        if others:
+            listed = ", ".join(f"{f['op']} ({f['node']}{'' if f.get('reaches_output') is not False else ', does not reach the outputs'})"
+                               for f in others[:5])
+            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+            lines.append(f"  also wrong alone: {listed}{more} (report.json findings)")
+        if culprit.get("reaches_output") is False:
+            lines.append("  its error does not reach the model's outputs in an eager replay (masked or compared away)")
     for detail in (report.get("step_detail"), report.get("batch_detail")):
         if isinstance(detail, dict) and detail.get("cleared"):
             lines.append(f"  scan:    {detail['cleared']}")
@@ -365,6 +415,8 @@ def summary(report: dict[str, Any]) -> str:
     subsystem = report.get("subsystem")
     if subsystem:
         lines.append(f"  subsystem: {subsystem['kind']} {subsystem['name']}: {subsystem_sentence(subsystem)}")
+        if subsystem.get("note"):
+            lines.append(f"  note:    {subsystem['note']}")
         lines.append("  workaround:\n" + "\n".join(f"    {line}" for line in subsystem["workaround"].splitlines()))
     nan = report.get("nan")
     for fed in report.get("inputs_nonfinite") or []:
@@ -382,6 +434,11 @@ def summary(report: dict[str, Any]) -> str:
                 lines.append(f"    cause: {where['cause']}; fix: {where['fix']}")
                 if "backward_of" in where:
                     lines.append(f"    {where['backward_of']}")
+    for harness in report.get("harness") or []:
+        done = (f"judged the graph with its views as reshapes ({harness['views_rewritten']} rewritten) instead"
+                if harness["judged"] else "its whole compile was not judged (each node was, and the model through torch.compile)")
+        lines.append(f"  harness: our recompile of {harness['graph']} failed where torch.compile works "
+                     f"({harness['problem'] or 'error'}); not a compiler finding: {done}")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
     if report["verdict"] == "interrupted":

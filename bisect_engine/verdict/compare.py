@@ -73,9 +73,10 @@ def rounding_unit(dtype: torch.dtype) -> float:
 
 
 def compare_tensor(
-    eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance()
+    eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance(), unit: float | None = None
 ) -> TensorVerdict:
-    """Judge one compiled value against eager (same dtype) and the fp64 reference."""
+    """Judge one compiled value against eager (same dtype) and the fp64 reference; ``unit``: the
+    unit roundoff to measure in where the user allowed less than the dtype's (TF32 matmuls)."""
     if not isinstance(eager, torch.Tensor):
         same = eager == compiled
         return TensorVerdict(Outcome.MATCH if same else Outcome.MISMATCH, reason="" if same else "value")
@@ -92,11 +93,11 @@ def compare_tensor(
     if eager.is_complex():  # judge real and imaginary parts as a pair of real tensors
         eager, compiled = torch.view_as_real(eager), torch.view_as_real(compiled)
         reference = torch.view_as_real(reference.to(torch.complex128))
-    return _compare_floating(eager, reference, compiled, tolerance)
+    return _compare_floating(eager, reference, compiled, tolerance, unit)
 
 
 def _compare_floating(
-    eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor, tolerance: Tolerance
+    eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor, tolerance: Tolerance, unit_roundoff: float | None = None
 ) -> TensorVerdict:
     ref = fp64.detach().cpu().to(torch.float64).reshape(eager.shape)
     eager64 = eager.detach().cpu().to(torch.float64)
@@ -117,7 +118,7 @@ def _compare_floating(
     # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
     # still gives a finite, meaningful error.
     scale = max(float(ref_used.square().mean().sqrt()), float(compiled64[usable].square().mean().sqrt()))
-    unit = rounding_unit(eager.dtype) * max(scale, torch.finfo(eager.dtype).tiny)
+    unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
     compiled_error = (compiled64[usable] - ref_used).abs() / unit
     eager_error = (eager64[usable] - ref_used).abs() / unit
     verdict = dict(
@@ -173,12 +174,15 @@ def compare_random_draw(eager: Any, compiled: Any) -> TensorVerdict:
 
 
 def compare_values(
-    eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance = Tolerance()
+    eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance = Tolerance(),
+    units: list[float | None] | None = None,
 ) -> list[TensorVerdict]:
-    """Judge a list of outputs pairwise; lengths must agree (else one MISMATCH)."""
+    """Judge a list of outputs pairwise; lengths must agree (else one MISMATCH). ``units``: per
+    output, the unit roundoff of a precision the user allowed below the dtype's (or None)."""
     if len(compiled) != len(eager):
         return [TensorVerdict(Outcome.MISMATCH, reason=f"{len(compiled)} outputs != {len(eager)}")]
-    return [compare_tensor(e, r, c, tolerance) for e, r, c in zip(eager, fp64, compiled)]
+    units = units if units is not None and len(units) == len(eager) else [None] * len(eager)
+    return [compare_tensor(e, r, c, tolerance, u) for e, r, c, u in zip(eager, fp64, compiled, units)]
 
 
 def worst(verdicts: list[TensorVerdict]) -> TensorVerdict:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import operator
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+import torch.fx as fx
 
 from .graphs import CapturedGraph
 from .compare import Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values, worst
@@ -22,6 +24,7 @@ from ..search import BudgetExhausted
 from .graphs import GraphView, Subgraph, build_copies, build_subgraph, plan_copies, reference_inputs, value_nodes
 from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, run_graph, to_fp64
+from .precision import allowed_precision
 
 log = logging.getLogger(__name__)
 
@@ -142,13 +145,20 @@ class GraphContext:
         verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
 
+    def _allowed_unit(self, name: str, value: Any) -> float | None:
+        """A matmul/convolution output the user let run below float32 (TF32): measured in that unit."""
+        node = _producer(self.view, name)
+        allowed = allowed_precision(node.target, value) if node is not None else None
+        return allowed.unit if allowed else None
+
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
         # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
         fp64_outputs = run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
                          else [self.eager_values[name] for name in subgraph.output_names])
-        verdicts = compare_values(eager_outputs, fp64_outputs, compiled_outputs, self.tolerance)
+        units = [self._allowed_unit(name, value) for name, value in zip(subgraph.output_names, eager_outputs)]
+        verdicts = compare_values(eager_outputs, fp64_outputs, compiled_outputs, self.tolerance, units)
         if len(verdicts) != len(subgraph.output_names):
             return SubgraphVerdict(Outcome.MISMATCH, error=verdicts[0].reason)
         if not self.rng_strict:
@@ -162,6 +172,13 @@ class GraphContext:
             outputs,
             dict(zip(subgraph.output_names, compiled_outputs)),
         )
+
+
+def _producer(view: GraphView, name: str) -> fx.Node | None:
+    node = view.nodes.get(name)
+    if node is not None and node.target is operator.getitem and node.args and isinstance(node.args[0], fx.Node):
+        return node.args[0]
+    return node
 
 
 def _crash(label: str, error: Exception) -> SubgraphVerdict:

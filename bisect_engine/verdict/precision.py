@@ -1,0 +1,52 @@
+"""The precision the user allowed an op to compute in, so that it is judged at that precision.
+
+A float32 matmul or convolution may run in TF32 (10-bit mantissa) or bf16 when the user allowed
+it: ``torch.backends.cuda.matmul.allow_tf32`` or ``torch.set_float32_matmul_precision("high" |
+"medium")`` for matmuls, ``torch.backends.cudnn.allow_tf32`` (on by default) for CUDA
+convolutions. Eager and Inductor both honour the setting, and their results then differ by
+TF32 roundings, thousands of float32 ulps. Measured in float32 ulps, a difference that the setting
+explains would read as a divergence: such an output is measured in units of the allowed precision
+instead (:func:`allowed_precision`), and the verdict names the setting. Pure: reads torch's flags.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+_MATMULS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention"}
+_CONVOLUTIONS = {"convolution", "_convolution", "cudnn_convolution", "conv2d", "conv1d", "conv3d"}
+# Unit roundoff of the formats the settings allow.
+TF32 = 2.0 ** -11
+BF16 = 2.0 ** -8
+
+
+@dataclass(frozen=True)
+class Allowed:
+    setting: str  # the line that turns it off, for the report
+    unit: float  # unit roundoff of the allowed precision
+
+
+def _op_name(target: Any) -> str:
+    packet = getattr(target, "_opname", None) or getattr(target, "__name__", "")
+    return str(packet).split(".")[0]
+
+
+def allowed_precision(target: Any, value: Any) -> Allowed | None:
+    """For the output ``value`` of an op ``target``: the reduced precision the user allowed, or None."""
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+        return None
+    name = _op_name(target)
+    matmul_precision = torch.get_float32_matmul_precision()
+    if name in _MATMULS:
+        if value.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+            return Allowed("torch.backends.cuda.matmul.allow_tf32 = False", TF32)
+        if matmul_precision != "highest" and value.device.type in ("cuda", "cpu"):
+            return Allowed('torch.set_float32_matmul_precision("highest")', BF16 if matmul_precision == "medium" else TF32)
+    if name in _CONVOLUTIONS and value.device.type == "cuda" and torch.backends.cudnn.allow_tf32:
+        return Allowed("torch.backends.cudnn.allow_tf32 = False", TF32)
+    return None

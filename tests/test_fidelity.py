@@ -1,0 +1,74 @@
+"""Real-model fidelity rules that need no Inductor compile: the harness fallback's rewrite, why
+Dynamo compiled nothing, the model-level tolerance, and the decomposition check."""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+from torch import nn
+
+from bisect_engine.load.capture import nothing_captured
+from bisect_engine.load.rewrite import views_as_reshapes
+from bisect_engine.localise.model_check import MODEL_TOLERANCE, _user_side
+from bisect_engine.verdict.compare import Outcome, compare_values
+
+aten = torch.ops.aten
+
+
+def _flatten() -> fx.GraphModule:
+    """``view(x, [6])``, as captured for a contiguous ``x``."""
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    flat = graph.call_function(aten.view.default, (graph.call_function(aten.mul.Tensor, (x, 2.0)), [6]))
+    graph.output((flat,))
+    return fx.GraphModule({}, graph)
+
+
+def test_views_become_reshapes_with_the_same_values_and_the_original_is_kept() -> None:
+    original = _flatten()
+    rewritten, changed = views_as_reshapes(original)
+    assert changed == 1
+    targets = lambda gm: [n.target for n in gm.graph.nodes if n.op == "call_function"]  # noqa: E731
+    assert targets(original)[-1] is aten.view.default and targets(rewritten)[-1] is aten.reshape.default
+    x = torch.arange(6.0).view(2, 3)
+    assert torch.equal(original(x)[0], rewritten(x)[0])
+    # Strides the view cannot take (what a decomposition may hand it): the reshape copies.
+    transposed = torch.arange(6.0).view(3, 2).t()
+    assert torch.equal(rewritten(transposed)[0], (transposed * 2).reshape(6))
+
+
+def test_an_lstm_under_dynamos_default_names_allow_rnn() -> None:
+    message = nothing_captured(nn.Sequential(nn.Embedding(10, 4), nn.LSTM(4, 4)))
+    assert "LSTM" in message and "torch._dynamo.config.allow_rnn = True" in message
+
+
+def test_a_disabled_module_names_dynamo_disable() -> None:
+    class Skipped(nn.Module):
+        @torch._dynamo.disable
+        def forward(self, x):
+            return x + 1
+
+    assert "torch._dynamo.disable" in nothing_captured(Skipped())
+    assert "captured no graph" in nothing_captured(nn.Identity())
+
+
+def test_dynamo_user_errors_are_the_users_not_the_compilers() -> None:
+    from torch._dynamo.exc import UserError, UserErrorType
+
+    wrapped = RuntimeError("backend failed")
+    wrapped.__cause__ = UserError(UserErrorType.DYNAMIC_CONTROL_FLOW, "data-dependent branch")
+    assert _user_side(wrapped)
+    assert not _user_side(RuntimeError("C++ compile error"))
+
+
+def test_end_to_end_tolerance_admits_compounded_reorderings_not_a_wrong_pass() -> None:
+    """A clean compiled ResNet's BN-bias gradient sits at 3x eager's ulps against fp64 (reorderings
+    compound through the layers); a wrong pre-grad pass is off by millions of ulps."""
+    torch.manual_seed(0)
+    fp64 = torch.randn(256, dtype=torch.float64) * 0.01
+    unit = torch.finfo(torch.float32).eps / 2 * float(fp64.square().mean().sqrt())
+    eager = (fp64 + unit * 10 * torch.randn(256, dtype=torch.float64)).float()
+    compiled = (fp64 + unit * 30 * torch.randn(256, dtype=torch.float64)).float()
+    assert compare_values([eager], [fp64], [compiled])[0].outcome is Outcome.MISMATCH  # the per-graph rule
+    assert compare_values([eager], [fp64], [compiled], MODEL_TOLERANCE)[0].outcome is Outcome.MATCH
+    wrong = (fp64 * 1.1).float()
+    assert compare_values([eager], [fp64], [wrong], MODEL_TOLERANCE)[0].outcome is Outcome.MISMATCH
