@@ -341,3 +341,17 @@ def test_allowed_precision_follows_the_users_settings() -> None:
         assert allowed_precision(aten.addmm.default, value).unit == BF16
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_compiled_making_finite_what_eager_and_fp64_make_nan_differs_but_makes_no_nan() -> None:
+    """log1p(x) for x < -1 is NaN in eager and fp64; a compiled x + 1 is finite there: the values
+    differ (a mismatch), but the compiler made no NaN, so NaN forensics must not blame it."""
+    import torch
+    from bisect_engine.verdict.compare import Outcome, compare_tensor
+
+    x = torch.tensor([-2.0, 0.5])
+    verdict = compare_tensor(torch.log1p(x), torch.log1p(x.double()), x + 1)
+    assert verdict.outcome is Outcome.MISMATCH
+    assert verdict.new_nonfinite == 0 and verdict.lost_nonfinite == 1
+    made = compare_tensor(x + 1, (x + 1).double(), torch.log1p(x))
+    assert made.new_nonfinite == 1 and made.lost_nonfinite == 0

@@ -77,6 +77,8 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
     if isinstance(spec.model, torch.nn.Module):
         model64 = copy.deepcopy(spec.model).to(torch.float64)
         fp64 = _forward_and_grads(model64, to_fp64(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
+    elif spec.loss_fn is None:  # a plain function: every floating op in fp64, its constants included
+        fp64 = _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True)
     patches, decompositions, fallbacks = compile_arguments(switch)
 
     def backend(graph_module: torch.fx.GraphModule, example: list[Any]) -> Any:

@@ -48,8 +48,9 @@ class TensorVerdict:
     eager_rms_ulps: float = 0.0
     compiled_max_ulps: float = 0.0
     eager_max_ulps: float = 0.0
-    new_nonfinite: int = 0
+    new_nonfinite: int = 0  # entries compiled makes NaN/Inf (or another non-finite) where eager agrees with fp64
     reason: str = ""
+    lost_nonfinite: int = 0  # entries compiled makes finite where eager and fp64 agree on NaN/Inf
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class TensorVerdict:
             "eager_max_ulps": _finite_or_str(self.eager_max_ulps),
             "new_nonfinite": self.new_nonfinite,
             "reason": self.reason,
+            **({"lost_nonfinite": self.lost_nonfinite} if self.lost_nonfinite else {}),
         }
 
 
@@ -108,12 +110,16 @@ def _compare_floating(
     # Compiled turns non-finite where eager and fp64 are finite, or is a different non-finite
     # (NaN, +Inf, -Inf) where eager agrees with fp64's non-finite value.
     ref_class, eager_class, compiled_class = _finite_class(ref), _finite_class(eager64), _finite_class(compiled64)
+    # A compiled value made finite where both eager and fp64 are non-finite is a difference too, but
+    # no NaN/Inf the compiler made: counted apart (``lost_nonfinite``), so NaN forensics ignore it.
     changed = ~ref_finite & (eager_class == ref_class) & (compiled_class != ref_class)
-    new_nonfinite = int((~compiled_finite & eager_finite & ref_finite).sum() + changed.sum())
+    new_nonfinite = int((~compiled_finite & eager_finite & ref_finite).sum() + (changed & ~compiled_finite).sum())
+    lost_nonfinite = int((changed & compiled_finite).sum())
     usable = ref_finite & eager_finite & compiled_finite
     if usable.sum() == 0:
-        outcome = Outcome.MISMATCH if new_nonfinite else Outcome.MATCH
-        return TensorVerdict(outcome, new_nonfinite=new_nonfinite, reason="nonfinite" if new_nonfinite else "")
+        differs = new_nonfinite or lost_nonfinite
+        return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
+                             reason="nonfinite" if differs else "", lost_nonfinite=lost_nonfinite)
     ref_used = ref[usable]
     # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
     # still gives a finite, meaningful error.
@@ -128,8 +134,8 @@ def _compare_floating(
         eager_max_ulps=float(eager_error.max()),
         new_nonfinite=new_nonfinite,
     )
-    reason = _mismatch_reason(tolerance, **verdict)
-    return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, **verdict)
+    reason = _mismatch_reason(tolerance, **verdict) or ("nonfinite" if lost_nonfinite else "")
+    return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, lost_nonfinite=lost_nonfinite, **verdict)
 
 
 def _finite_class(values: torch.Tensor) -> torch.Tensor:

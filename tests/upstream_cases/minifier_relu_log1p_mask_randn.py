@@ -14,7 +14,8 @@ PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
                       "triton.inject_relu_bug_TESTING_ONLY": "accuracy",
                       "cpp.inject_log1p_bug_TESTING_ONLY": "accuracy"}}
 EXPECTED = {"verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node",
-            "subsystem": {"kind": "lowering", "name": "aten.relu.default"}}
+            "subsystem": {"kind": "lowering", "name": "aten.relu.default"},
+            "findings": {"aten.log1p.default": False, "aten.relu.default": True}}
 
 
 def plant():
