@@ -166,6 +166,13 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
         if "error_contains" in expected:
             crash = culprit.get("crash") or {}
             assert expected["error_contains"] in f"{crash.get('exception')}: {crash.get('message')}", culprit
+    if "pre_grad" in expected:
+        pre_grad = report["pre_grad"]
+        assert pre_grad is not None, run.output
+        rewritten = pre_grad["rewritten"][0]
+        assert (pre_grad["aten_op"], rewritten["before"], rewritten["after"]) == tuple(
+            expected["pre_grad"][k] for k in ("aten_op", "before", "after")), pre_grad
+        assert rewritten["source"] and rewritten["source"].startswith(run.case.name), pre_grad
     if "findings" in expected:  # every wrong op listed, with whether its error reaches the outputs
         found = {f["op"]: f.get("reaches_output") for f in report["findings"]}
         assert found == expected["findings"], report["findings"]

@@ -72,3 +72,39 @@ def test_end_to_end_tolerance_admits_compounded_reorderings_not_a_wrong_pass() -
     assert compare_values([eager], [fp64], [compiled], MODEL_TOLERANCE)[0].outcome is Outcome.MATCH
     wrong = (fp64 * 1.1).float()
     assert compare_values([eager], [fp64], [wrong], MODEL_TOLERANCE)[0].outcome is Outcome.MISMATCH
+
+
+def test_a_pre_grad_rewrite_is_replayed_eagerly_and_named_without_a_compile() -> None:
+    """The user's pre-grad pass turns ``x + 1`` into ``x + 2`` on the Dynamo graph: replayed
+    eagerly on a copy, the rewritten node (before, after, source line) and its aten op are named,
+    and the captured graph is left as it was."""
+    import operator
+
+    import torch._inductor.config as inductor_config
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    from bisect_engine.load.capture import capture
+    from bisect_engine.strategies.pregrad import localise_pre_grad
+
+    class PlusTwo(CustomGraphPass):
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            for node in graph.find_nodes(op="call_function", target=operator.add):
+                node.args = (node.args[0], 2)
+
+        def uuid(self) -> str:
+            return "test-plus-two"
+
+    def model(x):
+        return torch.relu(x) + 1
+
+    captured, _ = capture(model, (torch.ones(4),))
+    torch_graph = captured[0].torch_level[0]
+    before = torch_graph.code
+    assert localise_pre_grad(captured) is None  # no pass set: nothing rewritten
+    with inductor_config.patch(pre_grad_custom_pass=PlusTwo()):
+        rewrite = localise_pre_grad(captured)
+    assert rewrite is not None and rewrite.graph == "forward_0" and rewrite.max_abs_diff == 1.0
+    (node,) = rewrite.nodes
+    assert node.before.endswith("(relu, 1)") and node.after.endswith("(relu, 2)")
+    assert node.aten_ops == ("aten.add.Tensor",) and node.source.startswith("test_fidelity.py:")
+    assert torch_graph.code == before

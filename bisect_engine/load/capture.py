@@ -36,8 +36,10 @@ class CaptureBackend:
 
     graphs: list[CapturedGraph] = field(default_factory=list)
     dynamo_graphs: list[fx.GraphModule] = field(default_factory=list)
+    dynamo_inputs: list[list[Any]] = field(default_factory=list)  # each Dynamo graph's real inputs
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        self.dynamo_inputs.append(_detached(example_inputs))  # the torch-level graph, for pre-grad passes
         index = len(self.dynamo_graphs)
         self.dynamo_graphs.append(graph_module)
         return aot_module_simplified(
@@ -70,6 +72,9 @@ class CaptureBackend:
         """Graphs that ran, forward graphs in call order, then backward graphs in run order."""
         forward = [g for g in self.graphs if g.kind == "forward" and g.called]
         backward = [g for g in self.graphs if g.kind == "backward" and g.called]
+        for graph in forward:
+            if graph.index < len(self.dynamo_inputs):
+                graph.torch_level = (self.dynamo_graphs[graph.index], self.dynamo_inputs[graph.index])
         return forward + backward
 
 

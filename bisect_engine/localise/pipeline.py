@@ -27,7 +27,8 @@ from ..load.model_file import ModelSpec
 from ..progress import Progress
 from ..search import Budget, BudgetExhausted
 from ..strategies.nodes import NodeCheck, Reach, check_nodes, propagators, rank_culprits
-from ..strategies.subsystems import Attribution, attribute, attribute_model
+from ..strategies.pregrad import PassRewrite, localise_pre_grad
+from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model
 from ..strategies.windows import find_window, window
 from ..load.rewrite import views_as_reshapes
 from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
@@ -113,6 +114,7 @@ class RunResult:
     captured: list[CapturedGraph] = field(default_factory=list)
     model_level: str | None = None  # "match" | "mismatch" | "crash" | None (not run)
     model_attribution: Attribution | None = None
+    pre_grad: PassRewrite | None = None  # the torch-level rewrite behind a pre-grad pass's divergence
     scan: dict[str, Any] = field(default_factory=dict)  # "batch" / "step" findings of a scan
     budget: str | None = None  # what the exhausted budget cut, when it did
     interrupted: dict[str, Any] | None = None  # {"signal", "signum", "stage"}: SIGINT/SIGTERM stopped the run
@@ -204,6 +206,9 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         if result.model_level == "mismatch" and options.runs("subsystem"):
             with progress.step("model-level subsystem bisection"):
                 result.model_attribution = attribute_model(search)
+            if result.model_attribution is not None and result.model_attribution.name in PRE_GRAD_PASSES:
+                with progress.step("replaying the pre-grad passes eagerly"):
+                    result.pre_grad = localise_pre_grad(result.captured, options.tolerance)
 
 
 def model_candidate(result: RunResult, options: EngineOptions) -> ModelCandidate:
@@ -215,6 +220,7 @@ def model_candidate(result: RunResult, options: EngineOptions) -> ModelCandidate
     return ModelCandidate()
 
 
+PRE_GRAD_PASSES = {switch.name for switch in MODEL_PASSES}
 SAME_DRAWS = Switch.config("config", "fallback_random", {"fallback_random": True})
 
 

@@ -63,7 +63,7 @@ def device_words(report: dict[str, Any]) -> str | None:
     device = (report.get("culprit") or {}).get("device")
     if device:
         return "CPU" if device == "cpu" else str(device).upper()
-    if (report.get("environment") or {}).get("cuda", "none") == "none":
+    if (report.get("environment") or {}).get("gpu", (report.get("environment") or {}).get("cuda", "none")) == "none":
         return "CPU"
     return None
 

@@ -152,6 +152,17 @@ def _graphs_card(report: dict[str, Any]) -> str:
                                  f"<b>{esc(g.get('whole'))}</b>") for g in report.get("graphs") or []]
     if report.get("model_level"):
         rows.append(("model", f"torch.compile of the whole model: <b>{esc(report['model_level'])}</b>"))
+    for harness in report.get("harness") or []:
+        done = ("judged with its views as reshapes" if harness.get("judged")
+                else "its whole compile not judged (each node was)")
+        rows.append(("harness", f'<span class="warn">our recompile of {esc(harness.get("graph"))} failed where '
+                                f'torch.compile works ({esc(harness.get("problem"))}); not a compiler finding: {esc(done)}</span>'))
+    pre_grad = report.get("pre_grad")
+    if pre_grad:
+        for node in pre_grad.get("rewritten") or []:
+            rows.append(("pre-grad", f"<code>{esc(node.get('before') or '(new)')}</code> &rarr; "
+                                     f"<code>{esc(node.get('after') or '(removed)')}</code> at {esc(node.get('source') or '?')} "
+                                     f"(aten: {esc(', '.join(node.get('aten_ops') or []) or '?')})"))
     if report.get("budget"):
         rows.append(("stopped", f'<span class="warn">{esc(report["budget"])}</span>'))
     return f'<div class="card"><h3>Graphs</h3>{_dl(rows) if rows else "<p>no graph was judged</p>"}</div>'
@@ -165,7 +176,8 @@ def _subsystem_card(report: dict[str, Any]) -> str:
                else "none named" if culprit else "nothing to attribute")
         return f'<div class="card"><h3>Inductor subsystem</h3><p>{esc(why)}</p></div>'
     workaround = subsystem.get("workaround") or ""
-    block = (f"<p><b>Workaround</b> {_copy_button('workaround')}</p>{_pre(workaround, 'workaround')}"
+    note = f"<p>{esc(subsystem['note'])}</p>" if subsystem.get("note") else ""
+    block = note + (f"<p><b>Workaround</b> {_copy_button('workaround')}</p>{_pre(workaround, 'workaround')}"
              if workaround else "")
     return (f'<div class="card" id="subsystem"><h3>Inductor subsystem</h3>'
             f'<p><span class="big">{esc(subsystem.get("kind"))}</span> <code>{esc(subsystem.get("name"))}</code></p>'

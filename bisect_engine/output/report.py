@@ -251,6 +251,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "graphs": [graph_json(g) for g in result.graphs],
         "model_level": result.model_level,
         "harness": harness_json(result),
+        "pre_grad": result.pre_grad.to_json() if result.pre_grad else None,
         "subsystem": _attribution(result),
         "budget": result.budget,
         "interrupted": result.interrupted,
@@ -368,8 +369,20 @@ def environment() -> dict[str, str]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": platform.processor() or platform.machine(),
-        "cuda": torch.version.cuda or "none",
+        "cuda": torch.version.cuda or "none",  # the CUDA build torch was made with (kept: a public key)
+        "gpu": _gpu(),  # the device the run could use: its name, or "none"
+        # The settings that let float32 matmuls/convolutions run in TF32 or bf16 (judged at that precision).
+        "precision": (f"float32_matmul_precision={torch.get_float32_matmul_precision()}, "
+                      f"cuda.matmul.allow_tf32={bool(torch.backends.cuda.matmul.allow_tf32)}, "
+                      f"cudnn.allow_tf32={bool(torch.backends.cudnn.allow_tf32)}"),
     }
+
+
+def _gpu() -> str:
+    try:
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    except Exception:  # noqa: BLE001 - a broken driver is no reason to lose the report
+        return "none"
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -439,6 +452,12 @@ def summary(report: dict[str, Any]) -> str:
                 if harness["judged"] else "its whole compile was not judged (each node was, and the model through torch.compile)")
         lines.append(f"  harness: our recompile of {harness['graph']} failed where torch.compile works "
                      f"({harness['problem'] or 'error'}); not a compiler finding: {done}")
+    pre_grad = report.get("pre_grad")
+    if pre_grad:
+        lines.append(f"  pre-grad rewrite in the torch-level graph of {pre_grad['graph']} changes its outputs eagerly "
+                     f"(max abs diff {pre_grad['max_abs_diff']:.3g}); aten op: {pre_grad['aten_op'] or '?'}")
+        for node in pre_grad["rewritten"][:5]:
+            lines.append(f"    {node['before'] or '(new)'}  ->  {node['after'] or '(removed)'}   at {node['source'] or '?'}")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
     if report["verdict"] == "interrupted":

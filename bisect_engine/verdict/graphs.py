@@ -40,6 +40,9 @@ class CapturedGraph:
     # A training forward graph: how many outputs are the model's own (the rest are saved for the
     # backward). None: every output is (inference graphs, backward graphs).
     model_outputs: int | None = None
+    # Forward graphs: the Dynamo (torch-level) graph it was traced from and that graph's real
+    # inputs, as Inductor's pre-grad passes see them.
+    torch_level: tuple[fx.GraphModule, list[Any]] | None = None
 
 
 def is_compute(node: fx.Node) -> bool:

@@ -139,3 +139,14 @@ def check_cache_dir() -> None:
     except OSError as error:
         raise UsageError(f"Inductor's cache folder {where} is not writable ({error.strerror or error}); "
                          "set TORCHINDUCTOR_CACHE_DIR to a writable folder") from None
+
+
+def pre_grad_passes(graph_module: torch.fx.GraphModule, example_inputs: list[Any]) -> torch.fx.GraphModule:
+    """Inductor's pre-grad (torch-level) passes applied to a copy of a Dynamo graph, as
+    ``compile_fx`` applies them (the user's ``pre_grad_custom_pass`` included); no compile."""
+    import copy
+
+    from torch._inductor.compile_fx import _recursive_pre_grad_passes
+
+    with torch.no_grad():
+        return _recursive_pre_grad_passes(copy.deepcopy(graph_module), example_inputs)

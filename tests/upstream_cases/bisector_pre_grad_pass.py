@@ -15,6 +15,8 @@ PLANTED = {"config": {}}
 EXPECTED = {
     "verdict": "not_reproducible", "op": None,
     "subsystem": {"kind": "pass", "name": "pre_grad_custom_pass"},
+    # localised: the torch-level node the pass rewrote, eagerly, and the aten op it runs
+    "pre_grad": {"aten_op": "aten.add.Tensor", "before": "add = _operator.add(l_x_, 1)", "after": "add = _operator.add(l_x_, 2)"},
 }
 
 
