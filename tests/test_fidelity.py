@@ -108,3 +108,23 @@ def test_a_pre_grad_rewrite_is_replayed_eagerly_and_named_without_a_compile() ->
     assert node.before.endswith("(relu, 1)") and node.after.endswith("(relu, 2)")
     assert node.aten_ops == ("aten.add.Tensor",) and node.source.startswith("test_fidelity.py:")
     assert torch_graph.code == before
+
+
+def test_a_model_that_comes_compiled_is_unwrapped_for_eager_and_its_backend_named() -> None:
+    """get_model() may return torch.compile(f, backend=...): calling that is not eager, so the
+    model-level check's eager side must be the function it wraps (else the roles swap)."""
+    from bisect_engine.load.model_file import unwrap_compiled
+
+    class SplittingBackend:
+        def __call__(self, gm, example_inputs):
+            return gm.forward
+
+    def f(x):
+        return x + 1
+
+    original, compiled, backend = unwrap_compiled(torch.compile(f, backend=SplittingBackend()))
+    assert original is f and compiled is not None and backend == "SplittingBackend"
+    module = nn.Linear(2, 2)
+    original, compiled, backend = unwrap_compiled(torch.compile(module))
+    assert original is module and backend == "inductor"
+    assert unwrap_compiled(f) == (f, None, None)

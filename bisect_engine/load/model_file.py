@@ -37,6 +37,15 @@ class ModelSpec:
     inductor_config: dict[str, Any] = field(default_factory=dict)
     unrenderable_config: list[str] = field(default_factory=list)
     get_optimizer: Callable[..., Any] | None = None
+    # get_model() returned an already torch.compile'd model: ``model`` is what it wraps (eager),
+    # ``compiled`` the user's compiled object and ``backend`` its backend's name.
+    compiled: Callable[..., Any] | None = None
+    backend: str | None = None
+
+    @property
+    def custom_backend(self) -> bool:
+        """Compiled by the user with a backend other than Inductor's own entry point."""
+        return self.compiled is not None and self.backend != "inductor"
 
 
 def load_module(path: Path) -> ModuleType:
@@ -97,9 +106,54 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
         model, inputs = _moved(path, model, target), to_device(inputs, target)
         if callable(get_batches):
             get_batches = _batches_on(get_batches, target)
-    return ModelSpec(path, model, inputs, loss_fn if callable(loss_fn) else None,
+    original, compiled, backend = unwrap_compiled(model)
+    return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
                      get_batches if callable(get_batches) else None, config, unrenderable,
-                     get_optimizer if callable(get_optimizer) else None)
+                     get_optimizer if callable(get_optimizer) else None, compiled, backend)
+
+
+def unwrap_compiled(model: Any) -> tuple[Any, Any, str | None]:
+    """``(eager model, the user's compiled object or None, its backend's name)`` for what
+    ``get_model()`` returned. Dynamo unwraps nested compiles, so our capture sees the same graphs
+    either way; but calling the compiled object is *not* eager, and its backend may be the user's."""
+    from torch._dynamo.eval_frame import OptimizedModule, innermost_fn
+
+    if isinstance(model, OptimizedModule):
+        original, context = model._orig_mod, getattr(model, "dynamo_ctx", None)
+    elif getattr(model, "_torchdynamo_orig_callable", None) is not None:
+        original = innermost_fn(model)
+        cells = [c.cell_contents for c in (getattr(model, "__closure__", None) or ()) if _filled(c)]
+        context = next((c for c in cells if hasattr(c, "callback")), None)
+    else:
+        return model, None, None
+    return original, model, _backend_name(getattr(context, "callback", None))
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _backend_name(callback: Any) -> str | None:
+    """The name torch.compile was given as ``backend=`` ("inductor", "eager", a class name)."""
+    seen = callback
+    for _ in range(8):
+        inner = getattr(seen, "_torchdynamo_orig_backend", None)
+        if inner is None or inner is seen:
+            break
+        seen = inner
+    name = getattr(seen, "compiler_name", None)
+    if isinstance(name, str) and not name.startswith("<"):  # "inductor", "eager", a registered name
+        return name
+    name = getattr(seen, "compiler_fn", None) or seen
+    if name is None:
+        return None
+    if isinstance(name, type) or not hasattr(name, "__name__"):  # a backend object: its class
+        name = name if isinstance(name, type) else type(name)
+    return str(name.__name__)
 
 
 def _call(path: Path, function: Callable[[], Any], name: str) -> Any:

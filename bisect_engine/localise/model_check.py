@@ -11,6 +11,7 @@ import copy
 from typing import Any, Callable
 
 import torch
+import torch._inductor.config
 import torch.utils._pytree as pytree
 
 from ..errors import ModelError
@@ -85,9 +86,17 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
         return compiler.compile(graph_module, example, label=f"model:{switch.name or 'as is'}", aten_graph=False,
                                 config_patches=patches, decompositions=decompositions, fallbacks=fallbacks)
 
+    # The user's own backend (one that calls Inductor inside, say) is the job as it runs: under a
+    # config switch it runs again with that config; eager stays the model it wraps.
+    users = spec.custom_backend and not (decompositions or fallbacks)
     torch._dynamo.reset()
     try:
-        compiled = _forward_and_grads(torch.compile(spec.model, backend=backend), spec.inputs, spec.loss_fn, seed)
+        if users:
+            compiler.budget.check(compiler.compiles)
+            with torch._inductor.config.patch(patches or {}):
+                compiled = _forward_and_grads(spec.compiled, spec.inputs, spec.loss_fn, seed)  # type: ignore[arg-type]
+        else:
+            compiled = _forward_and_grads(torch.compile(spec.model, backend=backend), spec.inputs, spec.loss_fn, seed)
     except Exception as error:
         exhausted = budget_cause(error)
         if exhausted is not None:

@@ -252,6 +252,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "model_level": result.model_level,
         "harness": harness_json(result),
         "pre_grad": result.pre_grad.to_json() if result.pre_grad else None,
+        # get_model() returned a model torch.compile'd with this backend ("inductor", or the user's).
+        "model_backend": getattr(result.spec, "backend", None),
         "subsystem": _attribution(result),
         "budget": result.budget,
         "interrupted": result.interrupted,
@@ -458,6 +460,12 @@ def summary(report: dict[str, Any]) -> str:
                      f"(max abs diff {pre_grad['max_abs_diff']:.3g}); aten op: {pre_grad['aten_op'] or '?'}")
         for node in pre_grad["rewritten"][:5]:
             lines.append(f"    {node['before'] or '(new)'}  ->  {node['after'] or '(removed)'}   at {node['source'] or '?'}")
+    backend = report.get("model_backend")
+    if backend and backend != "inductor":
+        lines.append(f"  backend: the model comes compiled with backend {backend}: the model-level check ran it as it is "
+                     "(eager: the model it wraps); the captured graphs were compiled with Inductor")
+        if report["verdict"] == "not_reproducible" and not report.get("subsystem"):
+            lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
     if report["verdict"] == "interrupted":
