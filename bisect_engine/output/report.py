@@ -101,6 +101,8 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
             culprit["error"] = {"output": name, **verdict.outputs[name].to_json(),
                                 **differences(graph.context.eager_values.get(name), verdict.compiled_values.get(name))}
     culprit["propagators"] = graph.propagators
+    if graph.kernels and made_by == "compiler":
+        culprit["kernels"] = [kernel.to_json() for kernel in graph.kernels]
     return culprit
 
 
@@ -179,6 +181,7 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
     return {
         "name": graph.context.name,
         "kind": graph.context.captured.kind,
+        "compile_id": graph.context.captured.compile_id,  # the Dynamo compile it came from (tlparse's [0/0])
         "nodes": len(view.compute_nodes),
         "whole": graph.whole.outcome.value,
         "whole_error": graph.whole.error or None,
@@ -312,6 +315,7 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
         finding=finding, environment=environment(), expect=expect,
+        kernels=graph.kernels if expect != "eager_nonfinite" else (),
     )
 
 
@@ -353,6 +357,7 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"  raised:  {crash['exception']}: {first}")
         if culprit["propagators"]:
             lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
+        lines += _kernel_lines(culprit.get("kernels") or [], with_repro=bool(report.get("repro")))
     for detail in (report.get("step_detail"), report.get("batch_detail")):
         if isinstance(detail, dict) and detail.get("cleared"):
             lines.append(f"  scan:    {detail['cleared']}")
@@ -405,4 +410,20 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(f"  html:    {report['html_path']}")
     if report.get("bug_report_path"):
         lines.append(f"  issue:   {report['bug_report_path']}  (a GitHub issue body)")
+    trace = report.get("trace") or {}
+    if trace.get("path"):
+        lines.append(f"  trace:   {trace['path']}  (tlparse it: our findings are the bisect_accuracy_* artifacts)")
     return "\n".join(lines)
+
+
+def _kernel_lines(kernels: list[dict[str, Any]], with_repro: bool) -> list[str]:
+    """The culprit's generated kernel(s): name, language, size, and where to read the source."""
+    if not kernels:
+        return []
+    first = kernels[0]
+    more = f" (+{len(kernels) - 1} more)" if len(kernels) > 1 else ""
+    kind = f"{first['kind']}, " if first.get("kind") else ""
+    size = f"{first['lines']} lines, " if first.get("lines") else ""
+    return [f"  kernel:  {first.get('name')}{more}  ({kind}{size}nodes "
+            f"{', '.join(first.get('nodes') or []) or '?'}; source in report.html"
+            f"{' and repro.py' if with_repro else ''})"]

@@ -40,6 +40,8 @@ class CapturedGraph:
     # A training forward graph: how many outputs are the model's own (the rest are saved for the
     # backward). None: every output is (inference graphs, backward graphs).
     model_outputs: int | None = None
+    # The Dynamo compile it belongs to, as torch writes it ("0/0"; tlparse lists it as [0/0]).
+    compile_id: str | None = None
 
 
 def is_compute(node: fx.Node) -> bool:
