@@ -21,6 +21,7 @@ from .localise.scan_flow import run_scanned
 from .output.folder import OutputFolder
 from .output.report import bare_report
 from .output.repro import Interpreters
+from .output.trace import recording_trace
 from .output.writer import OutputOptions, write_outputs, write_report_and_views
 from .progress import Progress
 
@@ -40,7 +41,7 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     progress = progress or Progress(enabled=False)
     with_repro = options.stop_after == "repro"
     interpreters = Interpreters(output.verify_runs if with_repro else 0)
-    with OutputFolder(output.out_dir, output.force) as folder:
+    with OutputFolder(output.out_dir, output.force) as folder, recording_trace(folder, output.trace):
         try:
             engine = run_scanned if spec.get_batches else run
             try:

@@ -75,6 +75,10 @@ def _isolate_from_hook() -> None:
               help="Script mode: check each graph's first call, then every N-th call (0: the first only).")
 @click.option("--stop-on-divergence", is_flag=True,
               help="Script mode: end the program at its first divergence (exit status 1).")
+@click.option("--trace", "trace", is_flag=True,
+              help="Keep torch's structured trace of the run in OUT/trace/ (open it with tlparse), with the "
+                   "report and each finding as bisect_accuracy_* artifacts under their graph's compile id. "
+                   "With TORCH_TRACE set they go there too.")
 @click.option("--force", is_flag=True,
               help="Use an output folder that holds files named like ours which this tool did not write "
                    "(they are moved to OUT/previous/<n>, never overwritten).")
@@ -83,7 +87,7 @@ def _isolate_from_hook() -> None:
 def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
         timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int, random_inputs: bool,
         device: str | None, level: int | None,
-        check_every: int, stop_on_divergence: bool, force: bool, quiet: bool, verbose: bool) -> None:
+        check_every: int, stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
     script's own options after `--` when they share a name with ours."""
@@ -102,7 +106,7 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
         settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
                                   stage=stage_for(chosen, stage), max_compiles=max_compiles, timeout_s=timeout_s,
-                                  force=force)
+                                  force=force, trace=trace)
         sys.exit(_run_script(model_file, script_args, settings, quiet, verbose))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -123,7 +127,8 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
 
     options = EngineOptions(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng,  # type: ignore[arg-type]
                             stop_after=stage, oracle=oracle)  # type: ignore[arg-type]
-    output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs, force=force)
+    output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs, force=force,
+                           trace=trace)
     sys.exit(_run_model_file(model_file, options, output, quiet, device))
 
 

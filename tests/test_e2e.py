@@ -12,6 +12,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,8 @@ def _selected(case: Path) -> bool:
 CASES = [case for folder in ("repro_cases", "repro_cases/models", "tests/upstream_cases")
          for case in sorted((ROOT / folder).glob("*.py")) if _selected(case)]
 pytestmark = pytest.mark.e2e
+# Cases also run with --trace (torch's structured trace kept in OUT/trace/): read by the trace tests.
+TRACED = ("relu_bug",)
 
 
 @dataclass
@@ -90,7 +93,7 @@ def _run_case(case: Path, base: Path) -> CaseRun:
         # to the next case's compile of the same graph: each planted case gets its own cache.
         env["TORCHINDUCTOR_CACHE_DIR"] = str(base / case.stem / "inductor-cache")
     command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(out_dir),
-               "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", [])]
+               "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", []), *(["--trace"] if case.stem in TRACED else [])]
     if DEVICE != "cpu":
         command += ["--device", DEVICE]
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=workdir)
@@ -217,3 +220,75 @@ def test_repro_reproduces_in_a_fresh_process_and_not_without_the_bug(case_runs: 
 def test_nothing_is_written_outside_the_output_folder(case_runs: dict[str, CaseRun]) -> None:
     for run in case_runs.values():
         assert list((run.out_dir.parent / "cwd").iterdir()) == [], run.case.stem
+
+
+# -- the culprit's kernel and the trace, on the relu case ---------------------------------------
+
+# What the planted bug makes of relu(x) in each backend's kernel (x + 1).
+PLANTED_RELU = {"cpu": "tmp0 + decltype(tmp0)(1)", "cuda": " + 1"}
+
+
+def test_the_culprits_kernel_is_the_generated_one_that_computes_it(case_runs: dict[str, CaseRun]) -> None:
+    run = case_runs["relu_bug"]
+    assert run.report is not None, run.output
+    culprit = run.report["culprit"]
+    (kernel,) = culprit["kernels"]
+    assert culprit["node"] in kernel["nodes"] and "relu" in kernel["name"], kernel
+    assert kernel["kind"] == ("cpp" if DEVICE == "cpu" else "triton") and kernel["mapped_by"] == "provenance"
+    assert PLANTED_RELU[DEVICE.split(":")[0]] in kernel["source"], kernel["source"]
+    assert f"kernel:  {kernel['name']}" in run.output  # the summary names it
+    repro = Path(run.report["repro"]["path"]).read_text()
+    quoted = [line for line in repro.splitlines() if PLANTED_RELU[DEVICE.split(":")[0]] in line]
+    assert quoted and all(line.startswith("#   ") for line in quoted), quoted  # a comment block, line by line
+    assert f"# ---- kernel {kernel['name']} (" in repro
+    assert kernel["name"] in (run.out_dir / "bug_report.md").read_text()
+    assert kernel["name"] in (run.out_dir / "report.html").read_text()
+
+
+def _trace_records(path: Path) -> list[tuple[dict[str, Any], str]]:
+    from test_trace import read_trace
+
+    return read_trace(path)
+
+
+def test_trace_holds_our_artifacts_under_the_culprit_graphs_dynamo_compile(case_runs: dict[str, CaseRun]) -> None:
+    run = case_runs["relu_bug"]
+    assert run.report is not None, run.output
+    trace = run.out_dir / "trace" / "torch_trace.log"
+    assert run.report["trace"]["path"] == str(trace) and f"trace:   {trace}" in run.output
+    graph = next(g for g in run.report["graphs"] if g["name"] == run.report["culprit"]["graph"])
+    frame, frame_compile = map(int, graph["compile_id"].split("/"))
+    records = _trace_records(trace)
+    ours = {r["artifact"]["name"]: (r, json.loads(payload)) for r, payload in records
+            if (r.get("artifact") or {}).get("name", "").startswith("bisect_accuracy_")}
+    assert set(ours) == {"bisect_accuracy_report", "bisect_accuracy_finding"}
+    for record, _ in ours.values():
+        assert (record["frame_id"], record["frame_compile_id"]) == (frame, frame_compile)
+    assert ours["bisect_accuracy_finding"][1]["culprit"]["op"] == "aten.relu.default"
+    assert ours["bisect_accuracy_report"][1]["verdict"] == "divergent"
+    # Dynamo's own records of that compile are in the same trace (the capture ran under --trace)
+    assert any("dynamo_output_graph" in r and (r.get("frame_id"), r.get("frame_compile_id")) == (frame, frame_compile)
+               for r, _ in records)
+
+
+def _tlparse() -> str | None:
+    beside = Path(sys.executable).with_name("tlparse")
+    return str(beside) if beside.exists() else shutil.which("tlparse")
+
+
+@pytest.mark.skipif(_tlparse() is None, reason="tlparse is not installed (pip install tlparse): an optional tool")
+def test_tlparse_lists_our_artifacts_under_the_graphs_compile(case_runs: dict[str, CaseRun], tmp_path: Path) -> None:
+    run = case_runs["relu_bug"]
+    assert run.report is not None, run.output
+    tlparse = _tlparse()
+    assert tlparse is not None
+    subprocess.run([tlparse, str(run.out_dir / "trace" / "torch_trace.log"), "-o", str(tmp_path / "tl"),
+                    "--no-browser", "--overwrite"], check=True, capture_output=True, text=True, timeout=300)
+    compile_id = run.report["graphs"][0]["compile_id"]
+    folder = "-_" + compile_id.replace("/", "_") + "_-"  # tlparse's folder for [0/0] records without an attempt
+    found = sorted(p.name.rsplit("_", 1)[0] for p in (tmp_path / "tl" / folder).glob("bisect_accuracy_*.json"))
+    assert found == ["bisect_accuracy_finding", "bisect_accuracy_report"]
+    index = (tmp_path / "tl" / "index.html").read_text()
+    section = index[index.index(f'<a id="[{compile_id}]">'):]
+    section = section[:section.index("</ul>")]  # the build products of that compile
+    assert f"{folder}/bisect_accuracy_finding_" in section and "dynamo_output_graph" in section

@@ -325,9 +325,10 @@ def _python_script(*args: str) -> list[str]:
 
 RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
     "plain_relu": (_python_script(str(RELU_SCRIPT), "--steps", "2"), {}),
-    "cli_relu": (_tool(str(RELU_SCRIPT), "--steps", "2"), {}),
+    "cli_relu": (_tool("--trace", str(RELU_SCRIPT), "--steps", "2"), {}),
     "env_relu": (_python_script(str(RELU_SCRIPT), "--steps", "2"),
-                 {LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}", "BISECT_ACCURACY_VERIFY_RUNS": "1"}),
+                 {LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}", "BISECT_ACCURACY_VERIFY_RUNS": "1",
+                  "TORCH_TRACE": "{out}_torch_trace"}),
     "cli_backward": (_tool(str(BACKWARD_SCRIPT), "--level", "3"), {}),
     "plain_clean": (_python_script(str(CLEAN_SCRIPT), "--exit-code", "3"), {}),
     "cli_clean": (_tool(str(CLEAN_SCRIPT), "--exit-code", "3"), {}),
@@ -377,6 +378,22 @@ def test_cli_and_environment_variable_find_the_same_culprit(runs: dict[str, Run]
         assert run.stdout == runs["plain_relu"].stdout and run.stdout.count("\n") == 2, run.stdout
     assert cli.report["culprit"]["node"] == env.report["culprit"]["node"]
     assert (cli.report["script"]["mode"], env.report["script"]["mode"]) == ("cli", "environment")
+
+
+@pytest.mark.e2e
+def test_findings_go_into_the_structured_trace_under_the_culprit_graphs_compile(runs: dict[str, Run]) -> None:
+    """--trace keeps the trace in OUT/trace/; TORCH_TRACE (the hook's run) writes it where it says."""
+    from test_trace import artifacts
+
+    for run, traces in ((runs["cli_relu"], [runs["cli_relu"].out_dir / "trace" / "torch_trace.log"]),
+                        (runs["env_relu"], sorted(Path(f"{runs['env_relu'].out_dir}_torch_trace").glob("*.log")))):
+        report = run.report
+        graph = next(g for g in report["graphs"] if g["name"] == report["culprit"]["graph"])
+        trace = Path(report["trace"]["path"])  # TORCH_TRACE: one file a process (the repro's runs too)
+        assert trace in traces, (report.get("trace"), traces)
+        found = [(record["artifact"]["name"], f"{record['frame_id']}/{record['frame_compile_id']}")
+                 for record, _ in artifacts(trace)]
+        assert ("bisect_accuracy_finding", graph["compile_id"]) in found, (found, run.stderr)
 
 
 @pytest.mark.e2e

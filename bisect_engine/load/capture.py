@@ -4,8 +4,9 @@ Every Dynamo graph (graph breaks give several, kept in call order) is traced by 
 *no* decomposition table, so the recorded graph is the one before Inductor's decompositions: a
 wrong decomposition then shows up as a divergence instead of being baked into the reference. The
 forward graph, and the backward graph when the model is trained through ``loss_fn``, are recorded
-with the real values they were called with. The backend runs the graphs eagerly, so the capture
-run *is* the eager run.
+with the real values they were called with, and the Dynamo compile id they belong to (the key of
+torch's structured trace, under which our findings are written for tlparse). The backend runs the
+graphs eagerly, so the capture run *is* the eager run.
 """
 from __future__ import annotations
 
@@ -37,24 +38,29 @@ class CaptureBackend:
     graphs: list[CapturedGraph] = field(default_factory=list)
     dynamo_graphs: list[fx.GraphModule] = field(default_factory=list)
     dynamo_inputs: list[list[Any]] = field(default_factory=list)  # each Dynamo graph's real inputs
+    compile_id: str | None = None  # for graphs met outside Dynamo: the compile they came from
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         self.dynamo_inputs.append(_detached(example_inputs))  # the torch-level graph, for pre-grad passes
         index = len(self.dynamo_graphs)
         self.dynamo_graphs.append(graph_module)
+        # Dynamo calls its backend inside the frame's compile; the backward graph is compiled later
+        # (at the first backward) but belongs to the same Dynamo compile.
+        compile_id = self.compile_id or current_compile_id()
         return aot_module_simplified(
             graph_module,
             example_inputs,
-            fw_compiler=self._recorder("forward", index),
-            bw_compiler=self._recorder("backward", index),
+            fw_compiler=self._recorder("forward", index, compile_id),
+            bw_compiler=self._recorder("backward", index, compile_id),
             decompositions={},
             partition_fn=default_partition,
         )
 
-    def _recorder(self, kind: Literal["forward", "backward"], index: int) -> Callable[..., Any]:
+    def _recorder(self, kind: Literal["forward", "backward"], index: int,
+                  compile_id: str | None) -> Callable[..., Any]:
         def compiler(graph_module: fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
             captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module,
-                                     model_outputs=_model_outputs(kind))
+                                     model_outputs=_model_outputs(kind), compile_id=compile_id)
             self.graphs.append(captured)
 
             def run(args: list[Any]) -> Any:
@@ -76,6 +82,12 @@ class CaptureBackend:
             if graph.index < len(self.dynamo_inputs):
                 graph.torch_level = (self.dynamo_graphs[graph.index], self.dynamo_inputs[graph.index])
         return forward + backward
+
+
+def current_compile_id() -> str | None:
+    """The Dynamo compile running now, as torch's trace writes it ("0/0"), or None outside one."""
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return str(compile_id) if compile_id is not None else None
 
 
 def _model_outputs(kind: str) -> int | None:
@@ -139,10 +151,12 @@ def nothing_captured(model: Callable[..., Any]) -> str:
             "Dynamo, or every frame was skipped; TORCH_LOGS=graph_breaks,dynamo says why)")
 
 
-def capture_graph_module(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> list[CapturedGraph]:
+def capture_graph_module(graph_module: fx.GraphModule, inputs: Sequence[Any],
+                         compile_id: str | None = None) -> list[CapturedGraph]:
     """Capture one Dynamo graph's forward aten graph without Dynamo (no ``torch._dynamo.reset``):
-    for graphs met while a user's program runs, whose compiled frames must stay as they are."""
-    backend = CaptureBackend()
+    for graphs met while a user's program runs, whose compiled frames must stay as they are
+    (``compile_id``: the Dynamo compile that made the graph)."""
+    backend = CaptureBackend(compile_id=compile_id)
     try:
         with torch.no_grad():
             backend(graph_module, list(inputs))(*inputs)
@@ -152,11 +166,12 @@ def capture_graph_module(graph_module: fx.GraphModule, inputs: Sequence[Any]) ->
 
 
 def capture_graph_module_with_backward(graph_module: fx.GraphModule, inputs: Sequence[Any], grad_positions: Sequence[int],
-                                       loss_of: Callable[[list[Any]], torch.Tensor | None]) -> list[CapturedGraph]:
+                                       loss_of: Callable[[list[Any]], torch.Tensor | None],
+                                       compile_id: str | None = None) -> list[CapturedGraph]:
     """Like :func:`capture_graph_module`, for a training step: the inputs at ``grad_positions``
     require grad, ``loss_of(outputs)`` is differentiated, and the backward graph is captured too
     (its real inputs include the cotangents ``loss_of`` implies)."""
-    backend = CaptureBackend()
+    backend = CaptureBackend(compile_id=compile_id)
     args = _detached(inputs)
     for position in grad_positions:
         args[position].requires_grad_(True)

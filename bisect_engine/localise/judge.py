@@ -53,7 +53,8 @@ class Judge:
         if candidate.inputs == "random":
             inputs = random_inputs(input_recipes(reference_inputs(subgraph, context.eager_values)), context.seed)
         return context.judge(subgraph, self.compiler, label=label, config_patches=patches,
-                             decompositions=decompositions, fallbacks=fallbacks, inputs=inputs)
+                             decompositions=decompositions, fallbacks=fallbacks, inputs=inputs,
+                             keep_code=candidate.keep_code)
 
 
 def new_search(judge: Judge) -> RunSearch:

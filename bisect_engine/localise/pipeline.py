@@ -35,8 +35,10 @@ from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
 from ..verdict.compare import Outcome
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
+from ..verdict.kernels import Kernel, culprit_kernels
 from ..verdict.nonfinite import Nonfinite, compiled_origin, first_origin, outputs_problem, turned_nonfinite
 from ..verdict.oracle import GraphContext, SubgraphVerdict
+from .culprit_code import kept_kernels
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
 
@@ -64,6 +66,7 @@ class GraphResult:
     harness: dict[str, Any] | None = None
     headline: str | None = None  # the culprit named first (see strategies.nodes.rank_culprits)
     reach: list[Reach] = field(default_factory=list)  # each culprit: the model outputs it reaches
+    kernels: tuple[Kernel, ...] = ()  # what Inductor generated for the culprit (its confirm or window compile)
 
     @property
     def eager_nan(self) -> str | None:
@@ -334,8 +337,10 @@ def _confirm_node(result: GraphResult, first: str, search: RunSearch, progress: 
     """
     context = result.context
     with progress.step(f"{context.name}: confirming {first} alone"):
-        alone = search.judge(GraphCandidate(context.name, frozenset([first]), purpose="confirm"))
+        alone = search.judge(GraphCandidate(context.name, frozenset([first]), purpose="confirm", keep_code=True))
     result.confirmed = alone.outcome is not Outcome.MATCH
+    if result.confirmed:
+        result.kernels = culprit_kernels(alone.code, (first,))
     if result.confirmed and result.nodes is not None and first in result.nodes.culprits:
         result.propagators, result.replay_values = propagators(context, first, result.nodes.verdict)
 
@@ -368,3 +373,4 @@ def _search_window(result: GraphResult, search: RunSearch, progress: Progress, k
     with progress.step(f"{context.name}: window search"):
         result.window = find_window(context, search, result.whole.outcome, known_passing)
     result.window_verdict = search.judge(window(context, result.window))
+    result.kernels = kept_kernels(search, window(context, result.window), result.window)

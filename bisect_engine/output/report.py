@@ -104,6 +104,8 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
     reach = next((r for r in graph.reach if r.culprit == names[0]), None)
     if reach is not None:
         culprit["reaches_output"] = reach.reaches_output
+    if graph.kernels and made_by == "compiler":
+        culprit["kernels"] = [kernel.to_json() for kernel in graph.kernels]
     return culprit
 
 
@@ -209,6 +211,7 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
     return {
         "name": graph.context.name,
         "kind": graph.context.captured.kind,
+        "compile_id": graph.context.captured.compile_id,  # the Dynamo compile it came from (tlparse's [0/0])
         "nodes": len(view.compute_nodes),
         "whole": graph.whole.outcome.value,
         "whole_error": graph.whole.error or None,
@@ -357,6 +360,7 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
         finding=finding, environment=environment(), expect=expect,
+        kernels=graph.kernels if expect != "eager_nonfinite" else (),
     )
 
 
@@ -410,6 +414,7 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"  raised:  {crash['exception']}: {first}")
         if culprit["propagators"]:
             lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
+        lines += _kernel_lines(culprit.get("kernels") or [], with_repro=bool(report.get("repro")))
         others = [f for f in report.get("findings") or [] if not f.get("headline")]
         if others:
             listed = ", ".join(f"{f['op']} ({f['node']}{'' if f.get('reaches_output') is not False else ', does not reach the outputs'})"
@@ -489,4 +494,20 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(f"  html:    {report['html_path']}")
     if report.get("bug_report_path"):
         lines.append(f"  issue:   {report['bug_report_path']}  (a GitHub issue body)")
+    trace = report.get("trace") or {}
+    if trace.get("path"):
+        lines.append(f"  trace:   {trace['path']}  (tlparse it: our findings are the bisect_accuracy_* artifacts)")
     return "\n".join(lines)
+
+
+def _kernel_lines(kernels: list[dict[str, Any]], with_repro: bool) -> list[str]:
+    """The culprit's generated kernel(s): name, language, size, and where to read the source."""
+    if not kernels:
+        return []
+    first = kernels[0]
+    more = f" (+{len(kernels) - 1} more)" if len(kernels) > 1 else ""
+    kind = f"{first['kind']}, " if first.get("kind") else ""
+    size = f"{first['lines']} lines, " if first.get("lines") else ""
+    return [f"  kernel:  {first.get('name')}{more}  ({kind}{size}nodes "
+            f"{', '.join(first.get('nodes') or []) or '?'}; source in report.html"
+            f"{' and repro.py' if with_repro else ''})"]

@@ -28,8 +28,11 @@ from ..verdict import compare, fx_eval
 from ..verdict import recipes as recipes_module
 from . import repro_runtime
 from ..verdict.graphs import Subgraph
+from ..verdict.kernels import Kernel
 
 INLINE_LIMIT_BYTES = 2_000_000  # encoded inputs past this go to a sidecar file
+KERNEL_COMMENT_LIMIT = 8_000  # characters of each culprit kernel's source quoted in the repro
+KERNEL_COMMENT_COUNT = 3
 SIDECAR_NAME = "repro_inputs.bin"
 Expect = Literal["mismatch", "crash", "eager_nonfinite"]
 
@@ -50,6 +53,8 @@ class ReproSpec:
     rng_strict: bool = False
     seed: int = 0
     recipes: tuple[tuple[tuple[str, Any], ...], ...] | None = None  # random inputs instead of the blob
+    # (heading, source) of the culprit's generated kernels, quoted as a comment block
+    kernels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ def repro_spec(
     rng_strict: bool = False,
     seed: int = 0,
     recipes: list[dict[str, Any]] | None = None,
+    kernels: tuple[Kernel, ...] = (),
 ) -> ReproSpec:
     forward_code = subgraph.graph_module.code.strip()
     return ReproSpec(
@@ -107,7 +113,22 @@ def repro_spec(
         rng_strict=rng_strict,
         seed=seed,
         recipes=None if recipes is None else tuple(tuple(sorted(r.items())) for r in recipes),
+        kernels=kernel_quotes(kernels),
     )
+
+
+def kernel_quotes(kernels: tuple[Kernel, ...]) -> tuple[tuple[str, str], ...]:
+    """(heading, source) for the first few kernels, each source cut to a readable size."""
+    quotes = []
+    for kernel in kernels[:KERNEL_COMMENT_COUNT]:
+        source = kernel.source
+        if len(source) > KERNEL_COMMENT_LIMIT:
+            source = source[:KERNEL_COMMENT_LIMIT] + f"\n... ({len(kernel.source) - KERNEL_COMMENT_LIMIT:,} more characters)"
+        nodes = ", ".join(kernel.nodes) or "?"
+        quotes.append((f"{kernel.name} ({kernel.kind}; computes {nodes})", source.strip("\n")))
+    if len(kernels) > KERNEL_COMMENT_COUNT:
+        quotes.append((f"{len(kernels) - KERNEL_COMMENT_COUNT} more kernel(s) in report.json", ""))
+    return tuple(quotes)
 
 
 _HEADER = '''#!/usr/bin/env python3
@@ -192,6 +213,21 @@ def _embedded(module: Any) -> str:
     return f"\n\n# ---- embedded from {module.__name__} ----\n" + "\n".join(kept) + "\n"
 
 
+def _kernel_block(kernels: tuple[tuple[str, str], ...]) -> str:
+    """The culprit's generated kernels as comments: what Inductor made of it, for the bug report."""
+    if not kernels:
+        return ""
+    lines = ["", "# What Inductor generated for the culprit when this repro was made (read-only; the",
+             "# repro compiles it afresh):"]
+    for heading, source in kernels:
+        if not source:
+            lines.append(f"# ({one_line(heading)})")
+            continue
+        lines.append(f"# ---- kernel {one_line(heading)} ----")
+        lines += [f"#   {one_line(line)}".rstrip() for line in source.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
 def _config_literal(config: tuple[tuple[str, Any], ...]) -> str:
     if not config:
         return "{}"
@@ -214,6 +250,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
             finding=_comment_lines(spec.finding), environment=_comment_lines(spec.environment),
         )
         + notes
+        + _kernel_block(spec.kernels)
         + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable)
         + _BODY.format(
             forward=_indent(spec.forward_code), output_names=list(spec.output_names), expect=spec.expect,

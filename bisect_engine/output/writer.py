@@ -29,6 +29,7 @@ from .bug_report import FINDINGS, collect_versions
 from .folder import OutputFolder
 from .report import build_report, finding_repro_spec, repro_target
 from .repro import SIDECAR_NAME, Interpreters, RenderedRepro, render, verify_repro
+from .trace import emit_findings, note_trace
 from .views import add_view_paths, write_views
 
 DEFAULT_OUT = Path("bisect-accuracy-out")
@@ -45,6 +46,7 @@ class OutputOptions:
     verify_runs: int = 3
     random_inputs: bool = False
     force: bool = False
+    trace: bool = False  # --trace: torch's structured trace, our findings in it, kept in OUT/trace/
 
 
 def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder, with_repro: bool = True,
@@ -72,9 +74,12 @@ def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder
 
 
 def write_report_and_views(folder: OutputFolder, report: dict[str, Any]) -> dict[str, Any]:
-    """``report.json``, then ``report.html`` (and ``bug_report.md`` for a finding) rendered from it."""
+    """``report.json``, then ``report.html`` (and ``bug_report.md`` for a finding) rendered from it;
+    where torch's structured trace is recorded, the report and its findings go into it too."""
     add_view_paths(report, folder.path)
+    note_trace(report)
     folder.write_report(report)
+    emit_findings(report)
     write_views(report, folder)
     return report
 

@@ -70,6 +70,7 @@ class ScriptSettings:
     summary_wait_s: float = 30.0  # how long rank 0 waits for the other ranks' status at exit
     force: bool = False  # use an output folder holding files named like ours that we did not write
     max_record_mb: float = 256.0  # level 1: stop saving call inputs past this many MB
+    trace: bool = False  # --trace: torch's structured trace of the run kept in OUT/trace/
 
     def checks_call(self, call: int) -> bool:
         """Whether a graph's ``call``-th call (1-based) is checked."""

@@ -46,6 +46,7 @@ from .levels import (MAX_RECORD_VARIABLE, ROOT_PID_VARIABLE, Level, ScriptSettin
                      settings_from_environment)
 from ..progress import Progress
 from ..output.folder import FolderBusy, OutputError, OutputFolder
+from ..output.trace import emit_findings, note_trace, recording_trace
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, log_to_stderr
 
@@ -68,6 +69,7 @@ class GraphRecord:
     detail: dict[str, Any] | None = None
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. why eager, not fp64, was the reference
+    compile_id: str | None = None  # the Dynamo compile that made it ("0/0")
 
     @property
     def name(self) -> str:
@@ -122,6 +124,9 @@ class CheckingBackend:
         reference = copy.deepcopy(graph_module)  # Inductor's pre-grad passes rewrite the graph in place
         compiled = self.inner(graph_module, example_inputs)
         record = self.session.add_graph(reference, self.compiler_name, self.inductor_options)
+        from ..load.capture import current_compile_id
+
+        record.compile_id = current_compile_id()
         session = self.session
 
         def checked_call(*args: Any) -> Any:
@@ -190,6 +195,7 @@ class Session:
         self.tool_seconds = 0.0  # time spent in the tool's own work (not the program's)
         self._busy = False
         self._started = time.perf_counter()
+        self.trace_recording = contextlib.ExitStack()  # --trace: closed (the trace kept) by finish()
 
     # -- compiling and calling -------------------------------------------------------------
 
@@ -368,9 +374,10 @@ class Session:
                                 stop_after=self.settings.stage)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
-                captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum)
+                captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
+                                                              compile_id=record.compile_id)
             else:
-                captured = capture_graph_module(record.graph_module, clone_value(pristine))
+                captured = capture_graph_module(record.graph_module, clone_value(pristine), record.compile_id)
             result = run_captured(spec, captured, options, self.progress, model_level_check=False)
         self.engine_compiles += result.compiler.compiles
         return result
@@ -473,7 +480,12 @@ class Session:
             from ..output.views import add_view_paths, write_views  # torch-free: fine at exit too
 
             add_view_paths(self.report, folder.path)
+            traced = "trace" not in self.report  # a localised report went into the trace when written
+            if traced:
+                note_trace(self.report)
             folder.write_report(self.report)
+            if traced:
+                emit_findings(self.report)
             write_views(self.report, folder)
 
     def _write_status(self, final: bool) -> None:
@@ -518,7 +530,10 @@ class Session:
         with self._tool_work():
             if self.report is None:
                 self.report = self._plain_report(self._verdict_without_finding())
-            self._save_report()
+            try:
+                self._save_report()
+            finally:
+                self.trace_recording.close()
             self._write_status(final=True)
             if self.rank is not None and self.rank.rank == 0:
                 summary = write_summary(self.root, self.rank.world_size, self.settings.summary_wait_s)
@@ -588,6 +603,8 @@ def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], m
     session = Session(settings, script, argv, mode, progress, rank, folder, child)
     stack = contextlib.ExitStack()
     stack.enter_context(compiles_routed_through(session.wrap_backend))
+    if folder is not None:  # --trace (the CLI opens the folder first), kept when the session finishes
+        session.trace_recording.enter_context(recording_trace(folder, settings.trace))
     return ActiveSession(session, stack)
 
 

@@ -46,6 +46,8 @@ class GraphCandidate:
     ``isolated``: each node reads the reference values of its inputs (the per-node check), else the
     nodes form one region fed reference values at its boundary. ``inputs="random"``: the region's
     inputs are drawn from the real inputs' statistics (the repro's ``--random-inputs`` check).
+    ``keep_code``: the verdict carries what Inductor generated (for the compiles that show the
+    culprit: confirming it alone, the minimal window).
     """
 
     graph: str
@@ -54,6 +56,9 @@ class GraphCandidate:
     switch: Switch = NO_SWITCH
     inputs: Literal["reference", "random"] = "reference"
     purpose: str = field(default="", compare=False)  # a label for logs; not part of what is judged
+    # The verdict keeps Inductor's generated code (the culprit's kernels). Part of what is judged:
+    # a verdict cached without the code cannot answer for a candidate that wants it.
+    keep_code: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ import torch._functorch.config as functorch_config
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
 from ..search import Budget, BudgetExhausted
-from .inductor_adapter import forced_fallbacks
+from .inductor_adapter import forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
+from .kernels import OutputCode
 
 log = logging.getLogger(__name__)
 
@@ -55,20 +56,27 @@ class Compiler:
         decompositions: dict[Any, Callable[..., Any]] | None = None,
         fallbacks: Sequence[Any] = (),
         aten_graph: bool = True,
+        output_code: list[OutputCode] | None = None,
     ) -> Callable[..., Any]:
         """Compile with Inductor; ``fallbacks`` are ops forced to their aten kernels.
 
         ``aten_graph``: the graph is already past Dynamo and AOT tracing, so pre-grad passes
         (written for torch-level graphs) are off, as they are for the graph a real run lowers.
+        ``output_code``: each inner compile's generated code is appended to it, with Inductor's
+        provenance tracking on for this compile only (kept for the compiles that show a culprit).
         """
         self.budget.check(self.compiles)
-        patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}), **(config_patches or {})}
+        patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}),
+                   **(provenance_patch() if output_code is not None else {}), **(config_patches or {})}
 
         def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
             self.compiles += 1
             self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
             log.debug("compile %d (%s): %s", self.compiles, self.stage, label)
-            return compile_fx_inner(*args, **kwargs)
+            compiled = compile_fx_inner(*args, **kwargs)
+            if output_code is not None:
+                output_code.append(output_code_of(compiled))
+            return compiled
 
         start = time.perf_counter()
         try:

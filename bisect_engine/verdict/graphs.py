@@ -43,6 +43,8 @@ class CapturedGraph:
     # Forward graphs: the Dynamo (torch-level) graph it was traced from and that graph's real
     # inputs, as Inductor's pre-grad passes see them.
     torch_level: tuple[fx.GraphModule, list[Any]] | None = None
+    # The Dynamo compile it belongs to, as torch writes it ("0/0"; tlparse lists it as [0/0]).
+    compile_id: str | None = None
 
 
 def is_compute(node: fx.Node) -> bool:

@@ -4,7 +4,8 @@ routing every ``torch.compile`` through script mode's checking backend.
 Inductor has no config or ``compile_fx`` argument to make one op fall back to its aten kernel, so
 :func:`forced_fallbacks` registers a fallback lowering (``torch._inductor.lowering.make_fallback``)
 and restores the lowering table, the fallback set and the realized-inputs set in ``finally``.
-Everything else the engine changes goes through ``config.patch`` or ``compile_fx`` arguments.
+Everything else the engine changes goes through ``config.patch`` or ``compile_fx`` arguments;
+the release-dependent ones (provenance tracking, the generated code a compile keeps) are read here.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import os
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
+
+from .kernels import OutputCode
 
 
 @contextlib.contextmanager
@@ -81,6 +84,22 @@ def nondefault_inductor_config() -> tuple[dict[str, Any], list[str]]:
         else:
             other.append(key)
     return renderable, other
+
+
+def provenance_patch() -> dict[str, Any]:
+    """The ``compile_fx`` config patch that makes Inductor map each kernel it generates to the
+    nodes it came from (``trace.provenance_tracking_level``, torch 2.9 and later); empty where the
+    torch version has no such setting. It changes metadata only, never the generated code."""
+    import torch._inductor.config as inductor_config
+
+    return {"trace.provenance_tracking_level": 1} if hasattr(inductor_config.trace, "provenance_tracking_level") else {}
+
+
+def output_code_of(compiled: Any) -> OutputCode:
+    """What an inner compile generated: ``CompiledFxGraph.source_code`` and the provenance mapping
+    it carries (attributes of some releases only: absent ones are empty)."""
+    provenance = getattr(compiled, "inductor_provenance_mapping_str", None)
+    return OutputCode(str(getattr(compiled, "source_code", "") or ""), provenance if isinstance(provenance, str) else None)
 
 
 def _is_literal(value: Any) -> bool:

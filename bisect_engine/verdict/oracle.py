@@ -25,6 +25,7 @@ from .graphs import GraphView, Subgraph, build_copies, build_subgraph, plan_copi
 from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, run_graph, to_fp64
 from .precision import allowed_precision
+from .kernels import OutputCode
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class SubgraphVerdict:
     error: str = ""
     copies: int = 0  # per-node check: distinct compiled copies (0: not a per-node check)
     calls: int = 0  # per-node check: runs of the compiled graph
+    code: tuple[OutputCode, ...] = ()  # what Inductor generated, when the candidate asked to keep it
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -91,25 +93,30 @@ class GraphContext:
         decompositions: dict[Any, Callable[..., Any]] | None = None,
         fallbacks: tuple[Any, ...] = (),
         inputs: list[Any] | None = None,
+        keep_code: bool = False,
     ) -> SubgraphVerdict:
         """``inputs``: other values for the subgraph's placeholders (e.g. random ones); eager then
-        runs the subgraph on them instead of reading the reference values."""
+        runs the subgraph on them instead of reading the reference values. ``keep_code``: the
+        verdict keeps what Inductor generated (even when the compiled code then fails to run)."""
         if not subgraph.node_names:
             return SubgraphVerdict(Outcome.INVALID, error="empty subgraph")
         own_inputs = inputs is not None
         inputs = inputs if own_inputs else reference_inputs(subgraph, self.eager_values)
+        code: list[OutputCode] | None = [] if keep_code else None
         try:
             compiled = compiler.compile(
                 subgraph.graph_module, inputs, label=label,
                 config_patches=config_patches, decompositions=decompositions, fallbacks=fallbacks,
+                output_code=code,
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
         except BudgetExhausted:
             raise
         except Exception as error:  # the verdict says so; callers decide what a crash means
-            return _crash(label, error)
-        return self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+            return dataclasses.replace(_crash(label, error), code=tuple(code or ()))
+        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+        return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
                     max_calls: int = 32) -> SubgraphVerdict:
