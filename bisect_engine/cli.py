@@ -56,10 +56,13 @@ def _isolate_from_hook() -> None:
 @click.option("--rng", type=click.Choice(["data", "strict"]), default="data", show_default=True,
               help="data: random draws are recorded and fed to both sides (dropout is not a divergence); "
                    "strict: compiled random ops must reproduce eager's draws under the same seed.")
-@click.option("--oracle", type=click.Choice(["outputs", "strict"]), default="outputs", show_default=True,
+@click.option("--oracle", type=click.Choice(["outputs", "strict", "eager", "bitwise"]), default="outputs",
+              show_default=True,
               help="outputs: name first the wrong op whose error reaches a model output (a loss, a logit, a "
                    "gradient); every other wrong op is listed too. strict: name the first wrong op in graph "
-                   "order, as the minifier's strict accuracy does.")
+                   "order, as the minifier's strict accuracy does. eager: eager's values are the reference "
+                   "(compiled closer to fp64 but beyond rounding noise from eager is a finding). bitwise: "
+                   "every node must equal eager's exactly.")
 @click.option("--verify-runs", type=click.IntRange(min=0), default=3, show_default=True,
               help="Run the emitted repro this many times in fresh processes (0: do not verify).")
 @click.option("--random-inputs", is_flag=True,

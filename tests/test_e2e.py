@@ -166,6 +166,10 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
             assert sorted(culprit["ops"]) == sorted(expected["ops"]), run.output
         if "forward_op" in expected:
             assert culprit["forward_op"]["op"] == expected["forward_op"], run.output
+        if "amplifier" in expected:  # an amplified divergence: the op that amplifies, found by eager replays
+            assert culprit["amplifier"] == expected["amplifier"], run.output
+            assert culprit["replays"] >= 1 and culprit["own_error"]["material"] is False, culprit
+            assert report["stats"]["compiles_by_stage"].get("localise") == 2, report["stats"]  # whole + per-node
         if "error_contains" in expected:
             crash = culprit.get("crash") or {}
             assert expected["error_contains"] in f"{crash.get('exception')}: {crash.get('message')}", culprit
@@ -176,6 +180,9 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
         assert (pre_grad["aten_op"], rewritten["before"], rewritten["after"]) == tuple(
             expected["pre_grad"][k] for k in ("aten_op", "before", "after")), pre_grad
         assert rewritten["source"] and rewritten["source"].startswith(run.case.name), pre_grad
+    if "differences" in expected:  # compiled differs from eager but is closer to fp64: listed, with the setting
+        assert [d["op"] for d in report["differences"]] == expected["differences"], report["differences"]
+        assert all(d["setting"]["follows_eager"] for d in report["differences"]), report["differences"]
     if "findings" in expected:  # every wrong op listed, with whether its error reaches the outputs
         found = {f["op"]: f.get("reaches_output") for f in report["findings"]}
         assert found == expected["findings"], report["findings"]

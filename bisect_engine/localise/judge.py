@@ -9,15 +9,17 @@ and checks the run's budget (the compiler's compile count) before every evaluati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..load.model_file import ModelSpec
 from ..search import Search
-from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, compile_arguments
+from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, compile_arguments
 from ..verdict.compare import Tolerance
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import reference_inputs
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.recipes import input_recipes, random_inputs
+from ..verdict.replay import replay_verdict
 from .model_check import check_model_level
 
 RunSearch = Search[Candidate, SubgraphVerdict]
@@ -30,15 +32,23 @@ class Judge:
     seed: int = 0
     spec: ModelSpec | None = None  # needed for model candidates only
     contexts: dict[str, GraphContext] = field(default_factory=dict)
+    # per graph: the per-node check's compiled values, which replay candidates inject
+    compiled: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, context: GraphContext) -> None:
         self.contexts[context.name] = context
+
+    def add_compiled(self, graph: str, values: dict[str, Any]) -> None:
+        self.compiled[graph] = values
 
     def __call__(self, candidate: Candidate) -> SubgraphVerdict:
         if isinstance(candidate, ModelCandidate):
             if self.spec is None:
                 raise ValueError("a model candidate needs the model")
             return check_model_level(self.spec, self.compiler, self.tolerance, self.seed, candidate.switch)
+        if isinstance(candidate, ReplayCandidate):  # an eager replay: no compile
+            return replay_verdict(self.contexts[candidate.graph], candidate.injected,
+                                  self.compiled.get(candidate.graph, {}), candidate.outputs)
         return self._graph(candidate)
 
     def _graph(self, candidate: GraphCandidate) -> SubgraphVerdict:

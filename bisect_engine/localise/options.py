@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..verdict.compare import Tolerance
+from ..verdict.compare import BITWISE, Tolerance
 
 STAGES = ("localise", "subsystem", "repro")
 Stage = Literal["localise", "subsystem", "repro"]
@@ -22,10 +22,22 @@ class EngineOptions:
     rng: Literal["data", "strict"] = "data"  # data: random draws fed to both sides; strict: must match
     # outputs: the headline culprit is the first whose divergence reaches a model output (a masked
     # one is still listed); strict: the first divergent node, as the minifier's strict accuracy does.
-    oracle: Literal["outputs", "strict"] = "outputs"
+    # eager: eager's values are the reference (a compiled value closer to fp64 but beyond the floors
+    # from eager is a finding); bitwise: eager's values, exactly (every node judged by equality).
+    oracle: Literal["outputs", "strict", "eager", "bitwise"] = "outputs"
     stop_after: Stage = "repro"
     max_compiles: int | None = None  # every Inductor compile of the run counts
     timeout_s: float | None = None  # seconds from the start of the run
+
+    @property
+    def reference(self) -> Literal["fp64", "eager"]:
+        """What a compiled value is judged against."""
+        return "eager" if self.oracle in ("eager", "bitwise") else "fp64"
+
+    @property
+    def graph_tolerance(self) -> Tolerance:
+        """The tolerance graphs and nodes are judged with (exact equality for ``bitwise``)."""
+        return BITWISE if self.oracle == "bitwise" else self.tolerance
 
     def runs(self, stage: Stage) -> bool:
         return STAGES.index(stage) <= STAGES.index(self.stop_after)

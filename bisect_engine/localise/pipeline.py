@@ -26,6 +26,8 @@ from ..load.capture import capture, nothing_captured
 from ..load.model_file import ModelSpec
 from ..progress import Progress
 from ..search import Budget, BudgetExhausted
+from ..strategies.amplify import Amplification, find_amplification, material_outputs
+from ..strategies.departures import EAGER_ROUNDING, DepartedValue, find_departures, follows_eager_with
 from ..strategies.nodes import NodeCheck, Reach, check_nodes, propagators, rank_culprits
 from ..strategies.pregrad import PassRewrite, localise_pre_grad
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model
@@ -67,6 +69,13 @@ class GraphResult:
     headline: str | None = None  # the culprit named first (see strategies.nodes.rank_culprits)
     reach: list[Reach] = field(default_factory=list)  # each culprit: the model outputs it reaches
     kernels: tuple[Kernel, ...] = ()  # what Inductor generated for the culprit (its confirm or window compile)
+    # outputs where eager and compiled differ materially, and the op whose tiny difference makes it
+    material: list[Any] = field(default_factory=list)
+    amplification: Amplification | None = None
+    # compiled departs from eager while closer to fp64 (never a finding by the fp64 rule), and
+    # whether Inductor's eager-rounding setting makes compiled follow eager (one compile)
+    departures: list[DepartedValue] = field(default_factory=list)
+    eager_rounding_follows: bool | None = None
 
     @property
     def eager_nan(self) -> str | None:
@@ -90,11 +99,13 @@ class GraphResult:
             return (self.crash[0],)
         if self.nodes and self.nodes.culprits:
             return (self.headline or self.nodes.culprits[0],)
+        if self.amplification:
+            return (self.amplification.culprit,)
         return ()
 
     @property
     def culprit_kind(self) -> str:
-        return "window" if self.window else "node"
+        return "window" if self.window else "amplified" if self.amplification else "node"
 
     @property
     def harness_failed(self) -> bool:
@@ -199,7 +210,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
             break
     finding = result.finding
     compiler.stage = "subsystem"
-    if finding is not None and options.runs("subsystem"):
+    if finding is not None and options.runs("subsystem") and finding.amplification is None:
         _attribute(finding, search, progress)
     if finding is None and model_level_check:
         compiler.stage = "model_check"
@@ -250,7 +261,8 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     budget that runs out later still leaves what was learned."""
     search = run_result.search
     try:
-        context = GraphContext.from_captured(graph, options.tolerance, options.rng == "strict", options.seed)
+        context = GraphContext.from_captured(graph, options.graph_tolerance, options.rng == "strict", options.seed,
+                                             reference=options.reference)
     except Exception as error:
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
     judge.add(context)
@@ -266,9 +278,12 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     compiled_problem = any(v.new_nonfinite for v in whole.outputs.values())
     random_unchecked = _has_random(result) and not context.rng_strict
     eager_problem = result.eager_nonfinite is not None
-    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked):
+    result.material = material_outputs(context, whole.compiled_values, result.model_outputs or list(whole.outputs))
+    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked or result.material):
+        _differences(result, search, options)
         return result
-    if on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem):
+    if on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem
+                                      or result.material):
         on_divergence()
     with progress.step(f"{graph.name}: per-node verdicts"):
         result.nodes = check_nodes(context, search)
@@ -281,6 +296,8 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
         if not result.confirmed and whole.outcome is not Outcome.MATCH:
             passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [result.headline]
             _search_window(result, search, progress, passing)
+    elif result.material and _amplify(result, judge, search, progress):
+        pass  # an amplified divergence: the op whose tiny difference the graph blows up
     elif whole.outcome is Outcome.CRASH and run_result.model_level_check and _real_compile_works(run_result, options, progress):
         # No node crashes alone and the user's torch.compile of the model works: the crash is our
         # recompile's (see _harness_fallback), not a finding; no window search on it.
@@ -289,7 +306,33 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     elif whole.outcome is not Outcome.MATCH:
         _search_window(result, search, progress, result.nodes.checked)
     _nan_forensics(result)
+    if not result.has_finding:
+        _differences(result, search, options)
     return result
+
+
+def _differences(result: GraphResult, search: RunSearch, options: EngineOptions) -> None:
+    """Where compiled departs from eager while closer to fp64 (judged against fp64 only): per node
+    when the per-node check ran, else per output; one compile says whether eager rounding fixes it."""
+    if options.reference != "fp64":
+        return  # judged against eager: such a departure is a finding, not a note
+    context = result.context
+    values, scope = ((result.nodes.verdict.compiled_values, "node") if result.nodes
+                     else (result.whole.compiled_values, "graph"))
+    result.departures = find_departures(context, values, scope)
+    if result.departures:
+        result.eager_rounding_follows = follows_eager_with(context, search, EAGER_ROUNDING)
+
+
+def _amplify(result: GraphResult, judge: Judge, search: RunSearch, progress: Progress) -> bool:
+    """Eager replays with the per-node check's compiled values injected (no compile)."""
+    context, nodes = result.context, result.nodes
+    assert nodes is not None
+    judge.add_compiled(context.name, nodes.verdict.compiled_values)
+    with progress.step(f"{context.name}: amplified divergence (eager replays)"):
+        result.amplification = find_amplification(context, search, nodes.checked, nodes.verdict.compiled_values,
+                                                  [name for name, _ in result.material])
+    return result.amplification is not None
 
 
 def _harness_fallback(graph: CapturedGraph, context: GraphContext, whole: SubgraphVerdict, judge: Judge,
@@ -303,7 +346,8 @@ def _harness_fallback(graph: CapturedGraph, context: GraphContext, whole: Subgra
         return context, whole, None
     replacement = dataclasses.replace(graph, graph_module=rewritten)
     try:
-        new_context = GraphContext.from_captured(replacement, options.tolerance, options.rng == "strict", options.seed)
+        new_context = GraphContext.from_captured(replacement, options.graph_tolerance, options.rng == "strict",
+                                                 options.seed, reference=options.reference)
     except Exception as error:  # noqa: BLE001 - the fallback cannot even run eagerly: keep the original
         log.warning("%s: views-as-reshapes fallback does not run eagerly: %s", graph.name, error)
         return context, whole, None

@@ -5,6 +5,7 @@ extend, never rename.
 """
 from __future__ import annotations
 
+import dataclasses
 import platform
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import torch.utils._pytree
 
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import digest
+from .amplified import amplification_json, amplification_lines, amplified_repro_spec, differences_lines
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
 from ..load.model_file import ModelSpec
@@ -98,7 +100,7 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
         failing = [n for n in verdict.failing_outputs if n in _value_names(graph, names)] or verdict.failing_outputs
         if failing:
             name = failing[0]
-            culprit["error"] = {"output": name, **verdict.outputs[name].to_json(),
+            culprit["error"] = {"output": name, **verdict.outputs[name].to_json(), "reference": graph.context.reference,
                                 **differences(graph.context.eager_values.get(name), verdict.compiled_values.get(name))}
     culprit["propagators"] = graph.propagators
     reach = next((r for r in graph.reach if r.culprit == names[0]), None)
@@ -106,6 +108,8 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
         culprit["reaches_output"] = reach.reaches_output
     if graph.kernels and made_by == "compiler":
         culprit["kernels"] = [kernel.to_json() for kernel in graph.kernels]
+    if graph.amplification is not None and culprit["kind"] == "amplified":
+        culprit.update(amplification_json(graph.amplification, lambda n: describe_node(result, graph, n)))
     return culprit
 
 
@@ -219,6 +223,8 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         "crashed_nodes": [{"node": n, **crash_json(e)} for n, e in graph.nodes.crashes] if graph.nodes else [],
         "node_check_error": (graph.nodes.group_error or None) if graph.nodes else None,
         "compiled_node_copies": graph.nodes.compiled_copies if graph.nodes else 0,
+        # outputs whose compiled value differs materially from eager's (whatever fp64 says)
+        "material_outputs": [{"output": name, **difference.to_json()} for name, difference in graph.material],
         "digests": nodes,
     }
 
@@ -257,6 +263,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "pre_grad": result.pre_grad.to_json() if result.pre_grad else None,
         # get_model() returned a model torch.compile'd with this backend ("inductor", or the user's).
         "model_backend": getattr(result.spec, "backend", None),
+        "differences": differences_json(result),
         "subsystem": _attribution(result),
         "budget": result.budget,
         "interrupted": result.interrupted,
@@ -350,11 +357,18 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         ("model", result.spec.path.name),
     ]
     notes = []
+    if graph.amplification is not None and graph.culprit_kind == "amplified":
+        amplified = amplified_repro_spec(
+            graph.context, graph.amplification, lambda n: describe_node(result, graph, n),
+            config=result.spec.inductor_config, unrenderable_config=result.spec.unrenderable_config,
+            environment=environment(), finding=finding, notes=notes)
+        if amplified is not None:
+            return amplified
     if graph.attribution is not None:
         attribution = graph.attribution.to_json()
         notes.append(f"subsystem: {attribution['kind']} {attribution['name']}: {subsystem_sentence(attribution)}")
         notes += ["workaround:"] + [f"    {line}" for line in attribution["workaround"].splitlines()]
-    return repro_spec(
+    spec = repro_spec(
         graph.context.subgraph(names), graph.context.eager_values, notes=notes,
         config=result.spec.inductor_config, unrenderable_config=result.spec.unrenderable_config,
         rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
@@ -362,6 +376,33 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         finding=finding, environment=environment(), expect=expect,
         kernels=graph.kernels if expect != "eager_nonfinite" else (),
     )
+    return judged_against_eager(spec, graph.context)
+
+
+def judged_against_eager(spec: ReproSpec, context: Any) -> ReproSpec:
+    """A repro of a finding made against eager's values (--oracle eager / bitwise) judges so too."""
+    if context.reference != "eager":
+        return spec
+    tolerance = context.tolerance
+    options = (("reference", "eager"), ("tolerance", (tolerance.ratio, tolerance.rms_floor_ulps, tolerance.max_floor_ulps)))
+    return dataclasses.replace(spec, judge_options=options,
+                               title=spec.title.replace("(fp64 reference)", "(eager's values as the reference)"))
+
+
+def differences_json(result: RunResult) -> list[dict[str, Any]]:
+    """Values where compiled departs from eager beyond rounding noise while closer to fp64 (not a
+    finding by the fp64 rule), with the Inductor setting that makes compiled follow eager."""
+    found = []
+    for graph in result.graphs:
+        for departed in graph.departures:
+            setting = None
+            if graph.eager_rounding_follows is not None:
+                setting = {"name": "emulate_precision_casts", "value": True,
+                           "follows_eager": graph.eager_rounding_follows}
+            found.append({**describe_node(result, graph, departed.node), "value": departed.value,
+                          "scope": departed.scope, "elements": departed.elements,
+                          **departed.departure.to_json(), "setting": setting})
+    return found
 
 
 def _attribution(result: RunResult) -> dict[str, str] | None:
@@ -406,7 +447,7 @@ def summary(report: dict[str, Any]) -> str:
         if error:
             lines.append(
                 f"  error:   compiled {ulps(error['compiled_rms_ulps'])} ulps RMS vs eager {ulps(error['eager_rms_ulps'])}"
-                f" (against fp64; {error['reason']})"
+                f" (against {error.get('reference', 'fp64')}; {error['reason']})"
             )
         crash = culprit.get("crash")
         if crash:
@@ -421,6 +462,8 @@ def summary(report: dict[str, Any]) -> str:
                                for f in others[:5])
             more = f" and {len(others) - 5} more" if len(others) > 5 else ""
             lines.append(f"  also wrong alone: {listed}{more} (report.json findings)")
+        if culprit["kind"] == "amplified":
+            lines += amplification_lines(culprit)
         if culprit.get("reaches_output") is False:
             lines.append("  its error does not reach the model's outputs in an eager replay (masked or compared away)")
     for detail in (report.get("step_detail"), report.get("batch_detail")):
@@ -454,6 +497,7 @@ def summary(report: dict[str, Any]) -> str:
                 lines.append(f"    cause: {where['cause']}; fix: {where['fix']}")
                 if "backward_of" in where:
                     lines.append(f"    {where['backward_of']}")
+    lines += differences_lines(report.get("differences") or [])
     for harness in report.get("harness") or []:
         done = (f"judged the graph with its views as reshapes ({harness['views_rewritten']} rewritten) instead"
                 if harness["judged"] else "its whole compile was not judged (each node was, and the model through torch.compile)")

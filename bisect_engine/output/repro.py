@@ -34,7 +34,7 @@ INLINE_LIMIT_BYTES = 2_000_000  # encoded inputs past this go to a sidecar file
 KERNEL_COMMENT_LIMIT = 8_000  # characters of each culprit kernel's source quoted in the repro
 KERNEL_COMMENT_COUNT = 3
 SIDECAR_NAME = "repro_inputs.bin"
-Expect = Literal["mismatch", "crash", "eager_nonfinite"]
+Expect = Literal["mismatch", "crash", "eager_nonfinite", "amplified"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,15 @@ class ReproSpec:
     recipes: tuple[tuple[tuple[str, Any], ...], ...] | None = None  # random inputs instead of the blob
     # (heading, source) of the culprit's generated kernels, quoted as a comment block
     kernels: tuple[tuple[str, str], ...] = ()
+    # An amplified finding (expect "amplified"): ``Repro`` is the culprit op alone, compiled; the
+    # amplifying path below runs eagerly on its output, compiled or eager (see repro_runtime).
+    downstream_code: str = ""
+    downstream_input_names: tuple[str, ...] = ()
+    downstream_output_names: tuple[str, ...] = ()
+    culprit_input_names: tuple[str, ...] = ()
+    # How the repro judges compiled, when not against fp64 with the default tolerance
+    # (--oracle eager / bitwise): ("reference", "eager"), ("tolerance", (ratio, rms, max)).
+    judge_options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,12 +189,40 @@ INPUTS_B64 = (
 )
 '''
 
+_DOWNSTREAM = '''
+# The amplifying path from the culprit's output to the model output, run eagerly.
+class Downstream(torch.nn.Module):
+{forward}
+
+
+CULPRIT_INPUT_NAMES = {culprit_inputs}
+DOWNSTREAM_INPUT_NAMES = {downstream_inputs}
+DOWNSTREAM_OUTPUT_NAMES = {downstream_outputs}
+ALL_INPUT_NAMES = {input_names}
+'''
+
+_MAIN_AMPLIFIED = '''
+
+if __name__ == "__main__":
+    try:
+        status = amplified_main(Repro(), Downstream(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, ALL_INPUT_NAMES,
+                                CULPRIT_INPUT_NAMES, OUTPUT_NAMES, DOWNSTREAM_INPUT_NAMES, DOWNSTREAM_OUTPUT_NAMES,
+                                __file__, SEED, INPUT_RECIPES)
+    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
+        import traceback
+
+        traceback.print_exc()
+        print("repro: cannot run (unexpected error)")
+        status = EXIT_CANNOT_RUN
+    sys.exit(status)
+'''
+
 _MAIN = '''
 
 if __name__ == "__main__":
     try:
         status = repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
-                            RNG_STRICT, SEED, INPUT_RECIPES)
+                            RNG_STRICT, SEED, INPUT_RECIPES, **globals().get("JUDGE_OPTIONS", {}))
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -259,8 +296,14 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
             inputs_file=None if inline else SIDECAR_NAME, input_names=", ".join(spec.input_names),
             inputs_b64="\n".join(f"    {chunk!r}" for chunk in chunks) or "    ''",
         )
+        + (f"\n# Judged against eager's values, not fp64 (--oracle eager/bitwise).\nJUDGE_OPTIONS = "
+           f"{dict(spec.judge_options)!r}\n" if spec.judge_options else "")
+        + (_DOWNSTREAM.format(forward=_indent(spec.downstream_code), culprit_inputs=list(spec.culprit_input_names),
+                              downstream_inputs=list(spec.downstream_input_names),
+                              downstream_outputs=list(spec.downstream_output_names),
+                              input_names=list(spec.input_names)) if spec.downstream_code else "")
         + _embedded(compare) + _embedded(fx_eval) + _embedded(recipes_module) + _embedded(repro_runtime)
-        + _MAIN
+        + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN)
     )
     return RenderedRepro(script, None if inline else spec.inputs_blob)
 

@@ -19,7 +19,7 @@ import zlib
 import torch
 
 if __package__:  # imported by the tool itself; inside a repro these names are defined above
-    from ..verdict.compare import Outcome, compare_random_draw, compare_values
+    from ..verdict.compare import Outcome, Tolerance, compare_random_draw, compare_values, elementwise_change, material_difference, rounding_unit
     from ..verdict.fx_eval import clone_value, interpret, run_graph, to_fp64
     from ..verdict.recipes import random_inputs
 
@@ -111,11 +111,13 @@ def has_nonfinite(values):
 
 
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
-               rng_strict=False, seed=0, recipes=None):
+               rng_strict=False, seed=0, recipes=None, reference="fp64", tolerance=None):
     try:
         inputs = load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)
         graph_module = trace(repro_module, inputs)
         eager, fp64 = references(graph_module, inputs, seed)
+        if reference == "eager":  # --oracle eager / bitwise: eager's values are the reference
+            fp64 = eager
     except Exception:
         traceback.print_exc()
         print("repro: cannot run (loading inputs or the eager reference failed)")
@@ -133,7 +135,7 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         return EXIT_CANNOT_RUN
     if expect == "crash":
         return say_verdict(False, "Inductor compiled and ran without raising")
-    verdicts = compare_values(eager, fp64, compiled)
+    verdicts = compare_values(eager, fp64, compiled, Tolerance(*tolerance) if tolerance else Tolerance())
     if not rng_strict and len(verdicts) == len(eager):  # draws are data: only their finiteness counts
         verdicts = [
             compare_random_draw(e, c) if is_random else v
@@ -141,4 +143,47 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         ]
     report(output_names, verdicts)
     mismatched = any(v.outcome is not Outcome.MATCH for v in verdicts)
-    return say_verdict(mismatched, f"Inductor {'disagrees' if mismatched else 'agrees'} with eager against fp64")
+    against = "eager's values" if reference == "eager" else "fp64"
+    return say_verdict(mismatched, f"Inductor {'disagrees' if mismatched else 'agrees'} with eager against {against}")
+
+
+def amplified_main(culprit_module, downstream_module, inputs_b64, inputs_file, inductor_config, input_names,
+                   culprit_inputs, culprit_outputs, downstream_inputs, downstream_outputs, script_path, seed=0,
+                   recipes=None):
+    """An amplified finding: the culprit op compiled alone differs from eager by a few ulps; the
+    amplifying path, run eagerly on that output instead of eager's, makes the outputs differ
+    materially (beyond what rounding noise explains)."""
+    try:
+        values = dict(zip(input_names, load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)))
+        arguments = [values[name] for name in culprit_inputs]
+        graph_module = trace(culprit_module, arguments)
+        torch.manual_seed(seed)
+        eager_mid = run_graph(graph_module, arguments)
+    except Exception:
+        traceback.print_exc()
+        print("repro: cannot run (loading inputs or the eager reference failed)")
+        return EXIT_CANNOT_RUN
+    try:
+        compiled_mid = compile_with_inductor(graph_module, arguments, inductor_config, seed)
+    except Exception:
+        traceback.print_exc()
+        print("repro: cannot run (the Inductor compile raised)")
+        return EXIT_CANNOT_RUN
+
+    def downstream(mid):
+        known = {**values, **dict(zip(culprit_outputs, mid))}
+        with torch.no_grad():
+            outputs = downstream_module(*[clone_value(known[name]) for name in downstream_inputs])
+        return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+    for name, eager, compiled in zip(culprit_outputs, eager_mid, compiled_mid):
+        change = elementwise_change(eager, compiled)
+        unit = rounding_unit(eager.dtype) if isinstance(eager, torch.Tensor) and eager.is_floating_point() else 1.0
+        print(f"culprit {name}: compiled differs from eager by at most {change / unit:.4g} ulps (elementwise)")
+    differences = [material_difference(e, h) for e, h in zip(downstream(eager_mid), downstream(compiled_mid))]
+    for name, difference in zip(downstream_outputs, differences):
+        print(f"output {name:<20} {'MATERIAL' if difference.material else 'noise':<9} {difference.elements} of "
+              f"{difference.total} elements differ, max |diff| {difference.max_abs:.4g} ({difference.reason or '-'})")
+    material = any(d.material for d in differences)
+    return say_verdict(material, "the culprit's compiled output, run through the eager path, "
+                                 f"{'changes' if material else 'does not change'} the outputs materially")

@@ -3,7 +3,8 @@
 A candidate says *what* to compile and *how*, never does it: :class:`GraphCandidate` names nodes of
 one captured graph (compiled together, or each alone on reference inputs) under a
 :class:`Switch` (a subsystem turned off); :class:`ModelCandidate` is the user's whole model through a
-real ``torch.compile`` under a switch. All are frozen and hashable, so the search caches their
+real ``torch.compile`` under a switch; :class:`ReplayCandidate` is an eager replay with some nodes'
+compiled values injected (no compile). All are frozen and hashable, so the search caches their
 verdicts. :func:`compile_arguments` turns a switch into ``compile_fx`` arguments.
 """
 from __future__ import annotations
@@ -69,7 +70,19 @@ class ModelCandidate:
     switch: Switch = NO_SWITCH
 
 
-Candidate = GraphCandidate | ModelCandidate
+@dataclass(frozen=True)
+class ReplayCandidate:
+    """An eager replay of captured graph ``graph`` with the per-node check's compiled values of
+    ``injected`` substituted (everything else recomputed eagerly): do ``outputs`` then differ
+    materially from eager's? Costs no compile (see :mod:`bisect_engine.verdict.replay`)."""
+
+    graph: str
+    injected: frozenset[str]
+    outputs: tuple[str, ...]
+    purpose: str = field(default="", compare=False)
+
+
+Candidate = GraphCandidate | ModelCandidate | ReplayCandidate
 
 
 def compile_arguments(switch: Switch) -> tuple[dict[str, Any] | None, dict[Any, Callable[..., Any]] | None, tuple[Any, ...]]:

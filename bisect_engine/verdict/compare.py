@@ -14,6 +14,25 @@ RATIO = 2 admits a second, equally valid rounding order (fusion, vectorisation, 
 reduction tree); the floors admit a few ulps of libm-versus-Sleef differences when eager happens
 to be exact. A compiled value that is *more* accurate than eager never fails (pytorch#185596).
 Integer and boolean values must match exactly. Nothing here runs a graph or touches global state.
+
+Where fp64 cannot arbitrate, eager and compiled are compared with each other (see
+:func:`material_difference`): a difference is *material* when no rounding noise explains it,
+
+    material  iff  integer/boolean values differ anywhere
+              or   finiteness differs anywhere (a value finite on one side, NaN/Inf on the other)
+              or   max |compiled - eager| > max(MATERIAL_ULPS * u(dtype), MATERIAL_FRACTION) * scale
+
+with ``scale`` = max(RMS(eager), RMS(compiled)) over the finite entries. 64 ulps at the tensor's
+scale is far above what a different rounding order leaves on an output; 1/16 of the scale keeps
+fp32's bound dtype-independent (an amplified difference is O(1), a rounding one is not). The fp64
+reference is *unreliable* for a value when eager itself differs materially from it (an
+ill-conditioned computation, or integers derived from floats: fp64 truncates other elements to
+other integers), :func:`reference_unreliable`. Then only eager against compiled can say anything.
+
+A compiled value *departs* from eager while being *closer to fp64* (:func:`closer_to_fp64`) when
+eager vs compiled exceed the tolerance's floors (rms or max ulps) and compiled's error against fp64
+is below eager's: Inductor computed more exactly than eager's per-op rounding (not a bug by the
+fp64 rule, but a difference the user sees).
 """
 from __future__ import annotations
 
@@ -199,3 +218,143 @@ def worst(verdicts: list[TensorVerdict]) -> TensorVerdict:
     if not verdicts:
         return TensorVerdict(Outcome.MATCH)
     return max(verdicts, key=lambda v: v.compiled_rms_ulps)
+
+
+# ---- Eager against compiled, where fp64 cannot arbitrate --------------------------------------
+MATERIAL_ULPS = 64.0
+MATERIAL_FRACTION = 2.0 ** -4
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Eager against compiled (or any two values of one computation), without a reference.
+
+    ``max_ulps``: the largest difference in ulps of the dtype at the tensor's scale (inf where
+    finiteness differs); ``elements``: entries that differ at all, of ``total``."""
+
+    material: bool
+    elements: int = 0
+    total: int = 0
+    max_ulps: float = 0.0
+    max_abs: float = 0.0
+    reason: str = ""  # "exact" (integer/boolean), "nonfinite", "scale", "shape", "value"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"material": self.material, "elements": self.elements, "total": self.total,
+                "max_ulps": _finite_or_str(self.max_ulps), "max_abs_diff": _finite_or_str(self.max_abs),
+                "reason": self.reason}
+
+
+def material_threshold(dtype: torch.dtype) -> float:
+    """The largest difference, as a fraction of the tensor's scale, that rounding noise explains."""
+    return max(MATERIAL_ULPS * rounding_unit(dtype), MATERIAL_FRACTION)
+
+
+def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = None) -> Difference:
+    """Whether ``compiled`` differs from ``eager`` beyond rounding noise (see the module docstring).
+    ``dtype``: whose ulps to measure in (default: eager's; an fp64 reference is judged in the
+    model's dtype)."""
+    if not isinstance(eager, torch.Tensor) or not isinstance(compiled, torch.Tensor):
+        same = _same_plain(eager, compiled)
+        return Difference(not same, reason="" if same else "value")
+    if eager.shape != compiled.shape:
+        return Difference(True, reason="shape")
+    total = eager.numel()
+    if not (eager.is_floating_point() or eager.is_complex()):
+        differing = int((eager.detach().cpu() != compiled.detach().cpu().to(eager.dtype)).sum())
+        return Difference(differing > 0, differing, total, reason="exact" if differing else "")
+    a = _real64(eager)
+    b = _real64(compiled)
+    unit = rounding_unit(torch.float32 if eager.is_complex() else (dtype or eager.dtype))
+    differing = int((a != b).sum() - (torch.isnan(a) & torch.isnan(b)).sum())
+    changed = int((_finite_class(a) != _finite_class(b)).sum())
+    if changed:
+        return Difference(True, differing, total, math.inf, math.inf, "nonfinite")
+    usable = torch.isfinite(a)
+    if not bool(usable.any()):
+        return Difference(False, differing, total)
+    a, b = a[usable], b[usable]
+    scale = max(float(a.square().mean().sqrt()), float(b.square().mean().sqrt()))
+    max_abs = float((a - b).abs().max())
+    if scale == 0.0:
+        return Difference(False, differing, total)
+    max_ulps = max_abs / (unit * scale)
+    material = max_abs > max(MATERIAL_ULPS * unit, MATERIAL_FRACTION) * scale
+    return Difference(material, differing, total, max_ulps, max_abs, "scale" if material else "")
+
+
+def _same_plain(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable values are different values
+        return False
+
+
+def _real64(value: torch.Tensor) -> torch.Tensor:
+    value = value.detach().cpu()
+    if value.is_complex():
+        value = torch.view_as_real(value.to(torch.complex128))
+    return value.to(torch.float64).reshape(-1)
+
+
+def reference_unreliable(eager: Any, fp64: Any) -> bool:
+    """The fp64 reference cannot arbitrate this value: eager itself differs materially from it
+    (ill-conditioned; integers derived from floats truncated elsewhere in fp64)."""
+    if not isinstance(eager, torch.Tensor) or not isinstance(fp64, torch.Tensor):
+        return False
+    reference = fp64 if not eager.is_floating_point() else fp64.to(torch.float64)
+    return material_difference(eager, reference, dtype=eager.dtype if eager.is_floating_point() else None).material
+
+
+def elementwise_change(before: Any, after: Any) -> float:
+    """The largest elementwise relative difference, |after - before| / max(|before|, |after|)
+    (0 where both are 0; inf where finiteness differs; booleans as 0/1)."""
+    if not isinstance(before, torch.Tensor) or not isinstance(after, torch.Tensor):
+        return 0.0 if _same_plain(before, after) else 1.0
+    if before.shape != after.shape:
+        return math.inf
+    a, b = _real64(before), _real64(after)
+    if bool((_finite_class(a) != _finite_class(b)).any()):
+        return math.inf
+    usable = torch.isfinite(a)
+    a, b = a[usable], b[usable]
+    if a.numel() == 0:
+        return 0.0
+    size = torch.maximum(a.abs(), b.abs())
+    nonzero = size > 0
+    if not bool(nonzero.any()):
+        return 0.0
+    return float(((a - b).abs()[nonzero] / size[nonzero]).max())
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A compiled value that departs from eager beyond the floors while being closer to fp64."""
+
+    difference_rms_ulps: float
+    difference_max_ulps: float
+    compiled_rms_ulps: float  # against fp64
+    eager_rms_ulps: float  # against fp64
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: _finite_or_str(v) for k, v in self.__dict__.items()}
+
+
+def closer_to_fp64(eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance()) -> Departure | None:
+    """The departure when compiled differs from eager beyond the tolerance's floors (eager taken
+    as the reference) and its error against fp64 is smaller than eager's; else None."""
+    if not all(isinstance(v, torch.Tensor) for v in (eager, fp64, compiled)) or not eager.is_floating_point():
+        return None
+    if compiled.shape != eager.shape or compiled.dtype != eager.dtype:
+        return None
+    against_eager = compare_tensor(eager, eager, compiled, tolerance)
+    if against_eager.outcome is Outcome.MATCH or against_eager.new_nonfinite:
+        return None
+    against_fp64 = compare_tensor(eager, fp64, compiled, tolerance)
+    if against_fp64.new_nonfinite or not against_fp64.compiled_rms_ulps < against_fp64.eager_rms_ulps:
+        return None
+    return Departure(against_eager.compiled_rms_ulps, against_eager.compiled_max_ulps,
+                     against_fp64.compiled_rms_ulps, against_fp64.eager_rms_ulps)
+
+
+BITWISE = Tolerance(ratio=0.0, rms_floor_ulps=0.0, max_floor_ulps=0.0)
