@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal
 
+import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..search import ddmin
@@ -155,7 +156,11 @@ class SubsystemSearch:
         return Attribution("decomposition", names, found.workaround, note=note)
 
     def decomposition_is_right(self, ops: Iterable[Any]) -> bool:
-        """The culprit subgraph with ``ops`` decomposed, run eagerly, matches eager against fp64."""
+        """The culprit subgraph with ``ops`` decomposed, run eagerly, matches eager against fp64.
+        Not for random ops: a fresh eager run draws other numbers, so values cannot tell."""
+        if any(torch.Tag.nondeterministic_seeded in getattr(op, "tags", ()) for op in ops) or \
+                set(self.context.view.random_names()) & self.nodes:
+            return False
         table = default_decompositions()
         inputs = reference_inputs(self.subgraph, self.context.eager_values)
         try:

@@ -355,3 +355,40 @@ def test_compiled_making_finite_what_eager_and_fp64_make_nan_differs_but_makes_n
     assert verdict.new_nonfinite == 0 and verdict.lost_nonfinite == 1
     made = compare_tensor(x + 1, (x + 1).double(), torch.log1p(x))
     assert made.new_nonfinite == 1 and made.lost_nonfinite == 0
+
+
+def test_saturated_fills_are_no_scale_and_are_judged_on_their_own() -> None:
+    """An attention mask's finfo.min entries beside O(1) scores: left in the scale they hide a x1.5
+    error in every real score; they are judged apart, and a changed fill still counts."""
+    import torch
+    from bisect_engine.verdict.compare import Outcome, compare_tensor, material_difference
+
+    low = torch.finfo(torch.float32).min
+    scores = torch.tensor([0.3, -1.2, 0.7, low, low])
+    wrong = torch.where(scores > low, scores * 1.5, scores)
+    assert compare_tensor(scores, scores.double(), wrong).outcome is Outcome.MISMATCH
+    assert compare_tensor(scores, scores.double(), scores.clone()).outcome is Outcome.MATCH
+    changed_fill = scores.clone()
+    changed_fill[3] = -1e30
+    assert compare_tensor(scores, scores.double(), changed_fill).reason == "saturated"
+    assert material_difference(scores, wrong).material
+
+
+def test_a_reduction_that_cancels_is_judged_at_the_scale_of_its_terms() -> None:
+    """The mean of a normalised tensor is ~0: one rounding of its O(1) terms reads as millions of
+    ulps of the result. Judged at the terms' scale it matches; a lost term still does not."""
+    import torch
+    from bisect_engine.verdict.compare import Outcome, compare_tensor, material_difference
+
+    torch.manual_seed(0)
+    terms = torch.randn(128, dtype=torch.float64)
+    terms = terms - terms.mean()
+    fp64 = terms.mean().reshape(1)
+    eager = terms.float().mean().reshape(1)
+    reordered = (terms.float().flip(0).cumsum(0)[-1] / 128).reshape(1)  # another summation order
+    floor = float(terms.square().mean().sqrt())
+    assert compare_tensor(eager, fp64, reordered).compiled_rms_ulps > 1e6  # at the result's scale: noise reads huge
+    assert compare_tensor(eager, fp64, reordered, scale_floor=floor).outcome is Outcome.MATCH
+    lost = (terms.float()[1:].sum() / 128).reshape(1)
+    assert compare_tensor(eager, fp64, lost, scale_floor=floor).outcome is Outcome.MISMATCH
+    assert not material_difference(eager, reordered, scale_floor=floor).material

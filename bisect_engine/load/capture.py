@@ -27,6 +27,15 @@ from ..verdict.graphs import CapturedGraph
 log = logging.getLogger(__name__)
 
 
+LATER_CALLS = 3  # later calls of one graph kept (their parameters are not copied)
+LATER_CALL_BYTES = 256 << 20
+
+
+def _bytes(values: Sequence[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values
+               if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter))
+
+
 def _detached(values: Sequence[Any]) -> list[Any]:
     return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
 
@@ -63,10 +72,19 @@ class CaptureBackend:
                                      model_outputs=_model_outputs(kind), compile_id=compile_id)
             self.graphs.append(captured)
 
+            parameters: list[int | None] = []
+
             def run(args: list[Any]) -> Any:
                 if not captured.called:
                     captured.inputs = _detached(args)
                     captured.called = True
+                    parameters[:] = [id(a) if isinstance(a, torch.nn.Parameter) else None for a in args]
+                elif len(captured.later_inputs) < LATER_CALLS and _bytes(args) <= LATER_CALL_BYTES:
+                    # A graph called again (a shared block, a decode loop) may meet values its first
+                    # call never showed: kept to judge when the model diverges and the first call does not.
+                    captured.later_inputs.append([
+                        None if i < len(parameters) and parameters[i] == id(a) else _detached([a])[0]
+                        for i, a in enumerate(args)])
                 return graph_module(*args)
 
             run._boxed_call = True  # type: ignore[attr-defined]

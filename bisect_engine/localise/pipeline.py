@@ -216,13 +216,33 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         compiler.stage = "model_check"
         with progress.step("model-level check"):
             result.model_level = search.judge(model_candidate(result, options)).outcome.value
+        if result.model_level == "mismatch":
+            # Every graph matched on its first call, yet the model diverges: a graph called again
+            # (a shared block, a decode loop) may meet values its first call never showed.
+            compiler.stage = "localise"
+            finding = _later_calls(result, judge, options, progress, on_divergence)
         compiler.stage = "subsystem"
+        if finding is not None:
+            if options.runs("subsystem") and finding.amplification is None:
+                _attribute(finding, search, progress)
+            return
         if result.model_level == "mismatch" and options.runs("subsystem"):
             with progress.step("model-level subsystem bisection"):
                 result.model_attribution = attribute_model(search)
             if result.model_attribution is not None and result.model_attribution.name in PRE_GRAD_PASSES:
                 with progress.step("replaying the pre-grad passes eagerly"):
                     result.pre_grad = localise_pre_grad(result.captured, options.tolerance)
+
+
+def _later_calls(result: RunResult, judge: Judge, options: EngineOptions, progress: Progress,
+                 on_divergence: Callable[[], None] | None) -> GraphResult | None:
+    """Judge the recorded later calls of each graph (``<graph>_call<k>``) until one has a finding."""
+    for graph in list(result.captured):
+        for k in range(2, len(graph.later_inputs) + 2):
+            examined = _examine(graph.later_call(k), result, judge, options, progress, on_divergence)
+            if examined.has_finding:
+                return examined
+    return None
 
 
 def model_candidate(result: RunResult, options: EngineOptions) -> ModelCandidate:

@@ -94,7 +94,8 @@ def rounding_unit(dtype: torch.dtype) -> float:
 
 
 def compare_tensor(
-    eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance(), unit: float | None = None
+    eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance(), unit: float | None = None,
+    scale_floor: float = 0.0,
 ) -> TensorVerdict:
     """Judge one compiled value against eager (same dtype) and the fp64 reference; ``unit``: the
     unit roundoff to measure in where the user allowed less than the dtype's (TF32 matmuls)."""
@@ -114,11 +115,12 @@ def compare_tensor(
     if eager.is_complex():  # judge real and imaginary parts as a pair of real tensors
         eager, compiled = torch.view_as_real(eager), torch.view_as_real(compiled)
         reference = torch.view_as_real(reference.to(torch.complex128))
-    return _compare_floating(eager, reference, compiled, tolerance, unit)
+    return _compare_floating(eager, reference, compiled, tolerance, unit, scale_floor)
 
 
 def _compare_floating(
-    eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor, tolerance: Tolerance, unit_roundoff: float | None = None
+    eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor, tolerance: Tolerance, unit_roundoff: float | None = None,
+    scale_floor: float = 0.0,
 ) -> TensorVerdict:
     ref = fp64.detach().cpu().to(torch.float64).reshape(eager.shape)
     eager64 = eager.detach().cpu().to(torch.float64)
@@ -139,10 +141,27 @@ def _compare_floating(
         differs = new_nonfinite or lost_nonfinite
         return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
                              reason="nonfinite" if differs else "", lost_nonfinite=lost_nonfinite)
+    # Saturated fills (an attention mask of finfo.min, as HF eager attention writes it) are finite
+    # but not data: left in the scale, one such entry makes it 1e38 and every real error vanishes.
+    # They are judged apart, each relative to its own magnitude.
+    saturated = usable & (ref.abs() >= torch.finfo(eager.dtype).max / 2)
+    saturated_wrong = 0
+    if bool(saturated.any()):
+        ref_s = ref[saturated]
+        allowed = (tolerance.ratio * (eager64[saturated] - ref_s).abs()
+                   + tolerance.max_floor_ulps * rounding_unit(eager.dtype) * ref_s.abs())
+        saturated_wrong = int(((compiled64[saturated] - ref_s).abs() > allowed).sum())
+        usable = usable & ~saturated
+    if usable.sum() == 0:
+        differs = new_nonfinite or lost_nonfinite or saturated_wrong
+        reason = "nonfinite" if new_nonfinite or lost_nonfinite else "saturated" if saturated_wrong else ""
+        return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
+                             reason=reason, lost_nonfinite=lost_nonfinite)
     ref_used = ref[usable]
     # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
-    # still gives a finite, meaningful error.
-    scale = max(float(ref_used.square().mean().sqrt()), float(compiled64[usable].square().mean().sqrt()))
+    # still gives a finite, meaningful error. ``scale_floor``: the scale of what the op combined
+    # (a sum or mean that cancels to ~0 is judged at the scale of its terms, where its rounding is).
+    scale = max(float(ref_used.square().mean().sqrt()), float(compiled64[usable].square().mean().sqrt()), scale_floor)
     unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
     compiled_error = (compiled64[usable] - ref_used).abs() / unit
     eager_error = (eager64[usable] - ref_used).abs() / unit
@@ -153,7 +172,8 @@ def _compare_floating(
         eager_max_ulps=float(eager_error.max()),
         new_nonfinite=new_nonfinite,
     )
-    reason = _mismatch_reason(tolerance, **verdict) or ("nonfinite" if lost_nonfinite else "")
+    reason = (_mismatch_reason(tolerance, **verdict) or ("nonfinite" if lost_nonfinite else "")
+              or ("saturated" if saturated_wrong else ""))
     return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, lost_nonfinite=lost_nonfinite, **verdict)
 
 
@@ -200,14 +220,15 @@ def compare_random_draw(eager: Any, compiled: Any) -> TensorVerdict:
 
 def compare_values(
     eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance = Tolerance(),
-    units: list[float | None] | None = None,
+    units: list[float | None] | None = None, scale_floors: list[float] | None = None,
 ) -> list[TensorVerdict]:
     """Judge a list of outputs pairwise; lengths must agree (else one MISMATCH). ``units``: per
     output, the unit roundoff of a precision the user allowed below the dtype's (or None)."""
     if len(compiled) != len(eager):
         return [TensorVerdict(Outcome.MISMATCH, reason=f"{len(compiled)} outputs != {len(eager)}")]
     units = units if units is not None and len(units) == len(eager) else [None] * len(eager)
-    return [compare_tensor(e, r, c, tolerance, u) for e, r, c, u in zip(eager, fp64, compiled, units)]
+    floors = scale_floors if scale_floors is not None and len(scale_floors) == len(eager) else [0.0] * len(eager)
+    return [compare_tensor(e, r, c, tolerance, u, f) for e, r, c, u, f in zip(eager, fp64, compiled, units, floors)]
 
 
 def worst(verdicts: list[TensorVerdict]) -> TensorVerdict:
@@ -250,7 +271,8 @@ def material_threshold(dtype: torch.dtype) -> float:
     return max(MATERIAL_ULPS * rounding_unit(dtype), MATERIAL_FRACTION)
 
 
-def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = None) -> Difference:
+def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = None,
+                        scale_floor: float = 0.0) -> Difference:
     """Whether ``compiled`` differs from ``eager`` beyond rounding noise (see the module docstring).
     ``dtype``: whose ulps to measure in (default: eager's; an fp64 reference is judged in the
     model's dtype)."""
@@ -273,8 +295,15 @@ def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = N
     usable = torch.isfinite(a)
     if not bool(usable.any()):
         return Difference(False, differing, total)
-    a, b = a[usable], b[usable]
-    scale = max(float(a.square().mean().sqrt()), float(b.square().mean().sqrt()))
+    # Saturated fills (finfo.min masks) are no scale: they would hide any difference (see _compare_floating).
+    limit = torch.finfo(eager.real.dtype if eager.is_complex() else eager.dtype).max / 2
+    ordinary = usable & (a.abs() < limit)
+    saturated_differ = bool(((a != b) & usable & ~ordinary).any())
+    if not bool(ordinary.any()):
+        return Difference(saturated_differ, differing, total, reason="saturated" if saturated_differ else "")
+    a, b = a[ordinary], b[ordinary]
+    # ``scale_floor``: a sum or mean that cancels to ~0 is measured at the scale of its terms.
+    scale = max(float(a.square().mean().sqrt()), float(b.square().mean().sqrt()), scale_floor)
     max_abs = float((a - b).abs().max())
     if scale == 0.0:
         return Difference(False, differing, total)

@@ -8,6 +8,8 @@ the candidate are replaced by placeholders fed with their reference values. The 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import operator
 import re
 from dataclasses import dataclass
@@ -43,6 +45,13 @@ class CapturedGraph:
     # Forward graphs: the Dynamo (torch-level) graph it was traced from and that graph's real
     # inputs, as Inductor's pre-grad passes see them.
     torch_level: tuple[fx.GraphModule, list[Any]] | None = None
+    # Inputs of later calls of the same graph (None: the first call's value, a parameter).
+    later_inputs: list[list[Any]] = field(default_factory=list)
+
+    def later_call(self, k: int) -> "CapturedGraph":
+        """The graph as called the ``k``-th time (2, 3, ...), judged as a graph of its own."""
+        inputs = [first if later is None else later for first, later in zip(self.inputs, self.later_inputs[k - 2])]
+        return dataclasses.replace(self, name=f"{self.name}_call{k}", inputs=inputs, later_inputs=[])
     # The Dynamo compile it belongs to, as torch writes it ("0/0"; tlparse lists it as [0/0]).
     compile_id: str | None = None
 

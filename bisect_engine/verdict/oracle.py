@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 import operator
 import traceback
 from dataclasses import dataclass, field
@@ -159,6 +160,11 @@ class GraphContext:
         allowed = allowed_precision(node.target, value) if node is not None else None
         return allowed.unit if allowed else None
 
+    def scale_floor(self, name: str) -> float:
+        """The scale of what a reduction or matmul combined (see :func:`combined_scale`)."""
+        node = _producer(self.view, name)
+        return combined_scale(node, self.eager_values) if node is not None else 0.0
+
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
@@ -167,7 +173,8 @@ class GraphContext:
         fp64_outputs = (eager_outputs if self.reference == "eager" else
                         run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True)))
         units = [self._allowed_unit(name, value) for name, value in zip(subgraph.output_names, eager_outputs)]
-        verdicts = compare_values(eager_outputs, fp64_outputs, compiled_outputs, self.tolerance, units)
+        floors = [self.scale_floor(name) for name in subgraph.output_names]
+        verdicts = compare_values(eager_outputs, fp64_outputs, compiled_outputs, self.tolerance, units, floors)
         if len(verdicts) != len(subgraph.output_names):
             return SubgraphVerdict(Outcome.MISMATCH, error=verdicts[0].reason)
         if not self.rng_strict:
@@ -181,6 +188,42 @@ class GraphContext:
             outputs,
             dict(zip(subgraph.output_names, compiled_outputs)),
         )
+
+
+_MEANS = {"mean", "nanmean"}
+_SUMS = {"sum", "nansum"}
+_MATMULS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "dot": (0, 1), "mv": (0, 1), "addmm": (1, 2),
+            "baddbmm": (1, 2), "addbmm": (1, 2)}
+
+
+def _rms(value: Any) -> float:
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
+        return 0.0
+    finite = value.detach().double()
+    finite = finite[torch.isfinite(finite)]
+    return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
+
+
+def combined_scale(node: fx.Node, values: dict[str, Any]) -> float:
+    """For a sum, mean or matmul: the scale its rounding lives at, that of the terms it adds up.
+    A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
+    reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
+    floor is RMS(x) for a mean, RMS(x)*sqrt(n) for a sum of n terms, RMS(a)*RMS(b)*sqrt(k) for a
+    matmul; a wrong reduction (a term lost) is still off by ~1/eps units of it. 0: no floor."""
+    name = str(getattr(node.target, "_opname", "") or "")
+    args = [values.get(a.name) if isinstance(a, fx.Node) else a for a in node.args]
+    out = values.get(node.name)
+    if name in _MEANS and args:
+        return _rms(args[0])
+    if name in _SUMS and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
+        terms = args[0].numel() / max(out.numel(), 1)
+        return _rms(args[0]) * math.sqrt(max(terms, 1.0))
+    if name in _MATMULS:
+        first, second = _MATMULS[name]
+        if len(args) > second and isinstance(args[first], torch.Tensor) and isinstance(args[second], torch.Tensor) \
+                and args[first].dim() >= 1:
+            return _rms(args[first]) * _rms(args[second]) * math.sqrt(args[first].shape[-1])
+    return 0.0
 
 
 def _producer(view: GraphView, name: str) -> fx.Node | None:

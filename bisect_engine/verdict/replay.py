@@ -33,7 +33,8 @@ def replay_verdict(context: GraphContext, names: Any, compiled_values: dict[str,
     values = replay(context, injected_values(context, names, compiled_values))
     verdicts: dict[str, TensorVerdict] = {}
     for name in outputs:
-        difference = material_difference(context.eager_values.get(name), values.get(name))
+        difference = material_difference(context.eager_values.get(name), values.get(name),
+                                         scale_floor=context.scale_floor(name))
         verdicts[name] = TensorVerdict(Outcome.MISMATCH if difference.material else Outcome.MATCH,
                                        compiled_max_ulps=difference.max_ulps, reason=difference.reason)
     failing = any(v.outcome is Outcome.MISMATCH for v in verdicts.values())

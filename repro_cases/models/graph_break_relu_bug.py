@@ -16,7 +16,7 @@ plant()
 
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "triton.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 DEVICES = ["cpu", "cuda"]
-SUITE = "ci"  # "ci": run by make test; "full": BISECT_CORPUS=all
+SUITE = "full"  # "ci": run by make test; "full": BISECT_CORPUS=all
 EXPECTED = {"verdict": "divergent", "op": "aten.relu.default", "kind": "node", "graph": "forward_2",
             "subsystem": {"kind": "lowering", "name": "aten.relu.default"}}
 

@@ -29,7 +29,7 @@ plant()
 
 PLANTED = {"config": {}}
 DEVICES = ["cpu", "cuda"]
-SUITE = "ci"  # "ci": run by make test; "full": BISECT_CORPUS=all
+SUITE = "full"  # "ci": run by make test; "full": BISECT_CORPUS=all
 EXPECTED = {"verdict": "divergent", "op": "aten.rsqrt.default", "kind": "node", "graph": "forward_0",
             "subsystem": {"kind": "pass", "name": "post_grad_custom_pre_pass"}}
 

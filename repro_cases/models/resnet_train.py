@@ -7,7 +7,7 @@ from torch import nn
 
 PLANTED = None
 DEVICES = ["cpu", "cuda"]
-SUITE = "ci"  # "ci": run by make test; "full": BISECT_CORPUS=all
+SUITE = "full"  # "ci": run by make test; "full": BISECT_CORPUS=all
 EXPECTED = {"verdict": "clean", "op": None, "kind": None}
 
 

@@ -14,6 +14,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 DEVICES = ["cpu"]  # the log1p injection exists for the C++ backend only
+SUITE = "full"  # run with BISECT_CORPUS=all (make test runs a twin of it)
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
                       "triton.inject_relu_bug_TESTING_ONLY": "accuracy",
                       "cpp.inject_log1p_bug_TESTING_ONLY": "accuracy"}}

@@ -8,6 +8,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 DEVICES = ["cpu", "cuda"]
+SUITE = "full"  # run with BISECT_CORPUS=all (make test runs a twin of it)
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "runtime_error",
                       "triton.inject_relu_bug_TESTING_ONLY": "runtime_error"}}
 EXPECTED = {"verdict": "crash", "op": "aten.relu.default", "graph": "forward_0", "kind": "node"}

@@ -8,6 +8,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 DEVICES = ["cpu", "cuda"]
+SUITE = "full"  # run with BISECT_CORPUS=all (make test runs a twin of it)
 PLANTED = {"config": {"joint_graph_constant_folding": False}}
 EXPECTED = {"verdict": "clean", "op": None}
 
