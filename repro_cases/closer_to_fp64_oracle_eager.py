@@ -18,6 +18,7 @@ def plant():
 plant()
 
 DEVICES = ["cpu"]
+SUITE = "full"  # run with BISECT_CORPUS=all (closer_to_fp64_bf16 runs in make test)
 PLANTED = None
 CLI_ARGS = ["--oracle", "eager"]
 

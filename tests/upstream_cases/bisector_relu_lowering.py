@@ -7,6 +7,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
+SUITE = "full"  # run with BISECT_CORPUS=all: relu_bug.py checks the same lowering bug in make test
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "triton.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 EXPECTED = {
     "verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node",
