@@ -60,7 +60,8 @@ def _isolate_from_hook() -> None:
               show_default=True,
               help="outputs: name first the wrong op whose error reaches a model output (a loss, a logit, a "
                    "gradient); every other wrong op is listed too. strict: name the first wrong op in graph "
-                   "order, as the minifier's strict accuracy does. eager: eager's values are the reference "
+                   "order, and judge every node even when the outputs agree, as the minifier's strict accuracy "
+                   "does. eager: eager's values are the reference "
                    "(compiled closer to fp64 but beyond rounding noise from eager is a finding). bitwise: "
                    "every node must equal eager's exactly.")
 @click.option("--verify-runs", type=click.IntRange(min=0), default=3, show_default=True,

@@ -299,7 +299,11 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     random_unchecked = _has_random(result) and not context.rng_strict
     eager_problem = result.eager_nonfinite is not None
     result.material = material_outputs(context, whole.compiled_values, result.model_outputs or list(whole.outputs))
-    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked or result.material):
+    # --oracle strict judges every node even when the graph's outputs agree (a wrong op whose error
+    # stays below the outputs' noise, as the minifier's strict accuracy would).
+    strict = options.oracle == "strict"
+    if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked or result.material
+                                               or strict):
         _differences(result, search, options)
         return result
     if on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem
