@@ -79,6 +79,9 @@ def title(report: dict[str, Any]) -> str:
         return f"[inductor] {op} fails to compile{on}: {culprit['crash'].get('exception')}"
     if report.get("verdict") == "nan" and not culprit.get("error"):
         return f"[inductor] {op} gives NaN/Inf{on} where eager is finite"
+    if culprit.get("kind") == "amplified":
+        return (f"[inductor] {op} differs from eager by a few ulps{on}, amplified by "
+                f"{culprit.get('amplifier') or 'a later op'} into a different output")
     together = " compiled together" if culprit.get("kind") == "window" else ""
     subsystem = report.get("subsystem") or {}
     blame = "" if not subsystem else (f" ({subsystem.get('kind')})" if subsystem.get("name") in op

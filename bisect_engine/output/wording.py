@@ -40,6 +40,9 @@ def headline(report: dict[str, Any]) -> str:
     where = f" at {culprit['source']}" if culprit.get("source") else ""
     if culprit.get("made_by") == "model" or (nan.get("made_by") == "model" and not culprit):
         return f"The model itself makes NaN/Inf in {culprit.get('op') or (nan.get('eager') or {}).get('op', '?')}{where}"
+    if culprit.get("kind") == "amplified":
+        amplifier = culprit.get("amplifier") or "a later op"
+        return f"{culprit_ops(culprit)}{where} differs slightly when compiled, and {amplifier} amplifies it"
     if culprit.get("crash"):
         return f"Inductor fails on {culprit_ops(culprit)}{where}"
     if culprit and verdict == "nan" and (culprit.get("error") or {}).get("new_nonfinite"):
@@ -82,6 +85,14 @@ def answer(report: dict[str, Any]) -> str:
 
 
 def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
+    if culprit.get("kind") == "amplified":
+        own, out = culprit.get("own_error") or {}, culprit.get("output_difference") or {}
+        amplifiers = ", ".join(f"{a.get('op')} at {a.get('source') or '?'} ({a.get('explains') or a.get('why')})"
+                               for a in culprit.get("amplifiers") or []) or "a later op"
+        return (f"Compiled, it is only {ulps(own.get('ulps_vs_eager'))} ulps from eager (within every per-op "
+                f"tolerance), but {amplifiers} turns that into a material difference of output "
+                f"{out.get('output', '?')} (max |diff| {out.get('max_abs_diff', '?')}); found by "
+                f"{culprit.get('replays', '?')} eager replays, no extra compile.")
     crash, error = culprit.get("crash"), culprit.get("error")
     place = f"node {culprit.get('node')} of {culprit.get('graph')}" + (
         f", module {culprit['module']}" if culprit.get("module") else "")
