@@ -128,3 +128,30 @@ def test_a_model_that_comes_compiled_is_unwrapped_for_eager_and_its_backend_name
     original, compiled, backend = unwrap_compiled(torch.compile(module))
     assert original is module and backend == "inductor"
     assert unwrap_compiled(f) == (f, None, None)
+
+
+def test_a_gradient_that_is_zero_in_exact_arithmetic_is_not_material() -> None:
+    """BERT's key-bias gradient is view(sum(...)) of terms that cancel exactly (softmax ignores a
+    constant shift): eager and compiled both hold rounding noise, which differs entirely. Judged at
+    the scale of the summed terms (looking through the view), that is not a material difference."""
+    from bisect_engine.verdict.compare import material_difference
+    from bisect_engine.verdict.graphs import CapturedGraph
+    from bisect_engine.verdict.oracle import GraphContext
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    total = graph.call_function(aten.sum.dim_IntList, (x, [0]))
+    flat = graph.call_function(aten.view.default, (total, [4]), name="view")
+    graph.output((flat,))
+    module = fx.GraphModule({}, graph)
+    torch.manual_seed(0)
+    terms = torch.randn(64, 4)
+    terms = terms - terms.mean(0, keepdim=True)  # each column sums to ~0
+    context = GraphContext.from_captured(CapturedGraph("backward_0", "backward", 0, module, [terms], called=True))
+    eager = context.eager_values["view"]
+    compiled = terms.flip(0).sum(0).view(4)  # another summation order: other noise
+    assert material_difference(eager, compiled).material  # at the ~0 result's own scale
+    floor = context.scale_floor("view")
+    assert floor > 1.0
+    assert not material_difference(eager, compiled, scale_floor=floor).material
+    assert material_difference(eager, compiled + 0.5, scale_floor=floor).material  # a real error still is

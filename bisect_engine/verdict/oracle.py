@@ -161,8 +161,14 @@ class GraphContext:
         return allowed.unit if allowed else None
 
     def scale_floor(self, name: str) -> float:
-        """The scale of what a reduction or matmul combined (see :func:`combined_scale`)."""
+        """The scale of what a reduction or matmul combined (see :func:`combined_scale`), looking
+        through the views and copies that reshape its result (a bias gradient is ``view(sum(...))``)."""
         node = _producer(self.view, name)
+        for _ in range(8):
+            if node is None or str(getattr(node.target, "_opname", "")) not in _RESHAPES or not node.args \
+                    or not isinstance(node.args[0], fx.Node):
+                break
+            node = node.args[0]
         return combined_scale(node, self.eager_values) if node is not None else 0.0
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
@@ -190,6 +196,9 @@ class GraphContext:
         )
 
 
+_RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "t", "clone",
+             "alias", "expand", "_to_copy", "contiguous"}
+_ADDS = {"add", "sub", "rsub"}
 _MEANS = {"mean", "nanmean"}
 _SUMS = {"sum", "nansum"}
 _MATMULS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "dot": (0, 1), "mv": (0, 1), "addmm": (1, 2),
@@ -204,8 +213,14 @@ def _rms(value: Any) -> float:
     return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
 
 
+def _magnitude(value: Any) -> float:
+    if isinstance(value, torch.Tensor):
+        return _rms(value)
+    return abs(float(value)) if isinstance(value, (int, float)) else 0.0
+
+
 def combined_scale(node: fx.Node, values: dict[str, Any]) -> float:
-    """For a sum, mean or matmul: the scale its rounding lives at, that of the terms it adds up.
+    """For a sum, mean, matmul, add or sub: the scale its rounding lives at, that of the terms it adds up.
     A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
     reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
     floor is RMS(x) for a mean, RMS(x)*sqrt(n) for a sum of n terms, RMS(a)*RMS(b)*sqrt(k) for a
@@ -213,6 +228,8 @@ def combined_scale(node: fx.Node, values: dict[str, Any]) -> float:
     name = str(getattr(node.target, "_opname", "") or "")
     args = [values.get(a.name) if isinstance(a, fx.Node) else a for a in node.args]
     out = values.get(node.name)
+    if name in _ADDS and len(args) >= 2:  # a - b with a ~ b: the rounding is at the operands' scale
+        return max(_magnitude(args[0]), _magnitude(args[1]))
     if name in _MEANS and args:
         return _rms(args[0])
     if name in _SUMS and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
