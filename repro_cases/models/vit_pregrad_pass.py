@@ -37,7 +37,11 @@ PLANTED = {"config": {}}
 DEVICES = ["cpu", "cuda"]
 SUITE = "ci"  # "ci": run by make test; "full": BISECT_CORPUS=all
 EXPECTED = {"verdict": "not_reproducible", "op": None, "ideal_op": "aten.gelu.default",
-            "subsystem": {"kind": "pass", "name": "pre_grad_custom_pass"}}
+            "subsystem": {"kind": "pass", "name": "pre_grad_custom_pass"},
+            # the rewrite, replayed eagerly: the first GELU the pass turned into SiLU, at its source line
+            "pre_grad": {"aten_op": "aten.silu.default",
+                         "before": "gelu = torch._C._nn.gelu(linear_2, approximate='none')",
+                         "after": "gelu = torch.nn.functional.silu(linear_2)"}}
 
 
 class Attention(nn.Module):
