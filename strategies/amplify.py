@@ -58,8 +58,7 @@ def material_outputs(context: GraphContext, compiled_values: dict[str, Any], out
     found = []
     for name in outputs:
         if name in compiled_values:
-            difference = material_difference(context.eager_values.get(name), compiled_values[name],
-                                             scale_floor=context.scale_floor(name))
+            difference = context.output_difference(name, compiled_values[name])
             if difference.material:
                 found.append((name, difference))
     return found
@@ -106,8 +105,7 @@ def find_amplification(context: GraphContext, search: Any, checked: tuple[str, .
         needed = ddmin(candidates[:length], reproduces)
         together = tuple(n for n in needed if n != culprit)
     values = replay(context, injected_values(context, (culprit, *together), compiled_values))
-    output, difference = next(((n, d) for n, d in ((n, material_difference(context.eager_values.get(n), values.get(n),
-                                                                                scale_floor=context.scale_floor(n)))
+    output, difference = next(((n, d) for n, d in ((n, context.output_difference(n, values.get(n)))
                                                    for n in outputs) if d.material),
                               (outputs[0], Difference(False)))
     path = path_between(context, culprit, output)

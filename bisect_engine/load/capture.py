@@ -50,7 +50,9 @@ class CaptureBackend:
     compile_id: str | None = None  # for graphs met outside Dynamo: the compile they came from
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        self.dynamo_inputs.append(_detached(example_inputs))  # the torch-level graph, for pre-grad passes
+        # The torch-level graph's inputs, for replaying pre-grad passes; parameters are kept by
+        # reference (as later calls keep them), not copied a second time beside the aten inputs.
+        self.dynamo_inputs.append([a if isinstance(a, torch.nn.Parameter) else _detached([a])[0] for a in example_inputs])
         index = len(self.dynamo_graphs)
         self.dynamo_graphs.append(graph_module)
         # Dynamo calls its backend inside the frame's compile; the backward graph is compiled later

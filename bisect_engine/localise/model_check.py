@@ -18,7 +18,7 @@ from ..errors import ModelError
 from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, Tolerance, compare_values, worst
-from ..verdict.compiler import Compiler, budget_cause
+from ..verdict.compiler import Compiler, budget_cause, cause_of
 from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.oracle import SubgraphVerdict
 from ..verdict.upcast import Upcast
@@ -57,12 +57,7 @@ def _user_side(error: BaseException) -> bool:
     from torch._dynamo.exc import UserError
     from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, (UserError, ConstraintViolationError)):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return cause_of(error, (UserError, ConstraintViolationError)) is not None
 
 
 def _end_to_end(tolerance: Tolerance) -> Tolerance:

@@ -88,6 +88,11 @@ def _finite_or_str(value: float) -> float | str:
     return round(value, 3) if math.isfinite(value) else str(value)
 
 
+def saturation(dtype: torch.dtype) -> float:
+    """Magnitudes from here up are fills (``finfo.min`` masks), not data: no scale, judged apart."""
+    return torch.finfo(dtype).max / 2
+
+
 def rounding_unit(dtype: torch.dtype) -> float:
     """Unit roundoff u = eps / 2 of a floating dtype."""
     return torch.finfo(dtype).eps / 2
@@ -144,7 +149,7 @@ def _compare_floating(
     # Saturated fills (an attention mask of finfo.min, as HF eager attention writes it) are finite
     # but not data: left in the scale, one such entry makes it 1e38 and every real error vanishes.
     # They are judged apart, each relative to its own magnitude.
-    saturated = usable & (ref.abs() >= torch.finfo(eager.dtype).max / 2)
+    saturated = usable & (ref.abs() >= saturation(eager.dtype))
     saturated_wrong = 0
     if bool(saturated.any()):
         ref_s = ref[saturated]
@@ -296,8 +301,7 @@ def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = N
     if not bool(usable.any()):
         return Difference(False, differing, total)
     # Saturated fills (finfo.min masks) are no scale: they would hide any difference (see _compare_floating).
-    limit = torch.finfo(eager.real.dtype if eager.is_complex() else eager.dtype).max / 2
-    ordinary = usable & (a.abs() < limit)
+    ordinary = usable & (a.abs() < saturation(eager.real.dtype if eager.is_complex() else eager.dtype))
     saturated_differ = bool(((a != b) & usable & ~ordinary).any())
     if not bool(ordinary.any()):
         return Difference(saturated_differ, differing, total, reason="saturated" if saturated_differ else "")

@@ -101,13 +101,19 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any]) -> list[An
     return [clone_value(outputs)]
 
 
-def budget_cause(error: BaseException | None) -> BudgetExhausted | None:
-    """The budget exhaustion behind an error, if any: a backend raising inside ``torch.compile``
-    reaches the caller wrapped (``BackendCompilerFailed``), not as itself."""
+def cause_of(error: BaseException | None, types: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException | None:
+    """The first exception of ``types`` in ``error``'s chain: a backend raising inside
+    ``torch.compile`` reaches the caller wrapped (``BackendCompilerFailed``), not as itself."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, BudgetExhausted):
+        if isinstance(error, types):
             return error
         seen.add(id(error))
         error = getattr(error, "inner_exception", None) or error.__cause__ or error.__context__
     return None
+
+
+def budget_cause(error: BaseException | None) -> BudgetExhausted | None:
+    """The budget exhaustion behind an error, if any."""
+    found = cause_of(error, BudgetExhausted)
+    return found if isinstance(found, BudgetExhausted) else None

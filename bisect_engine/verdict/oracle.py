@@ -20,12 +20,12 @@ import torch
 import torch.fx as fx
 
 from .graphs import CapturedGraph
-from .compare import Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values, worst
+from .compare import Difference, Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values, material_difference, worst
 from ..search import BudgetExhausted
 from .graphs import GraphView, Subgraph, build_copies, build_subgraph, plan_copies, reference_inputs, value_nodes
 from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, run_graph, to_fp64
-from .precision import allowed_precision
+from .precision import MATMUL_OPERANDS, allowed_precision, op_base_name
 from .kernels import OutputCode
 
 log = logging.getLogger(__name__)
@@ -165,11 +165,16 @@ class GraphContext:
         through the views and copies that reshape its result (a bias gradient is ``view(sum(...))``)."""
         node = _producer(self.view, name)
         for _ in range(8):
-            if node is None or str(getattr(node.target, "_opname", "")) not in _RESHAPES or not node.args \
+            if node is None or op_base_name(node.target) not in _RESHAPES or not node.args \
                     or not isinstance(node.args[0], fx.Node):
                 break
             node = node.args[0]
         return combined_scale(node, self.eager_values) if node is not None else 0.0
+
+    def output_difference(self, name: str, value: Any) -> Difference:
+        """Whether ``value`` differs materially from eager's ``name``, at the scale of what produced
+        it (:meth:`scale_floor`): the one way a graph value is judged by the material rule."""
+        return material_difference(self.eager_values.get(name), value, scale_floor=self.scale_floor(name))
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
@@ -201,8 +206,6 @@ _RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute
 _ADDS = {"add", "sub", "rsub"}
 _MEANS = {"mean", "nanmean"}
 _SUMS = {"sum", "nansum"}
-_MATMULS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "dot": (0, 1), "mv": (0, 1), "addmm": (1, 2),
-            "baddbmm": (1, 2), "addbmm": (1, 2)}
 
 
 def _rms(value: Any) -> float:
@@ -225,7 +228,7 @@ def combined_scale(node: fx.Node, values: dict[str, Any]) -> float:
     reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
     floor is RMS(x) for a mean, RMS(x)*sqrt(n) for a sum of n terms, RMS(a)*RMS(b)*sqrt(k) for a
     matmul; a wrong reduction (a term lost) is still off by ~1/eps units of it. 0: no floor."""
-    name = str(getattr(node.target, "_opname", "") or "")
+    name = op_base_name(node.target)
     args = [values.get(a.name) if isinstance(a, fx.Node) else a for a in node.args]
     out = values.get(node.name)
     if name in _ADDS and len(args) >= 2:  # a - b with a ~ b: the rounding is at the operands' scale
@@ -235,8 +238,8 @@ def combined_scale(node: fx.Node, values: dict[str, Any]) -> float:
     if name in _SUMS and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
         terms = args[0].numel() / max(out.numel(), 1)
         return _rms(args[0]) * math.sqrt(max(terms, 1.0))
-    if name in _MATMULS:
-        first, second = _MATMULS[name]
+    if name in MATMUL_OPERANDS:
+        first, second = MATMUL_OPERANDS[name]
         if len(args) > second and isinstance(args[first], torch.Tensor) and isinstance(args[second], torch.Tensor) \
                 and args[first].dim() >= 1:
             return _rms(args[first]) * _rms(args[second]) * math.sqrt(args[first].shape[-1])

@@ -17,8 +17,12 @@ import torch
 
 aten = torch.ops.aten
 
-_MATMULS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "_scaled_dot_product_efficient_attention",
-            "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention"}
+# Matmuls, with the positions of the two operands they multiply (the precision rule needs the names;
+# the oracle's scale of a matmul's terms needs the operands).
+MATMUL_OPERANDS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "dot": (0, 1), "mv": (0, 1), "addmm": (1, 2),
+                   "baddbmm": (1, 2), "addbmm": (1, 2)}
+_MATMULS = {*(set(MATMUL_OPERANDS) - {"dot", "mv"}), "linear", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention"}
 _CONVOLUTIONS = {"convolution", "_convolution", "cudnn_convolution", "conv2d", "conv1d", "conv3d"}
 # Unit roundoff of the formats the settings allow.
 TF32 = 2.0 ** -11
@@ -31,7 +35,8 @@ class Allowed:
     unit: float  # unit roundoff of the allowed precision
 
 
-def _op_name(target: Any) -> str:
+def op_base_name(target: Any) -> str:
+    """``mm`` for ``aten.mm.default`` (an overload's packet name), a function's own name otherwise."""
     packet = getattr(target, "_opname", None) or getattr(target, "__name__", "")
     return str(packet).split(".")[0]
 
@@ -40,7 +45,7 @@ def allowed_precision(target: Any, value: Any) -> Allowed | None:
     """For the output ``value`` of an op ``target``: the reduced precision the user allowed, or None."""
     if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
         return None
-    name = _op_name(target)
+    name = op_base_name(target)
     matmul_precision = torch.get_float32_matmul_precision()
     if name in _MATMULS:
         if value.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:

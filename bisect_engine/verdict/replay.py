@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .compare import Outcome, TensorVerdict, material_difference
+from .compare import Outcome, TensorVerdict
 from .fx_eval import interpret
 from .graphs import value_nodes
 from .oracle import GraphContext, SubgraphVerdict
@@ -33,8 +33,7 @@ def replay_verdict(context: GraphContext, names: Any, compiled_values: dict[str,
     values = replay(context, injected_values(context, names, compiled_values))
     verdicts: dict[str, TensorVerdict] = {}
     for name in outputs:
-        difference = material_difference(context.eager_values.get(name), values.get(name),
-                                         scale_floor=context.scale_floor(name))
+        difference = context.output_difference(name, values.get(name))
         verdicts[name] = TensorVerdict(Outcome.MISMATCH if difference.material else Outcome.MATCH,
                                        compiled_max_ulps=difference.max_ulps, reason=difference.reason)
     failing = any(v.outcome is Outcome.MISMATCH for v in verdicts.values())
