@@ -156,13 +156,15 @@ def _is_getitem(node: fx.Node) -> bool:
     return node.target is operator.getitem
 
 
-def amplifiers(context: GraphContext, path: tuple[str, ...], values: dict[str, Any]) -> tuple[Amplifier, ...]:
-    """Nodes on ``path`` (after the culprit) whose change in the replay jumps over their inputs'."""
+def amplifiers(context: GraphContext, path: tuple[str, ...], values: dict[str, Any],
+               roots: int = 1) -> tuple[Amplifier, ...]:
+    """Nodes on ``path`` (after its first ``roots``: the culprit, or the inputs a replay substituted)
+    whose change in the replay jumps over their inputs'."""
     view, eager = context.view, context.eager_values
-    change = {path[0]: max(elementwise_change(eager.get(v.name), values.get(v.name))
-                           for v in value_nodes(view.nodes[path[0]]))}
+    change = {root: max(elementwise_change(eager.get(v.name), values.get(v.name))
+                        for v in value_nodes(view.nodes[root])) for root in path[:roots]}
     found = []
-    for name in path[1:]:
+    for name in path[roots:]:
         node = view.nodes[name]
         outputs = [v.name for v in value_nodes(node)]
         change[name] = max(elementwise_change(eager.get(v), values.get(v)) for v in outputs)

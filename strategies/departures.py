@@ -12,12 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from ..verdict.candidate import GraphCandidate, Switch
-from ..verdict.compare import Departure, Outcome, closer_to_fp64, compare_tensor
+from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64, compare_tensor
 from ..verdict.fx_eval import interpret
 from ..verdict.graphs import value_nodes
-from .amplify import random_values
+from .amplify import Amplifier, amplifiers, path_between, random_values
 from ..verdict.oracle import GraphContext
+from ..verdict.replay import replay
 
 # Inductor's setting that rounds intermediate low-precision values as eager does.
 EAGER_ROUNDING = Switch.config("config", "emulate_precision_casts", {"emulate_precision_casts": True})
@@ -42,15 +45,74 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
     if not departing:
         return []
     fp64 = interpret(context.captured.graph_module, context.captured.inputs, upcast=True)
-    producers = {v.name: node.name for node in context.view.compute_nodes for v in value_nodes(node)}
     found = []
     for name in departing:
         eager, compiled = context.eager_values.get(name), compiled_values[name]
         departure = closer_to_fp64(eager, fp64.get(name), compiled, context.tolerance)
         if departure is not None:
             elements = int((eager != compiled).sum())
-            found.append(DepartedValue(name, producers.get(name, name), scope, departure, elements))
+            found.append(DepartedValue(name, _computed_by(context, name), scope, departure, elements))
     return found[:MAX_LISTED]
+
+
+def _computed_by(context: GraphContext, name: str) -> str:
+    """The op that computed the value, not a copy of it (a value saved for the backward is often
+    ``clone(add)``): views and copies are looked through while they keep the dtype."""
+    node = context.computed_by(name)
+    if node is None:
+        return _producer_name(context, name)
+    eager, source = context.eager_values.get(name), context.eager_values.get(node.name)
+    same_dtype = isinstance(eager, torch.Tensor) and isinstance(source, torch.Tensor) and eager.dtype == source.dtype
+    return node.name if same_dtype else _producer_name(context, name)
+
+
+def _producer_name(context: GraphContext, name: str) -> str:
+    producers = {v.name: node.name for node in context.view.compute_nodes for v in value_nodes(node)}
+    return producers.get(name, name)
+
+
+@dataclass(frozen=True)
+class Consequence:
+    """A forward departure carried into the backward graph: eager's backward, run on the values the
+    compiled forward saved for it, gives materially different gradients (a hinge, a mask or a
+    comparison in the backward flips). No compile: one eager replay of the backward graph."""
+
+    graph: str  # the backward graph
+    saved: tuple[str, ...]  # the forward's saved values substituted (their backward input names)
+    output: str  # the first gradient that differs materially
+    difference: Difference
+    amplifiers: tuple[Amplifier, ...]
+
+
+def backward_consequence(forward: GraphContext, departed: list[DepartedValue], compiled_values: dict[str, Any],
+                         backward: GraphContext) -> Consequence | None:
+    """Replay ``backward`` eagerly with the departing values the forward saved for it (matched by
+    name: AOT Autograd's backward inputs keep the forward's names) taken from the compiled forward;
+    the first gradient that then differs materially from eager's, and the ops that amplify it."""
+    model_outputs = forward.captured.model_outputs
+    if model_outputs is None:
+        return None
+    saved = set(forward.view.output_names()[model_outputs:])
+    inputs = {node.name: node for node in backward.view.graph_module.graph.nodes if node.op == "placeholder"}
+    overrides = {d.value: compiled_values[d.value] for d in departed
+                 if d.value in saved and d.value in inputs and d.value in compiled_values
+                 and _same_kind(backward.eager_values.get(d.value), compiled_values[d.value])}
+    if not overrides:
+        return None
+    values = replay(backward, overrides)
+    for output in backward.view.output_names():
+        difference = backward.output_difference(output, values.get(output))
+        if difference.material:
+            roots = tuple(overrides)
+            path = tuple(dict.fromkeys(n for root in roots for n in path_between(backward, root, output)))
+            return Consequence(backward.name, roots, output, difference,
+                               amplifiers(backward, roots + path, values, roots=len(roots)))
+    return None
+
+
+def _same_kind(eager: Any, compiled: Any) -> bool:
+    return (isinstance(eager, torch.Tensor) and isinstance(compiled, torch.Tensor)
+            and eager.shape == compiled.shape and eager.dtype == compiled.dtype)
 
 
 def follows_eager_with(context: GraphContext, search: Any, switch: Switch = EAGER_ROUNDING) -> bool:

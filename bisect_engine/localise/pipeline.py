@@ -27,7 +27,8 @@ from ..load.model_file import ModelSpec
 from ..progress import Progress
 from ..search import Budget, BudgetExhausted
 from ..strategies.amplify import Amplification, find_amplification, material_outputs
-from ..strategies.departures import EAGER_ROUNDING, DepartedValue, find_departures, follows_eager_with
+from ..strategies.departures import (EAGER_ROUNDING, Consequence, DepartedValue, backward_consequence, find_departures,
+                                     follows_eager_with)
 from ..strategies.nodes import NodeCheck, Reach, check_nodes, propagators, rank_culprits
 from ..strategies.pregrad import PassRewrite, localise_pre_grad
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model
@@ -76,6 +77,8 @@ class GraphResult:
     # whether Inductor's eager-rounding setting makes compiled follow eager (one compile)
     departures: list[DepartedValue] = field(default_factory=list)
     eager_rounding_follows: bool | None = None
+    # a forward departure that the backward turns into materially different gradients (no compile)
+    consequence: Consequence | None = None
 
     @property
     def eager_nan(self) -> str | None:
@@ -209,6 +212,8 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         if _examine(graph, result, judge, options, progress, on_divergence).has_finding:
             break
     finding = result.finding
+    if finding is None:
+        _carry_departures(result)
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem") and finding.amplification is None:
         _attribute(finding, search, progress)
@@ -340,12 +345,27 @@ def _differences(result: GraphResult, search: RunSearch, options: EngineOptions)
     when the per-node check ran, else per output; one compile says whether eager rounding fixes it."""
     if options.reference != "fp64":
         return  # judged against eager: such a departure is a finding, not a note
-    context = result.context
-    values, scope = ((result.nodes.verdict.compiled_values, "node") if result.nodes
-                     else (result.whole.compiled_values, "graph"))
-    result.departures = find_departures(context, values, scope)
+    scope = "node" if result.nodes else "graph"
+    result.departures = find_departures(result.context, _departure_values(result), scope)
     if result.departures:
-        result.eager_rounding_follows = follows_eager_with(context, search, EAGER_ROUNDING)
+        result.eager_rounding_follows = follows_eager_with(result.context, search, EAGER_ROUNDING)
+
+
+def _departure_values(result: GraphResult) -> dict[str, Any]:
+    """The compiled values the departures were judged on: per node, else the whole graph's."""
+    return result.nodes.verdict.compiled_values if result.nodes else result.whole.compiled_values
+
+
+def _carry_departures(run_result: RunResult) -> None:
+    """A forward graph's departures (closer to fp64) carried into its backward graph by one eager
+    replay: where the gradients then differ materially, the user sees it, and the report says how."""
+    by_name = {graph.context.name: graph for graph in run_result.graphs}
+    for graph in run_result.graphs:
+        captured = graph.context.captured
+        backward = by_name.get(f"backward_{captured.index}")
+        if graph.departures and graph.context.name == f"forward_{captured.index}" and backward is not None:
+            graph.consequence = backward_consequence(graph.context, graph.departures, _departure_values(graph),
+                                                     backward.context)
 
 
 def _amplify(result: GraphResult, judge: Judge, search: RunSearch, progress: Progress) -> bool:

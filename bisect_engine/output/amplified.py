@@ -66,6 +66,13 @@ def differences_lines(differences: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  differs (closer to fp64): {entry['op']} (node {entry['node']}, {entry['source'] or '?'}):"
                      f" {entry['difference_max_ulps']} ulps from eager, fp64 error {entry['compiled_rms_ulps']}"
                      f" vs eager's {entry['eager_rms_ulps']} ulps RMS{fix}")
+        backward = entry.get("backward")
+        if backward:
+            amplified = ", ".join(f"{a['op']} (node {a['node']}, {a['source'] or '?'})" for a in backward["amplifiers"])
+            of = f" (of {backward['gradient_of']})" if backward.get("gradient_of") else ""
+            lines.append(f"    and in {backward['graph']}: gradient {backward['output']}{of} differs materially"
+                         f" ({backward['elements']} of {backward['total']} elements, max |diff| {backward['max_abs_diff']})"
+                         + (f", flipped by {amplified}" if amplified else "") + "; one eager replay, no compile")
     return lines
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -399,10 +400,40 @@ def differences_json(result: RunResult) -> list[dict[str, Any]]:
             if graph.eager_rounding_follows is not None:
                 setting = {"name": "emulate_precision_casts", "value": True,
                            "follows_eager": graph.eager_rounding_follows}
-            found.append({**describe_node(result, graph, departed.node), "value": departed.value,
-                          "scope": departed.scope, "elements": departed.elements,
-                          **departed.departure.to_json(), "setting": setting})
+            entry = {**describe_node(result, graph, departed.node), "value": departed.value,
+                     "scope": departed.scope, "elements": departed.elements,
+                     **departed.departure.to_json(), "setting": setting}
+            if graph.consequence is not None and departed.value in graph.consequence.saved:
+                entry["backward"] = _consequence_json(result, graph.consequence)
+            found.append(entry)
     return found
+
+
+def _consequence_json(result: RunResult, consequence: Any) -> dict[str, Any]:
+    """What a forward departure does to the gradients: eager's backward replayed on the compiled
+    forward's saved values (no compile), the first gradient that differs and the ops that amplify."""
+    backward = next(g for g in result.graphs if g.context.name == consequence.graph)
+    return {"graph": consequence.graph, "output": consequence.output,
+            "gradient_of": _gradient_of(result, backward, consequence.output), **consequence.difference.to_json(),
+            "amplifiers": [{**describe_node(result, backward, a.node), "why": a.why} for a in consequence.amplifiers],
+            "replays": 1}
+
+
+def _gradient_of(result: RunResult, backward: GraphResult, output: str) -> str | None:
+    """The model input or parameter a backward output is the gradient of, as the user wrote it
+    (``self.high``): backward outputs follow the forward's inputs, which follow Dynamo's graph's."""
+    graph_output = next(n for n in reversed(backward.context.view.graph_module.graph.nodes) if n.op == "output")
+    returned = graph_output.args[0] if isinstance(graph_output.args[0], (tuple, list)) else (graph_output.args[0],)
+    position = next((i for i, v in enumerate(returned) if getattr(v, "name", None) == output), None)
+    forward = next((g for g in result.graphs if g.context.name == f"forward_{backward.context.captured.index}"), None)
+    torch_level = forward.context.captured.torch_level if forward is not None else None
+    if position is None or torch_level is None:
+        return None
+    names = [n.name for n in torch_level[0].graph.nodes if n.op == "placeholder"]
+    if len(names) != len(returned):
+        return None
+    name = re.sub(r"^l_", "", names[position]).rstrip("_")
+    return re.sub(r"_(modules|parameters|buffers)_", ".", name)
 
 
 def _attribution(result: RunResult) -> dict[str, str] | None:

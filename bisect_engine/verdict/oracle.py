@@ -163,13 +163,19 @@ class GraphContext:
     def scale_floor(self, name: str) -> float:
         """The scale of what a reduction or matmul combined (see :func:`combined_scale`), looking
         through the views and copies that reshape its result (a bias gradient is ``view(sum(...))``)."""
+        node = self.computed_by(name)
+        return combined_scale(node, self.eager_values) if node is not None else 0.0
+
+    def computed_by(self, name: str) -> fx.Node | None:
+        """The node that computed value ``name``, looking through the views and copies that only
+        reshape or copy it (a tensor saved for the backward is often ``clone(add)``)."""
         node = _producer(self.view, name)
         for _ in range(8):
             if node is None or op_base_name(node.target) not in _RESHAPES or not node.args \
                     or not isinstance(node.args[0], fx.Node):
                 break
             node = node.args[0]
-        return combined_scale(node, self.eager_values) if node is not None else 0.0
+        return node
 
     def output_difference(self, name: str, value: Any) -> Difference:
         """Whether ``value`` differs materially from eager's ``name``, at the scale of what produced
