@@ -566,6 +566,8 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
+        if report.get("stale_artifact"):
+            lines.append(f"  note: {report['stale_artifact']}")
     if report["verdict"] == "interrupted":
         where = report.get("interrupted") or {}
         lines.append(f"  interrupted by {where.get('signal', 'a signal')} during the {where.get('stage', '?')} stage;"

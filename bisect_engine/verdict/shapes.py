@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
 import torch
+import sympy  # after torch: torch sets sympy up as it needs
 
 # An entry per placeholder: ("tensor", sizes, strides) with each size and stride as expression
 # text ("s0", "2*s0", "32"), ("int", expression) for a SymInt input, ("static",) otherwise.
