@@ -102,8 +102,9 @@ class Compiler:
 
     def _example(self, graph_module: fx.GraphModule, inputs: list[Any], shapes: str) -> list[Any]:
         signature = shape_signature(graph_module) if shapes == "as_captured" else None
-        if signature is None:
-            return inputs
+        if signature is None or any(isinstance(v, torch.SymInt) for v in inputs) \
+                or torch._guards.detect_fake_mode(inputs) is not None:
+            return inputs  # static, or already symbolic (a compile inside Dynamo: its own fake inputs)
         try:
             fakes = fake_inputs(signature, inputs)
         except ShapeMismatch as mismatch:  # said in the report: this compile judged static code
