@@ -175,6 +175,13 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
         if "error_contains" in expected:
             crash = culprit.get("crash") or {}
             assert expected["error_contains"] in f"{crash.get('exception')}: {crash.get('message')}", culprit
+    if "shapes" in expected:  # a symbolic graph: judged symbolically, compiled statically once
+        assert culprit["shapes"] == expected["shapes"], culprit
+    if "sizes" in expected:  # the failing sizes, one symbolic compile swept; the repro at the smallest
+        sizes = report["sizes"]
+        assert sizes["failing"] == expected["sizes"]["failing"], sizes
+        assert sizes["repro_size"] == sizes["failing"][0][0] and report["stats"]["compiles_by_stage"]["shapes"] == 2, report
+        assert "SYMBOLIC_SHAPES = [" in Path(report["repro"]["path"]).read_text()
     if "pre_grad" in expected:
         pre_grad = report["pre_grad"]
         assert pre_grad is not None, run.output

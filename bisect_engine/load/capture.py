@@ -23,6 +23,7 @@ from torch._functorch.partitioners import default_partition
 from ..errors import ModelError
 from ..verdict.fx_eval import fresh_inputs
 from ..verdict.graphs import CapturedGraph
+from ..verdict.shapes import ShapeMismatch, fake_inputs, shape_signature
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ class CaptureBackend:
     dynamo_graphs: list[fx.GraphModule] = field(default_factory=list)
     dynamo_inputs: list[list[Any]] = field(default_factory=list)  # each Dynamo graph's real inputs
     compile_id: str | None = None  # for graphs met outside Dynamo: the compile they came from
+    # Inputs AOT Autograd traces with instead of the real ones (symbolic fake inputs, for a Dynamo
+    # graph with symbolic sizes met outside Dynamo); the real ones are still the recorded values.
+    trace_inputs: list[Any] | None = None
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         # The torch-level graph's inputs, for replaying pre-grad passes; parameters are kept by
@@ -60,7 +64,7 @@ class CaptureBackend:
         compile_id = self.compile_id or current_compile_id()
         return aot_module_simplified(
             graph_module,
-            example_inputs,
+            self.trace_inputs if self.trace_inputs is not None else example_inputs,
             fw_compiler=self._recorder("forward", index, compile_id),
             bw_compiler=self._recorder("backward", index, compile_id),
             decompositions={},
@@ -71,7 +75,8 @@ class CaptureBackend:
                   compile_id: str | None) -> Callable[..., Any]:
         def compiler(graph_module: fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
             captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module,
-                                     model_outputs=_model_outputs(kind), compile_id=compile_id)
+                                     model_outputs=_model_outputs(kind), compile_id=compile_id,
+                                     guards=_shape_guards(self.trace_inputs))
             self.graphs.append(captured)
 
             parameters: list[int | None] = []
@@ -104,10 +109,41 @@ class CaptureBackend:
         return forward + backward
 
 
+def symbolic_example(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> list[Any] | None:
+    """For a Dynamo graph compiled with symbolic sizes (its placeholders' ``example_value``),
+    fake inputs with the same symbols, so the aten graph is traced symbolically as the job's
+    was; None for a static graph, or inputs that do not fit (then traced at their sizes)."""
+    signature = shape_signature(graph_module)
+    if signature is None:
+        return None
+    try:
+        fakes = fake_inputs(signature, list(inputs))
+    except ShapeMismatch as mismatch:
+        log.warning("tracing the graph at its real sizes: %s", mismatch)
+        return None
+    # Inputs that require grad (a training step) must do so as fake tensors too.
+    return [f.requires_grad_(True) if isinstance(f, torch.Tensor) and isinstance(real, torch.Tensor)
+            and real.requires_grad else f for f, real in zip(fakes, inputs)]
+
+
 def current_compile_id() -> str | None:
     """The Dynamo compile running now, as torch's trace writes it ("0/0"), or None outside one."""
     compile_id = torch._guards.CompileContext.current_compile_id()
     return str(compile_id) if compile_id is not None else None
+
+
+def _shape_guards(trace_inputs: list[Any] | None = None) -> tuple[str, ...]:
+    """The guards the compile running now put on symbolic sizes (expression text), if any
+    (``trace_inputs``: our own symbolic fake inputs, outside Dynamo)."""
+    context = torch._guards.TracingContext.try_get()
+    fake_mode = getattr(context, "fake_mode", None) if context is not None else None
+    if fake_mode is None and trace_inputs is not None:
+        fake_mode = torch._guards.detect_fake_mode(trace_inputs)
+    shape_env = getattr(fake_mode, "shape_env", None)
+    if shape_env is None:
+        return ()
+    guards = [str(shape_env.simplify(guard.expr)) for guard in shape_env.guards]
+    return tuple(dict.fromkeys(g for g in guards if g not in ("True", "False")))
 
 
 def _model_outputs(kind: str) -> int | None:
@@ -176,7 +212,7 @@ def capture_graph_module(graph_module: fx.GraphModule, inputs: Sequence[Any],
     """Capture one Dynamo graph's forward aten graph without Dynamo (no ``torch._dynamo.reset``):
     for graphs met while a user's program runs, whose compiled frames must stay as they are
     (``compile_id``: the Dynamo compile that made the graph)."""
-    backend = CaptureBackend(compile_id=compile_id)
+    backend = CaptureBackend(compile_id=compile_id, trace_inputs=symbolic_example(graph_module, inputs))
     try:
         with torch.no_grad():
             backend(graph_module, list(inputs))(*inputs)
@@ -191,10 +227,10 @@ def capture_graph_module_with_backward(graph_module: fx.GraphModule, inputs: Seq
     """Like :func:`capture_graph_module`, for a training step: the inputs at ``grad_positions``
     require grad, ``loss_of(outputs)`` is differentiated, and the backward graph is captured too
     (its real inputs include the cotangents ``loss_of`` implies)."""
-    backend = CaptureBackend(compile_id=compile_id)
     args = _detached(inputs)
     for position in grad_positions:
         args[position].requires_grad_(True)
+    backend = CaptureBackend(compile_id=compile_id, trace_inputs=symbolic_example(graph_module, args))
     try:
         with torch.enable_grad():
             outputs = backend(graph_module, args)(*args)

@@ -13,13 +13,14 @@ from typing import Any
 
 from ..load.model_file import ModelSpec
 from ..search import Search
-from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, compile_arguments
+from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, SizeCandidate, compile_arguments
 from ..verdict.compare import Tolerance
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import reference_inputs
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.recipes import input_recipes, random_inputs
 from ..verdict.replay import replay_verdict
+from ..verdict.sizes import judge_sizes
 from .model_check import check_model_level
 
 RunSearch = Search[Candidate, SubgraphVerdict]
@@ -34,6 +35,8 @@ class Judge:
     contexts: dict[str, GraphContext] = field(default_factory=dict)
     # per graph: the per-node check's compiled values, which replay candidates inject
     compiled: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # size sweeps: the one symbolic compile of (graph, nodes), run again at other sizes
+    sweeps: dict[tuple[str, frozenset[str]], Any] = field(default_factory=dict)
 
     def add(self, context: GraphContext) -> None:
         self.contexts[context.name] = context
@@ -49,13 +52,27 @@ class Judge:
         if isinstance(candidate, ReplayCandidate):  # an eager replay: no compile
             return replay_verdict(self.contexts[candidate.graph], candidate.injected,
                                   self.compiled.get(candidate.graph, {}), candidate.outputs)
+        if isinstance(candidate, SizeCandidate):
+            return self._sizes(candidate)
         return self._graph(candidate)
+
+    def _sizes(self, candidate: SizeCandidate) -> SubgraphVerdict:
+        context = self.contexts[candidate.graph]
+        subgraph = context.subgraph(sorted(candidate.nodes, key=context.view.position.__getitem__))
+        key = (candidate.graph, candidate.nodes)
+        verdict, compiled = judge_sizes(context, subgraph, self.compiler, candidate.symbol, candidate.sizes,
+                                        label=f"{context.name}:{candidate.purpose or 'sizes'}",
+                                        compiled=self.sweeps.get(key))
+        if compiled is not None:
+            self.sweeps[key] = compiled
+        return verdict
 
     def _graph(self, candidate: GraphCandidate) -> SubgraphVerdict:
         context = self.contexts[candidate.graph]
         names = sorted(candidate.nodes, key=context.view.position.__getitem__)
         label = f"{context.name}:{candidate.purpose or 'candidate'}"
-        if candidate.isolated and candidate.switch == NO_SWITCH and candidate.inputs == "reference":
+        if candidate.isolated and candidate.switch == NO_SWITCH and candidate.inputs == "reference" \
+                and candidate.shapes == "as_captured":
             return context.judge_nodes(names, self.compiler, label=label)
         subgraph = context.subgraph(names, isolate=candidate.isolated)
         patches, decompositions, fallbacks = compile_arguments(candidate.switch)
@@ -64,7 +81,7 @@ class Judge:
             inputs = random_inputs(input_recipes(reference_inputs(subgraph, context.eager_values)), context.seed)
         return context.judge(subgraph, self.compiler, label=label, config_patches=patches,
                              decompositions=decompositions, fallbacks=fallbacks, inputs=inputs,
-                             keep_code=candidate.keep_code)
+                             keep_code=candidate.keep_code, shapes=candidate.shapes)
 
 
 def new_search(judge: Judge) -> RunSearch:

@@ -31,6 +31,7 @@ from ..strategies.departures import (EAGER_ROUNDING, Consequence, DepartedValue,
                                      follows_eager_with)
 from ..strategies.nodes import NodeCheck, Reach, check_nodes, propagators, rank_culprits
 from ..strategies.pregrad import PassRewrite, localise_pre_grad
+from ..strategies.sizes import SizeSweep, headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model
 from ..strategies.windows import find_window, window
 from ..load.rewrite import views_as_reshapes
@@ -41,6 +42,7 @@ from ..verdict.graphs import CapturedGraph
 from ..verdict.kernels import Kernel, culprit_kernels
 from ..verdict.nonfinite import Nonfinite, compiled_origin, first_origin, outputs_problem, turned_nonfinite
 from ..verdict.oracle import GraphContext, SubgraphVerdict
+from ..verdict.sizes import context_at
 from .culprit_code import kept_kernels
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
@@ -79,6 +81,12 @@ class GraphResult:
     eager_rounding_follows: bool | None = None
     # a forward departure that the backward turns into materially different gradients (no compile)
     consequence: Consequence | None = None
+    # A culprit in a graph with symbolic sizes: "dynamic-only" | "static-too" (one static compile),
+    # each symbol of its inputs swept (one symbolic compile each), and the graph at the smallest
+    # failing size of the headline sweep (the repro's inputs come from there)
+    shapes: str | None = None
+    sweeps: list[SizeSweep] = field(default_factory=list)
+    sized_context: GraphContext | None = None
 
     @property
     def eager_nan(self) -> str | None:
@@ -217,6 +225,8 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem") and finding.amplification is None:
         _attribute(finding, search, progress)
+    if finding is not None:
+        _symbolic_sizes(finding, search, compiler, progress)
     if finding is None and model_level_check:
         compiler.stage = "model_check"
         with progress.step("model-level check"):
@@ -230,6 +240,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         if finding is not None:
             if options.runs("subsystem") and finding.amplification is None:
                 _attribute(finding, search, progress)
+            _symbolic_sizes(finding, search, compiler, progress)
             return
         if result.model_level == "mismatch" and options.runs("subsystem"):
             with progress.step("model-level subsystem bisection"):
@@ -278,6 +289,27 @@ def _attribute(finding: GraphResult, search: RunSearch, progress: Progress) -> N
         return
     with progress.step(f"{finding.context.name}: subsystem bisection"):
         finding.attribution = attribute(finding.context, names, search, verified=verified)
+
+
+def _symbolic_sizes(finding: GraphResult, search: RunSearch, compiler: Compiler, progress: Progress) -> None:
+    """A compiler culprit in a graph with symbolic sizes: dynamic-only or static too, and the
+    failing sizes; the repro's inputs then come from the smallest failing size."""
+    names = finding.culprit_nodes
+    if not names or finding.amplification is not None or finding.context.captured.shape_signature is None \
+            or (finding.eager_nan and not finding.crash and not (finding.nodes and finding.nodes.culprits)):
+        return
+    context = finding.context
+    compiler.stage = "shapes"
+    with progress.step(f"{context.name}: the culprit at static sizes"):
+        finding.shapes = static_shapes_verdict(context, names, search)
+    with progress.step(f"{context.name}: sweeping the symbolic sizes"):
+        finding.sweeps = sweep_sizes(context, names, search)
+    chosen = headline(finding.sweeps)
+    if chosen is not None and chosen.smallest_failing is not None and chosen.smallest_failing != chosen.checked:
+        try:
+            finding.sized_context = context_at(context, chosen.symbol, chosen.smallest_failing)
+        except Exception as error:  # noqa: BLE001 - the repro then uses the checked size
+            log.warning("%s: no inputs at %s=%d: %s", context.name, chosen.symbol, chosen.smallest_failing, error)
 
 
 def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options: EngineOptions,

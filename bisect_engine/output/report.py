@@ -22,6 +22,8 @@ from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
 from ..load.model_file import ModelSpec
 from ..localise.pipeline import GraphResult, RunResult
+from ..strategies.sizes import headline
+from ..verdict.shapes import ShapeMismatch, bind_symbols, dynamic_dims
 from ..verdict.compiler import Compiler
 from .repro import Expect, ReproSpec, repro_spec
 from .wording import subsystem_sentence, ulps
@@ -109,6 +111,8 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
         culprit["reaches_output"] = reach.reaches_output
     if graph.kernels and made_by == "compiler":
         culprit["kernels"] = [kernel.to_json() for kernel in graph.kernels]
+    if graph.shapes is not None:  # a graph with symbolic sizes: does the finding need symbolic code
+        culprit["shapes"] = graph.shapes
     if graph.amplification is not None and culprit["kind"] == "amplified":
         culprit.update(amplification_json(graph.amplification, lambda n: describe_node(result, graph, n)))
     return culprit
@@ -277,10 +281,48 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
             "graphs_captured": result.captured_count,
         },
     }
+    report.update(shapes_json(result))
     report["inputs_nonfinite"] = inputs_nonfinite(result.spec.inputs)
     report.update(result.scan)  # "batch" / "step" when a scan ran
     report.update(extra or {})
     return report
+
+
+def shapes_json(result: RunResult) -> dict[str, Any]:
+    """``dynamic``: the graphs with symbolic sizes (which inputs' dims, the checked call's
+    values, the guards) and the compiles that could not be symbolic; ``sizes``: the failing sizes
+    of the finding's symbol (headline sweep), with every symbol swept under ``sizes.swept``."""
+    graphs = []
+    for graph in result.graphs:
+        captured = graph.context.captured
+        signature = captured.shape_signature
+        if signature is None:
+            continue
+        try:
+            values = bind_symbols(signature, captured.inputs)
+        except ShapeMismatch:
+            values = {}
+        graphs.append({"graph": captured.name, "symbols": values, "guards": list(captured.guards[:20]),
+                       "inputs": dynamic_dims(signature, graph.context.view.placeholder_names())})
+    fallbacks = list(dict.fromkeys(result.compiler.static_fallbacks))
+    out: dict[str, Any] = {}
+    if graphs or fallbacks:
+        out["dynamic"] = {"graphs": graphs, "symbolic_compiles": result.compiler.symbolic_compiles,
+                          "static_fallbacks": fallbacks[:5]}
+    finding = result.finding
+    if finding is not None and finding.sweeps:
+        chosen = headline(finding.sweeps)
+        assert chosen is not None
+        out["sizes"] = {**chosen.to_json(), "repro_size": _repro_size(finding),
+                        "swept": [s.to_json() for s in finding.sweeps]}
+    return out
+
+
+def _repro_size(graph: GraphResult) -> int | None:
+    chosen = headline(graph.sweeps)
+    if chosen is None:
+        return None
+    return chosen.smallest_failing if graph.sized_context is not None else chosen.checked
 
 
 def harness_json(result: RunResult) -> list[dict[str, Any]]:
@@ -369,8 +411,15 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         attribution = graph.attribution.to_json()
         notes.append(f"subsystem: {attribution['kind']} {attribution['name']}: {subsystem_sentence(attribution)}")
         notes += ["workaround:"] + [f"    {line}" for line in attribution["workaround"].splitlines()]
+    sized = graph.sized_context or graph.context  # the smallest failing size, where swept
+    if graph.sweeps:
+        chosen = headline(graph.sweeps)
+        finding.append(("shapes", f"symbolic ({graph.shapes or 'static not checked'}); {chosen.symbol} = "
+                                  f"{_repro_size(graph)} here; failing {chosen.symbol} in "
+                                  f"{', '.join(f'{lo}..{hi}' for lo, hi in chosen.failing) or 'none'} "
+                                  f"of {chosen.tried} tried in {chosen.low}..{chosen.high}"))
     spec = repro_spec(
-        graph.context.subgraph(names), graph.context.eager_values, notes=notes,
+        graph.context.subgraph(names), sized.eager_values, notes=notes,
         config=result.spec.inductor_config, unrenderable_config=result.spec.unrenderable_config,
         rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
@@ -548,6 +597,8 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
+        if report.get("stale_artifact"):
+            lines.append(f"  note: {report['stale_artifact']}")
     if report["verdict"] == "interrupted":
         where = report.get("interrupted") or {}
         lines.append(f"  interrupted by {where.get('signal', 'a signal')} during the {where.get('stage', '?')} stage;"

@@ -26,6 +26,8 @@ import torch
 
 from ..verdict import compare, fx_eval
 from ..verdict import recipes as recipes_module
+from ..verdict import shapes as shapes_module
+from ..verdict.shapes import shape_signature
 from . import repro_runtime
 from ..verdict.graphs import Subgraph
 from ..verdict.kernels import Kernel
@@ -64,6 +66,9 @@ class ReproSpec:
     # How the repro judges compiled, when not against fp64 with the default tolerance
     # (--oracle eager / bitwise): ("reference", "eager"), ("tolerance", (ratio, rms, max)).
     judge_options: tuple[tuple[str, Any], ...] = ()
+    # A subgraph of a graph compiled with symbolic sizes: each input's sizes and strides as
+    # expression text (see verdict.shapes); the repro compiles it symbolically too. None: static.
+    symbolic: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,7 @@ def repro_spec(
         seed=seed,
         recipes=None if recipes is None else tuple(tuple(sorted(r.items())) for r in recipes),
         kernels=kernel_quotes(kernels),
+        symbolic=shape_signature(subgraph.graph_module),
     )
 
 
@@ -189,6 +195,14 @@ INPUTS_B64 = (
 )
 '''
 
+_SYMBOLIC = '''
+# The job compiled this graph with symbolic sizes, and so does this repro: each input's sizes and
+# strides as Inductor saw them ("tensor", sizes, strides) or a SymInt input ("int", expression);
+# the symbols take their values from the inputs below, and the other sizes stay static (as
+# torch._dynamo.mark_dynamic on exactly those dims would give).
+SYMBOLIC_SHAPES = {shapes}
+'''
+
 _DOWNSTREAM = '''
 # The amplifying path from the culprit's output to the model output, run eagerly.
 class Downstream(torch.nn.Module):
@@ -222,7 +236,8 @@ _MAIN = '''
 if __name__ == "__main__":
     try:
         status = repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
-                            RNG_STRICT, SEED, INPUT_RECIPES, **globals().get("JUDGE_OPTIONS", {}))
+                            RNG_STRICT, SEED, INPUT_RECIPES, symbolic=globals().get("SYMBOLIC_SHAPES"),
+                            **globals().get("JUDGE_OPTIONS", {}))
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -298,14 +313,20 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         )
         + (f"\n# Judged against eager's values, not fp64 (--oracle eager/bitwise).\nJUDGE_OPTIONS = "
            f"{dict(spec.judge_options)!r}\n" if spec.judge_options else "")
+        + (_SYMBOLIC.format(shapes=_shapes_literal(spec.symbolic)) if spec.symbolic else "")
         + (_DOWNSTREAM.format(forward=_indent(spec.downstream_code), culprit_inputs=list(spec.culprit_input_names),
                               downstream_inputs=list(spec.downstream_input_names),
                               downstream_outputs=list(spec.downstream_output_names),
                               input_names=list(spec.input_names)) if spec.downstream_code else "")
-        + _embedded(compare) + _embedded(fx_eval) + _embedded(recipes_module) + _embedded(repro_runtime)
+        + _embedded(compare) + _embedded(fx_eval) + _embedded(recipes_module)
+        + (_embedded(shapes_module) if spec.symbolic else "") + _embedded(repro_runtime)
         + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN)
     )
     return RenderedRepro(script, None if inline else spec.inputs_blob)
+
+
+def _shapes_literal(signature: tuple[Any, ...] | None) -> str:
+    return "[\n" + "".join(f"    {entry!r},\n" for entry in signature or ()) + "]"
 
 
 def _indent(code: str) -> str:

@@ -22,6 +22,7 @@ if __package__:  # imported by the tool itself; inside a repro these names are d
     from ..verdict.compare import Outcome, Tolerance, compare_random_draw, compare_values, elementwise_change, material_difference, rounding_unit
     from ..verdict.fx_eval import clone_value, interpret, run_graph, to_fp64
     from ..verdict.recipes import random_inputs
+    from ..verdict.shapes import fake_inputs
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_CANNOT_RUN = 1, 0, 125
 # The verdict line the tool's verification reads: "reproduced" needs this line *and* exit 1, so a
@@ -46,26 +47,31 @@ def load_inputs(inputs_b64, inputs_file, script_path, recipes=None, seed=0):
     return torch.load(io.BytesIO(zlib.decompress(blob)), weights_only=True)
 
 
-def compile_with_inductor(graph_module, inputs, inductor_config, seed):
+def compile_with_inductor(graph_module, inputs, inductor_config, seed, example_inputs=None):
+    """``example_inputs``: what Inductor compiles for (symbolic fake inputs); default ``inputs``."""
     from torch._inductor.compile_fx import compile_fx
 
     # A fresh compile every time: no FX-graph or AOT-autograd cache entry may answer for it.
     fresh = {"use_pre_grad_passes": False, "fx_graph_cache": False, "fx_graph_remote_cache": False}
     with torch._inductor.config.patch({**fresh, **inductor_config}), \
             torch._functorch.config.patch(enable_autograd_cache=False):
-        compiled = compile_fx(copy.deepcopy(graph_module), list(inputs))
+        compiled = compile_fx(copy.deepcopy(graph_module), list(inputs if example_inputs is None else example_inputs))
         torch.manual_seed(seed)
         with torch.no_grad():
             outputs = compiled(*[clone_value(v) for v in inputs])
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
 
-def trace(repro_module, inputs):
+def trace(repro_module, inputs, symbolic=None):
     """The repro's graph. make_fx records every aten call, factory ops (rand, arange, ...)
-    included, where symbolic tracing would bake their values in as constants."""
+    included, where symbolic tracing would bake their values in as constants. ``symbolic``: the
+    inputs' symbolic shapes; the graph is then traced on symbolic fake inputs (returned too)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    return make_fx(repro_module)(*[clone_value(v) for v in inputs])
+    if symbolic is None:
+        return make_fx(repro_module)(*[clone_value(v) for v in inputs]), None
+    fakes = fake_inputs(symbolic, inputs)
+    return make_fx(repro_module, tracing_mode="symbolic")(*fakes), fakes
 
 
 def random_outputs(graph_module):
@@ -111,10 +117,10 @@ def has_nonfinite(values):
 
 
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
-               rng_strict=False, seed=0, recipes=None, reference="fp64", tolerance=None):
+               rng_strict=False, seed=0, recipes=None, reference="fp64", tolerance=None, symbolic=None):
     try:
         inputs = load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)
-        graph_module = trace(repro_module, inputs)
+        graph_module, fakes = trace(repro_module, inputs, symbolic)
         eager, fp64 = references(graph_module, inputs, seed)
         if reference == "eager":  # --oracle eager / bitwise: eager's values are the reference
             fp64 = eager
@@ -126,7 +132,7 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         found = has_nonfinite(eager)
         return say_verdict(found, f"eager output {'holds' if found else 'holds no'} NaN/Inf")
     try:
-        compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed)
+        compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed, fakes)
     except Exception as error:
         if expect == "crash":
             return say_verdict(True, f"Inductor raised {type(error).__name__}: {error}")
@@ -156,7 +162,7 @@ def amplified_main(culprit_module, downstream_module, inputs_b64, inputs_file, i
     try:
         values = dict(zip(input_names, load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)))
         arguments = [values[name] for name in culprit_inputs]
-        graph_module = trace(culprit_module, arguments)
+        graph_module, _ = trace(culprit_module, arguments)
         torch.manual_seed(seed)
         eager_mid = run_graph(graph_module, arguments)
     except Exception:

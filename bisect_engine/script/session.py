@@ -475,6 +475,10 @@ class Session:
         self.report["script"] = self.script_json()
         if self.divergence is not None and self.report["verdict"] == "clean":
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
+            # The program's compiled code diverged, a fresh compile of the same graph does not: the
+            # program's artifact may have come from Inductor's on-disk cache, whose key does not
+            # see a patched lowering or codegen (the engine's own compiles bypass that cache).
+            self.report["stale_artifact"] = STALE_ARTIFACT
         folder = self.output_folder()
         if folder is not None:
             from ..output.views import add_view_paths, write_views  # torch-free: fine at exit too
@@ -635,6 +639,9 @@ def start_from_environment() -> Session | None:
     return active.session
 
 
+STALE_ARTIFACT = ("the program's compiled graph diverged but a fresh compile of it does not: the program's compiled "
+                  "artifact may be stale (served from Inductor's on-disk cache, whose key does not see patched "
+                  "lowerings or codegen); rerun with a fresh TORCHINDUCTOR_CACHE_DIR to tell")
 VERDICT_ORDER = ("divergent", "crash", "nan", "not_reproducible", "incomplete", "interrupted", "clean", "unchecked")
 
 

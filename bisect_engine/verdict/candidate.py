@@ -60,6 +60,22 @@ class GraphCandidate:
     # The verdict keeps Inductor's generated code (the culprit's kernels). Part of what is judged:
     # a verdict cached without the code cannot answer for a candidate that wants it.
     keep_code: bool = False
+    # "as_captured": a graph with symbolic sizes compiles symbolically (as the job's did);
+    # "static": at the checked call's sizes (does the finding need symbolic code?).
+    shapes: Literal["as_captured", "static"] = "as_captured"
+
+
+@dataclass(frozen=True)
+class SizeCandidate:
+    """Nodes of captured graph ``graph`` compiled once symbolically, then run with symbol
+    ``symbol`` at each of ``sizes`` (the graph's inputs resized, eager's values recomputed there):
+    the verdict's ``sizes`` says which fail. No recompile per size."""
+
+    graph: str
+    nodes: frozenset[str]
+    symbol: str
+    sizes: tuple[int, ...]
+    purpose: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,7 @@ class ReplayCandidate:
     purpose: str = field(default="", compare=False)
 
 
-Candidate = GraphCandidate | ModelCandidate | ReplayCandidate
+Candidate = GraphCandidate | ModelCandidate | ReplayCandidate | SizeCandidate
 
 
 def compile_arguments(switch: Switch) -> tuple[dict[str, Any] | None, dict[Any, Callable[..., Any]] | None, tuple[Any, ...]]:

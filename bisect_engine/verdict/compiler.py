@@ -21,6 +21,7 @@ from ..search import Budget, BudgetExhausted
 from .inductor_adapter import forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
 from .kernels import OutputCode
+from .shapes import ShapeMismatch, fake_inputs, shape_signature
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class Compiler:
     stage: str = "localise"  # the pipeline stage compiles are counted under
     by_stage: dict[str, int] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)
+    symbolic_compiles: int = 0  # compiles of graphs with symbolic sizes, compiled symbolically
+    static_fallbacks: list[str] = field(default_factory=list)  # why a symbolic graph compiled static
 
     def compile(
         self,
@@ -57,6 +60,7 @@ class Compiler:
         fallbacks: Sequence[Any] = (),
         aten_graph: bool = True,
         output_code: list[OutputCode] | None = None,
+        shapes: str = "as_captured",
     ) -> Callable[..., Any]:
         """Compile with Inductor; ``fallbacks`` are ops forced to their aten kernels.
 
@@ -64,8 +68,12 @@ class Compiler:
         (written for torch-level graphs) are off, as they are for the graph a real run lowers.
         ``output_code``: each inner compile's generated code is appended to it, with Inductor's
         provenance tracking on for this compile only (kept for the compiles that show a culprit).
+        ``shapes``: "as_captured" compiles a graph whose placeholders carry symbolic sizes
+        symbolically (the same dims symbolic, from a fresh ShapeEnv; the result runs at any size),
+        "static" at the sizes of ``example_inputs``.
         """
         self.budget.check(self.compiles)
+        example = self._example(graph_module, list(example_inputs), shapes)
         patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}),
                    **(provenance_patch() if output_code is not None else {}), **(config_patches or {})}
 
@@ -83,7 +91,7 @@ class Compiler:
             with forced_fallbacks(fallbacks), functorch_config.patch(enable_autograd_cache=False):
                 compiled = compile_fx(
                     copy.deepcopy(graph_module),
-                    list(example_inputs),
+                    example,
                     inner_compile=counting_inner_compile,
                     config_patches=patches or None,
                     decompositions=decompositions,
@@ -91,6 +99,20 @@ class Compiler:
         finally:
             self.seconds += time.perf_counter() - start
         return compiled
+
+    def _example(self, graph_module: fx.GraphModule, inputs: list[Any], shapes: str) -> list[Any]:
+        signature = shape_signature(graph_module) if shapes == "as_captured" else None
+        if signature is None or any(isinstance(v, torch.SymInt) for v in inputs) \
+                or torch._guards.detect_fake_mode(inputs) is not None:
+            return inputs  # static, or already symbolic (a compile inside Dynamo: its own fake inputs)
+        try:
+            fakes = fake_inputs(signature, inputs)
+        except ShapeMismatch as mismatch:  # said in the report: this compile judged static code
+            self.static_fallbacks.append(str(mismatch))
+            log.warning("compiling statically: the inputs do not fit the graph's symbolic shapes (%s)", mismatch)
+            return inputs
+        self.symbolic_compiles += 1
+        return fakes
 
 
 def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any]) -> list[Any]:

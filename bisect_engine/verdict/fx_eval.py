@@ -31,7 +31,13 @@ def fresh_inputs(values: Any) -> Any:
 
     def copy(tensor: torch.Tensor) -> torch.Tensor:
         cloned = tensor.detach().clone()
-        return cloned.requires_grad_() if tensor.requires_grad and cloned.is_floating_point() else cloned
+        cloned = cloned.requires_grad_() if tensor.requires_grad and cloned.is_floating_point() else cloned
+        # Dynamo's marks (torch._dynamo.mark_dynamic, mark_static, ...) are attributes of the
+        # tensor object: the copy keeps them, so it compiles with the dynamism the user asked for.
+        for name, mark in getattr(tensor, "__dict__", {}).items():
+            if name.startswith("_dynamo_"):
+                setattr(cloned, name, mark.copy() if isinstance(mark, (set, dict, list)) else mark)
+        return cloned
 
     return pytree.tree_map_only(torch.Tensor, copy, values)
 

@@ -20,6 +20,8 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
+from .shapes import shape_signature
+
 _UNINITIALISED = {
     "aten.empty.memory_format",
     "aten.empty_like.default",
@@ -54,6 +56,14 @@ class CapturedGraph:
         return dataclasses.replace(self, name=f"{self.name}_call{k}", inputs=inputs, later_inputs=[])
     # The Dynamo compile it belongs to, as torch writes it ("0/0"; tlparse lists it as [0/0]).
     compile_id: str | None = None
+    # A graph with symbolic sizes: the guards its compile recorded on them (expression text,
+    # e.g. "s0 <= 128"); the sizes the job's compiled graph accepts.
+    guards: tuple[str, ...] = ()
+
+    @property
+    def shape_signature(self) -> tuple[Any, ...] | None:
+        """Each input's symbolic sizes (see :mod:`~bisect_engine.verdict.shapes`); None: static."""
+        return shape_signature(self.graph_module)
 
 
 def is_compute(node: fx.Node) -> bool:

@@ -42,6 +42,7 @@ class SubgraphVerdict:
     copies: int = 0  # per-node check: distinct compiled copies (0: not a per-node check)
     calls: int = 0  # per-node check: runs of the compiled graph
     code: tuple[OutputCode, ...] = ()  # what Inductor generated, when the candidate asked to keep it
+    sizes: tuple[tuple[int, str], ...] = ()  # a size sweep: (size, "match"/"mismatch"/"crash"/"invalid")
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -96,6 +97,7 @@ class GraphContext:
         fallbacks: tuple[Any, ...] = (),
         inputs: list[Any] | None = None,
         keep_code: bool = False,
+        shapes: str = "as_captured",
     ) -> SubgraphVerdict:
         """``inputs``: other values for the subgraph's placeholders (e.g. random ones); eager then
         runs the subgraph on them instead of reading the reference values. ``keep_code``: the
@@ -109,7 +111,7 @@ class GraphContext:
             compiled = compiler.compile(
                 subgraph.graph_module, inputs, label=label,
                 config_patches=config_patches, decompositions=decompositions, fallbacks=fallbacks,
-                output_code=code,
+                output_code=code, shapes=shapes,
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
