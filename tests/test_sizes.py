@@ -88,3 +88,20 @@ def test_signature_reads_placeholders_and_is_none_for_a_static_graph() -> None:
     signature = shape_signature(traced)
     assert signature is not None and signature[0][0] == "tensor" and len(symbols_of(signature)) == 2
     assert dynamic_dims(signature, ["x"])[0]["input"] == "x"
+
+
+def test_data_dependent_ops_are_told_apart_and_get_static_fakes_with_a_shape_env() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict.shapes import data_dependent, static_signature
+
+    x = torch.randn(6, 4)
+    for fn, expected in [(lambda t: torch.masked_select(t, t > 0), True), (lambda t: t.nonzero(), True),
+                         (lambda t: t[t > 0], True), (lambda t: t.new_ones((t > 0).sum().item()), True),
+                         (lambda t: t[t.sum(1).long().clamp(0, 1)], False), (lambda t: t.relu().sum(0), False)]:
+        assert data_dependent(make_fx(fn, tracing_mode="symbolic")(x)) is expected
+    signature = static_signature([x.t(), 3])
+    assert signature == (("tensor", ("4", "6"), ("1", "4")), ("static",)) and symbols_of(signature) == []
+    (fake, three) = fake_inputs(signature, [x.t(), 3])
+    assert fake.shape == (4, 6) and fake.stride() == (1, 4) and three == 3
+    assert fake.fake_mode.shape_env is not None  # what traces masked_select to an unbacked size

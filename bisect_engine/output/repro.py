@@ -27,7 +27,7 @@ import torch
 from ..verdict import compare, fx_eval
 from ..verdict import recipes as recipes_module
 from ..verdict import shapes as shapes_module
-from ..verdict.shapes import shape_signature
+from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
 from . import repro_runtime
 from ..verdict.graphs import Subgraph
 from ..verdict.kernels import Kernel
@@ -128,8 +128,18 @@ def repro_spec(
         seed=seed,
         recipes=None if recipes is None else tuple(tuple(sorted(r.items())) for r in recipes),
         kernels=kernel_quotes(kernels),
-        symbolic=shape_signature(subgraph.graph_module),
+        symbolic=_compiled_shapes(subgraph, values),
     )
+
+
+def _compiled_shapes(subgraph: Subgraph, values: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The shapes the repro compiles with: the graph's symbolic ones; for a static graph with a
+    data-dependent op, its static sizes (Inductor must trace it with a ShapeEnv); else None."""
+    symbolic = shape_signature(subgraph.graph_module)
+    if symbolic is not None or not data_dependent(subgraph.graph_module) \
+            or any(name not in values for name in subgraph.input_names):
+        return symbolic
+    return static_signature([values[name] for name in subgraph.input_names])
 
 
 def kernel_quotes(kernels: tuple[Kernel, ...]) -> tuple[tuple[str, str], ...]:
@@ -200,6 +210,12 @@ _SYMBOLIC = '''
 # strides as Inductor saw them ("tensor", sizes, strides) or a SymInt input ("int", expression);
 # the symbols take their values from the inputs below, and the other sizes stay static (as
 # torch._dynamo.mark_dynamic on exactly those dims would give).
+SYMBOLIC_SHAPES = {shapes}
+'''
+
+_DATA_DEPENDENT = '''
+# This graph has a data-dependent op (nonzero, masked_select, unique, .item()): Inductor traces it
+# with a ShapeEnv, as under torch.compile. Each input's sizes and strides, all static.
 SYMBOLIC_SHAPES = {shapes}
 '''
 
@@ -313,7 +329,8 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         )
         + (f"\n# Judged against eager's values, not fp64 (--oracle eager/bitwise).\nJUDGE_OPTIONS = "
            f"{dict(spec.judge_options)!r}\n" if spec.judge_options else "")
-        + (_SYMBOLIC.format(shapes=_shapes_literal(spec.symbolic)) if spec.symbolic else "")
+        + ((_SYMBOLIC if symbols_of(spec.symbolic) else _DATA_DEPENDENT).format(shapes=_shapes_literal(spec.symbolic))
+           if spec.symbolic else "")
         + (_DOWNSTREAM.format(forward=_indent(spec.downstream_code), culprit_inputs=list(spec.culprit_input_names),
                               downstream_inputs=list(spec.downstream_input_names),
                               downstream_outputs=list(spec.downstream_output_names),

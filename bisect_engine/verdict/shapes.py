@@ -57,6 +57,40 @@ def shape_signature(graph_module: torch.fx.GraphModule) -> tuple[ShapeEntry, ...
     return tuple(entries) if symbols_of(entries) else None
 
 
+def _data_dependent_node(node: torch.fx.Node) -> bool:
+    tags = getattr(node.target, "tags", ())
+    if torch.Tag.data_dependent_output not in tags and torch.Tag.dynamic_output_shape not in tags:
+        return False
+    if node.target is torch.ops.aten.index.Tensor:  # data-dependent only with a boolean mask
+        indices = node.args[1] if len(node.args) > 1 else ()
+        values = [getattr(i, "meta", {}).get("val") for i in indices if i is not None]
+        return any(not isinstance(v, torch.Tensor) or v.dtype in (torch.bool, torch.uint8) for v in values)
+    return True
+
+
+def data_dependent(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether the graph has an op whose output size or value is data-dependent (``nonzero``,
+    ``masked_select``, ``unique``, a boolean-mask index, ``.item()``): Inductor traces such an
+    op only with a ``ShapeEnv`` (an unbacked symbol), as Dynamo's own fake inputs carry one."""
+    return any(node.op == "call_function" and _data_dependent_node(node) for node in graph_module.graph.nodes)
+
+
+def forget_unbacked_bindings(graph_module: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The graph (a copy, changed in place) without the unbacked-symbol bindings of the ShapeEnv
+    that traced it: a retrace on fake inputs from a fresh ShapeEnv would rename its new unbacked
+    symbols to those of the old one, which it does not know (``AttributeError`` inside torch)."""
+    for node in graph_module.graph.nodes:
+        node.meta.pop("unbacked_bindings", None)
+    return graph_module
+
+
+def static_signature(inputs: list[Any]) -> tuple[ShapeEntry, ...]:
+    """Every input at its real sizes and strides, written as a signature with no symbol: fake
+    inputs made from it are static but carry a ``ShapeEnv`` (for :func:`data_dependent` graphs)."""
+    return tuple(("tensor", tuple(str(s) for s in v.shape), tuple(str(s) for s in v.stride()))
+                 if isinstance(v, torch.Tensor) and not v.is_sparse else ("static",) for v in inputs)
+
+
 def _locals() -> dict[str, Any]:
     import torch.utils._sympy.functions as functions
 
