@@ -93,13 +93,16 @@ def test_signature_reads_placeholders_and_is_none_for_a_static_graph() -> None:
 def test_data_dependent_ops_are_told_apart_and_get_static_fakes_with_a_shape_env() -> None:
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from bisect_engine.verdict.shapes import data_dependent, static_signature
+    from bisect_engine.verdict.shapes import data_dependent, data_dependent_ops, static_signature
 
     x = torch.randn(6, 4)
     for fn, expected in [(lambda t: torch.masked_select(t, t > 0), True), (lambda t: t.nonzero(), True),
                          (lambda t: t[t > 0], True), (lambda t: t.new_ones((t > 0).sum().item()), True),
                          (lambda t: t[t.sum(1).long().clamp(0, 1)], False), (lambda t: t.relu().sum(0), False)]:
         assert data_dependent(make_fx(fn, tracing_mode="symbolic")(x)) is expected
+    selected = make_fx(lambda t: torch.masked_select(t, t > 0) + torch.masked_select(t, t < 0).sum(),
+                       tracing_mode="symbolic")(x)
+    assert data_dependent_ops(selected) == ["aten.masked_select.default"]  # report.json dynamic.data_dependent
     signature = static_signature([x.t(), 3])
     assert signature == (("tensor", ("4", "6"), ("1", "4")), ("static",)) and symbols_of(signature) == []
     (fake, three) = fake_inputs(signature, [x.t(), 3])

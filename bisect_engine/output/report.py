@@ -23,7 +23,7 @@ from ..verdict.graphs import module_path, op_name, source_location, value_nodes
 from ..load.model_file import ModelSpec
 from ..localise.pipeline import GraphResult, RunResult
 from ..strategies.sizes import headline
-from ..verdict.shapes import ShapeMismatch, bind_symbols, dynamic_dims
+from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
 from ..verdict.compiler import Compiler
 from .repro import Expect, ReproSpec, repro_spec
 from .wording import subsystem_sentence, ulps
@@ -288,6 +288,13 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
     return report
 
 
+DATA_DEPENDENT_LIMIT = (
+    "data-dependent sizes (unbacked symbols made by nonzero, masked_select, unique, a boolean-mask index "
+    "or .item()) are compiled as Dynamo hands them to Inductor (a subgraph cut after one takes the size as "
+    "a plain symbolic input, its value from eager's run), but they are not swept (no `sizes` for them) "
+    "and culprit.shapes (dynamic-only / static-too) is judged only in a graph whose inputs have symbolic sizes")
+
+
 def shapes_json(result: RunResult) -> dict[str, Any]:
     """``dynamic``: the graphs with symbolic sizes (which inputs' dims, the checked call's
     values, the guards) and the compiles that could not be symbolic; ``sizes``: the failing sizes
@@ -305,10 +312,13 @@ def shapes_json(result: RunResult) -> dict[str, Any]:
         graphs.append({"graph": captured.name, "symbols": values, "guards": list(captured.guards[:20]),
                        "inputs": dynamic_dims(signature, graph.context.view.placeholder_names())})
     fallbacks = list(dict.fromkeys(result.compiler.static_fallbacks))
+    data_dependent = [{"graph": graph.context.captured.name, "ops": ops} for graph in result.graphs
+                      if (ops := data_dependent_ops(graph.context.captured.graph_module))]
     out: dict[str, Any] = {}
-    if graphs or fallbacks:
+    if graphs or fallbacks or data_dependent:
         out["dynamic"] = {"graphs": graphs, "symbolic_compiles": result.compiler.symbolic_compiles,
-                          "static_fallbacks": fallbacks[:5]}
+                          "static_fallbacks": fallbacks[:5], "data_dependent": data_dependent,
+                          "limits": [DATA_DEPENDENT_LIMIT] if data_dependent else []}
     finding = result.finding
     if finding is not None and finding.sweeps:
         chosen = headline(finding.sweeps)

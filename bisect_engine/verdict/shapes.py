@@ -68,11 +68,17 @@ def _data_dependent_node(node: torch.fx.Node) -> bool:
     return True
 
 
+def data_dependent_ops(graph_module: torch.fx.GraphModule) -> list[str]:
+    """The graph's ops whose output size or value is data-dependent (``nonzero``,
+    ``masked_select``, ``unique``, a boolean-mask index, ``.item()``), each once: Inductor traces
+    such an op only with a ``ShapeEnv`` (an unbacked symbol), as Dynamo's own fake inputs carry one."""
+    ops = (str(node.target) for node in graph_module.graph.nodes
+           if node.op == "call_function" and _data_dependent_node(node))
+    return list(dict.fromkeys(ops))
+
+
 def data_dependent(graph_module: torch.fx.GraphModule) -> bool:
-    """Whether the graph has an op whose output size or value is data-dependent (``nonzero``,
-    ``masked_select``, ``unique``, a boolean-mask index, ``.item()``): Inductor traces such an
-    op only with a ``ShapeEnv`` (an unbacked symbol), as Dynamo's own fake inputs carry one."""
-    return any(node.op == "call_function" and _data_dependent_node(node) for node in graph_module.graph.nodes)
+    return bool(data_dependent_ops(graph_module))
 
 
 def forget_unbacked_bindings(graph_module: torch.fx.GraphModule) -> torch.fx.GraphModule:
