@@ -103,3 +103,16 @@ def test_the_users_backend_object_is_found_and_inductor_is_not_a_users_backend()
     found = user_backend(unwrap_compiled(compiled)[1])
     assert found is not None and getattr(found, "compiler_fn", found) is backend
     assert user_backend(unwrap_compiled(torch.compile(f))[1]) is None
+
+
+def test_a_model_whose_backend_never_calls_inductor_is_captured_the_plain_way_and_says_so(tmp_path) -> None:
+    """Level 2 for such a backend: the Dynamo graphs captured as for any model, the report naming
+    the backend and why its graphs were not captured inside it."""
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.pipeline import _capture
+
+    compiled = torch.compile(f, backend=lambda gm, _: gm.forward)
+    spec = ModelSpec(tmp_path / "m.py", f, (torch.randn(8),), None, None, compiled=compiled, backend="<lambda>")
+    captured, backend_run = _capture(spec, 0)
+    assert [g.name for g in captured] == ["forward_0"]
+    assert backend_run is not None and backend_run.note == "it hands Inductor no graph"

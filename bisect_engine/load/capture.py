@@ -178,6 +178,7 @@ class BackendRun:
     backend: str
     dynamo: list[tuple[fx.GraphModule, list[Any], list[Any] | None]] = field(default_factory=list)
     inductor_graphs: list[fx.GraphModule] = field(default_factory=list)  # torch-level, as handed to compile_fx
+    note: str = ""  # why the graphs were not captured inside the backend after all (then captured the plain way)
 
     def around(self, user_backend: Callable[..., Any]) -> Callable[..., Any]:
         def backend(graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:

@@ -167,26 +167,32 @@ def run(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: C
     """Capture the model through torch.compile, then search the captured graphs."""
     started = time.perf_counter()
     torch.manual_seed(options.seed)
-    backend = user_backend(spec.compiled) if spec.custom_backend else None
-    backend_run = None
     with progress.step("capture"):
-        if backend is not None:
-            # the user's backend kept: what it hands Inductor is what we capture
-            try:
-                captured, _output, backend_run = capture_through_backend(
-                    spec.model, spec.inputs, spec.loss_fn, backend, spec.backend or type(backend).__name__)
-            except ModelError as error:  # our interception is the harness: capture the plain way, say so
-                log.warning("capturing inside the backend %s failed (%s); capturing with Inductor's graphs instead",
-                            spec.backend, error)
-            torch.manual_seed(options.seed)
-        if not backend_run or not captured:  # no user backend, or one that never calls Inductor
-            captured, _output = capture(spec.model, spec.inputs, spec.loss_fn)
-            backend_run = None
+        captured, backend_run = _capture(spec, options.seed)
     if not captured:
         raise ModelError(nothing_captured(spec.model))
-    result = run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence,
-                          backend_run=backend_run)
-    return result
+    return run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence,
+                        backend_run=backend_run)
+
+
+def _capture(spec: ModelSpec, seed: int) -> tuple[list[CapturedGraph], BackendRun | None]:
+    """The graphs to search: those the user's own backend hands Inductor, captured inside it
+    (its ``BackendRun``); else, or when it hands Inductor none or cannot be captured inside (our
+    harness: said in the report, never a verdict), the Dynamo graphs captured the plain way."""
+    backend = user_backend(spec.compiled) if spec.custom_backend else None
+    if backend is None:
+        return capture(spec.model, spec.inputs, spec.loss_fn)[0], None
+    name = spec.backend or type(backend).__name__
+    try:
+        captured, _output, backend_run = capture_through_backend(spec.model, spec.inputs, spec.loss_fn, backend, name)
+        if captured:
+            return captured, backend_run
+        note = "it hands Inductor no graph"
+    except ModelError as error:
+        log.warning("capturing inside the backend %s failed: %s", name, error)
+        note = f"capturing inside it failed ({(str(error).splitlines() or [''])[0][:200]})"
+    torch.manual_seed(seed)
+    return capture(spec.model, spec.inputs, spec.loss_fn)[0], BackendRun(name, note=note)
 
 
 def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: EngineOptions, progress: Progress,
@@ -230,7 +236,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem") and finding.amplification is None:
         _attribute(finding, search, progress)
-    if finding is None and not model_level_check and result.backend_run is not None:
+    if finding is None and not model_level_check and result.backend_run is not None and not result.backend_run.note:
         # script mode: the program's call diverged, and every graph the backend hands Inductor matches
         with progress.step(f"replaying what the backend {result.backend_run.backend} hands Inductor against Dynamo's graph"):
             result.pre_grad = localise_backend_rewrite(result.backend_run, result.captured, options.tolerance)
@@ -248,7 +254,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
             if options.runs("subsystem") and finding.amplification is None:
                 _attribute(finding, search, progress)
             return
-        if result.model_level == "mismatch" and result.backend_run is not None:
+        if result.model_level == "mismatch" and result.backend_run is not None and not result.backend_run.note:
             # every graph the user's backend hands Inductor matches: does the backend itself change
             # what the model computes (a pass of its own)? Eager replays, no compile.
             with progress.step(f"replaying what the backend {result.backend_run.backend} hands Inductor against Dynamo's graph"):

@@ -309,6 +309,9 @@ def backend_graphs_json(result: RunResult) -> dict[str, Any] | None:
     run = result.backend_run
     if run is None:
         return None
+    if run.note:
+        return {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
+                "captured": [], "note": run.note}
     return {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
             "captured": [g.name for g in result.captured]}
 
@@ -567,15 +570,19 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"    {node['before'] or '(new)'}  ->  {node['after'] or '(removed)'}   at {node['source'] or '?'}")
     backend = report.get("model_backend")
     inside = report.get("backend_graphs")
-    if inside:
+    if inside and inside.get("note"):
+        lines.append(f"  backend: {inside['backend']} (the user's): {inside['note']}; the Dynamo graphs were captured "
+                     "the plain way and compiled with Inductor (the model-level check ran the backend as it is)")
+    elif inside:
         lines.append(f"  backend: {inside['backend']} (the user's) kept: the {len(inside['captured'])} graph(s) it hands "
                      "Inductor were intercepted inside it and searched"
                      + ("; the model-level check ran it as it is" if report.get("model_level") else ""))
     elif backend and backend != "inductor":
         lines.append(f"  backend: the model comes compiled with backend {backend}: the model-level check ran it as it is "
                      "(eager: the model it wraps); the captured graphs were compiled with Inductor")
-        if report["verdict"] == "not_reproducible" and not report.get("subsystem"):
-            lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
+    if backend and backend != "inductor" and (not inside or inside.get("note")) and \
+            report["verdict"] == "not_reproducible" and not report.get("subsystem"):
+        lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
     if report["verdict"] == "interrupted":
