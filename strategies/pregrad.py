@@ -140,8 +140,8 @@ def _changes_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any],
         return False, [], [], None
     reference = _fp64_reference(before, inputs, outputs_before)
     verdicts = compare_values(outputs_before, reference, outputs_after, tolerance)
-    changed = len(outputs_before) == len(outputs_after) and any(v.outcome is not Outcome.MATCH for v in verdicts)
-    return changed or len(outputs_before) != len(outputs_after), outputs_before, outputs_after, after
+    changed = len(outputs_before) != len(outputs_after) or any(v.outcome is not Outcome.MATCH for v in verdicts)
+    return changed, outputs_before, outputs_after, after
 
 
 def cut_torch_level(graph_module: fx.GraphModule, names: set[str], values: dict[str, Any]) -> TorchLevelCut | None:

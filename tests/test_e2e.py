@@ -179,6 +179,8 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
         assert (pre_grad["aten_op"], rewritten["before"], rewritten["after"]) == tuple(
             expected["pre_grad"][k] for k in ("aten_op", "before", "after")), pre_grad
         assert rewritten["source"] and rewritten["source"].startswith(run.case.name), pre_grad
+    if "compiles_at_most" in expected:  # the search's cost, in compiles (never in seconds)
+        assert report["stats"]["compiles"] <= expected["compiles_at_most"], report["stats"]
     if "backend_graphs" in expected:  # captured inside the user's backend: the graphs it handed Inductor
         assert len(report["backend_graphs"]["captured"]) == expected["backend_graphs"], report["backend_graphs"]
     if expected.get("repro") is False:  # a finding with no Inductor repro (the user's own backend rewrote it)
