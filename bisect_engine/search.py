@@ -272,12 +272,15 @@ class Split(Generic[T]):
     unresolved: tuple[tuple[T, ...], ...]
 
 
-def split_failing(items: Sequence[T], fails: Callable[[tuple[T, ...]], bool]) -> Split[T]:
+def split_failing(items: Sequence[T], fails: Callable[[tuple[T, ...]], bool], infer: bool = False) -> Split[T]:
     """Adaptive group testing: find the items that fail on their own by halving failing groups.
 
     ``fails(tuple(items))`` is assumed true and never called. A group is assumed to fail when it
     holds a failing item; one that fails while both its halves pass is reported as unresolved
     (the failure needs items together). k failing items among n cost about 2k log2(n) calls.
+    ``infer``: when a failing group's first half passes, its second half is taken to fail without
+    a call (one failing item: about log2(n) calls); an item reported failing may then never have
+    been tested alone, so the caller confirms each one.
     """
     failing: list[T] = []
     passing: list[tuple[T, ...]] = []
@@ -291,8 +294,9 @@ def split_failing(items: Sequence[T], fails: Callable[[tuple[T, ...]], bool]) ->
             failing.append(group[0])
             return True
         middle = len(group) // 2
-        found = [visit(half, False) for half in (group[:middle], group[middle:])]
-        if not any(found):
+        first = visit(group[:middle], False)
+        second = visit(group[middle:], infer and not first)
+        if not (first or second):
             unresolved.append(group)
         return True
 

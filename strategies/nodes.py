@@ -5,7 +5,9 @@ nodes that Inductor would compile to the same kernel share one compiled copy, ru
 so a deep stack of identical layers costs what one layer does. A node whose compiled output fails
 the oracle on clean inputs is a *culprit*. When that one compile crashes, the group is halved
 until the nodes that crash on their own are found (``search.split_failing``): a crash is a
-finding with its error, never a reason to treat every node as passing. Nodes downstream that
+finding with its error, never a reason to treat every node as passing. The halving runs over
+groups of nodes with one signature (one compiled copy each), not over nodes: 20 identical sin
+nodes cost what one does, and a group whose first node crashes alone has the rest judged at once. Nodes downstream that
 diverge only because a culprit fed them are *propagators*, found by an eager replay (no compile).
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..search import split_failing
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome, compare_tensor
 from ..verdict.fx_eval import interpret
-from ..verdict.graphs import value_nodes
+from ..verdict.graphs import node_signature, value_nodes
 from ..verdict.oracle import GraphContext, SubgraphVerdict, merged
 
 
@@ -46,9 +48,7 @@ def check_nodes(context: GraphContext, search: Any) -> NodeCheck:
     group_error = ""
     if verdict.outcome is Outcome.CRASH and checked:
         group_error = verdict.error
-        split = split_failing(checked, lambda names: judge(names).outcome is Outcome.CRASH)
-        crashes = tuple((name, judge((name,)).error) for name in split.failing)
-        verdict = merged([judge(group) for group in split.passing])
+        crashes, verdict = _crashing_nodes(context, checked, judge)
         if crashes:
             group_error = ""
     failing = set(verdict.failing_outputs)
@@ -56,6 +56,57 @@ def check_nodes(context: GraphContext, search: Any) -> NodeCheck:
         name for name in checked if any(v.name in failing for v in value_nodes(view.nodes[name]))
     )
     return NodeCheck(verdict, checked, culprits, crashes, group_error, verdict.copies, verdict.calls)
+
+
+def _signature_groups(context: GraphContext, names: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """``names`` grouped by :func:`node_signature` (one compiled copy each), in graph order."""
+    groups: dict[Any, list[str]] = {}
+    for name in names:
+        signature = node_signature(context.view.nodes[name], context.eager_values)
+        groups.setdefault(("alone", name) if signature is None else signature, []).append(name)
+    return [tuple(group) for group in groups.values()]
+
+
+def crash_key(error: str) -> tuple[str, tuple[str, ...]]:
+    """What tells one crash from another, paths and line numbers aside: the exception's first line
+    and the compiler's ``error:`` messages (a C++ compile error names its generated file)."""
+    lines = error.strip().splitlines()
+    messages = sorted({line.split("error:", 1)[1].strip() for line in lines if "error:" in line})
+    return (lines[0] if lines else "", tuple(messages))
+
+
+def _crashing_nodes(context: GraphContext, checked: tuple[str, ...],
+                    judge: Any) -> tuple[tuple[tuple[str, str], ...], SubgraphVerdict]:
+    """The nodes whose compile or run raises on their own, with their error, and the verdict of
+    every other node. Halving over signature groups; a crashing group's first node is judged
+    alone, then the rest of its group at once: raising the same error, they share its crash
+    (one compiled copy); else the group is halved node by node."""
+    def crashes(groups: tuple[tuple[str, ...], ...]) -> bool:
+        return judge(tuple(n for group in groups for n in group)).outcome is Outcome.CRASH
+
+    split = split_failing(tuple(_signature_groups(context, checked)), crashes, infer=True)
+    found: list[tuple[str, str]] = []
+    passing = [judge(tuple(n for group in groups for n in group)) for groups in split.passing]
+    for group in split.failing:
+        alone = judge(group[:1])
+        rest = judge(group[1:]) if alone.outcome is Outcome.CRASH and len(group) > 1 else None
+        if alone.outcome is Outcome.CRASH and (rest is None or (rest.outcome is Outcome.CRASH
+                                                                and crash_key(rest.error) == crash_key(alone.error))):
+            found += [(name, alone.error) for name in group]
+            continue
+        if rest is not None and rest.outcome is not Outcome.CRASH:
+            found.append((group[0], alone.error))
+            passing.append(rest)
+            continue
+        within = split_failing(group, lambda names: judge(names).outcome is Outcome.CRASH, infer=True)
+        alone_crashes = [(name, verdict.error) for name, verdict in ((n, judge((n,))) for n in within.failing)
+                         if verdict.outcome is Outcome.CRASH]
+        found += alone_crashes
+        passing += [judge(names) for names in within.passing]
+        if not alone_crashes and judge(group).outcome is not Outcome.CRASH:
+            passing.append(judge(group))  # inferred to crash, but it does not (values, interactions)
+    order = {name: i for i, name in enumerate(checked)}
+    return tuple(sorted(found, key=lambda pair: order[pair[0]])), merged(passing)
 
 
 def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -> tuple[list[str], dict[str, Any]]:

@@ -7,12 +7,16 @@ switch has named such a pass, :func:`localise_pre_grad` applies the passes to a 
 Dynamo graph, runs the graph before and after eagerly on its real inputs, and, where the outputs
 differ, names the nodes the passes rewrote (before and after, with source lines) and the aten ops
 each rewritten node runs. The graph is never mutated; nothing is compiled.
+
+It also cuts the torch-level graph a repro is made of: the rewritten nodes alone (their inputs as
+placeholders), when the passes, replayed on that cut, still change its outputs; else the whole
+Dynamo graph. The repro compiles it with ``torch.compile`` (the passes run), eager does not.
 """
 from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
@@ -21,9 +25,10 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..verdict.compare import Outcome, Tolerance, compare_values
-from ..verdict.fx_eval import clone_value
+from ..verdict.fx_eval import clone_value, run_graph
 from ..verdict.graphs import CapturedGraph, op_name, source_location
 from ..verdict.inductor_adapter import pre_grad_passes
+from ..load.capture import BackendRun
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +47,34 @@ class RewrittenNode:
 
 
 @dataclass(frozen=True)
+class TorchLevelCut:
+    """A torch-level graph before the passes, with the real values of its inputs: what a repro
+    compiles (``minimal``: the rewritten nodes alone; else the whole Dynamo graph)."""
+
+    graph_module: fx.GraphModule
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    inputs: tuple[Any, ...]
+    minimal: bool
+
+
+@dataclass(frozen=True)
 class PassRewrite:
     graph: str  # the forward graph traced from that Dynamo graph
     nodes: tuple[RewrittenNode, ...]
     max_abs_diff: float  # the graph's outputs, eagerly, after the passes against before
+    cut: TorchLevelCut | None = field(default=None, compare=False)  # the repro's torch-level graph
+    by: str | None = None  # who rewrote it: the pre-grad pass named, or "backend <name>" (the user's)
 
     @property
     def aten_op(self) -> str | None:
         return next((op for n in self.nodes for op in n.aten_ops), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"graph": self.graph, "aten_op": self.aten_op, "max_abs_diff": self.max_abs_diff,
-                "rewritten": [n.to_json() for n in self.nodes]}
+        return {"graph": self.graph, "aten_op": self.aten_op, "max_abs_diff": self.max_abs_diff, "by": self.by,
+                "rewritten": [n.to_json() for n in self.nodes],
+                "repro_graph": None if self.cut is None else ("the rewritten nodes alone" if self.cut.minimal
+                                                              else "the whole torch-level graph")}
 
 
 def _line(node: fx.Node) -> str:
@@ -94,24 +115,98 @@ def _aten_ops(after: fx.GraphModule, node: fx.Node, inputs: list[Any]) -> tuple[
     return tuple(dict.fromkeys(op_name(n) for n in traced.graph.nodes if n.op == "call_function"))
 
 
+def _fp64_reference(graph_module: fx.GraphModule, inputs: Sequence[Any], outputs: list[Any]) -> list[Any]:
+    """The graph run in fp64 (eager's outputs where it cannot be)."""
+    try:
+        with torch.no_grad():
+            return run_graph(graph_module, [clone_value(v) for v in inputs], upcast=True)
+    except Exception as error:  # noqa: BLE001 - judged against eager's own values instead
+        log.debug("no fp64 run of the torch-level graph: %s", error)
+        return outputs
+
+
+def _changes_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any],
+                     tolerance: Tolerance) -> tuple[bool, list[Any], list[Any], fx.GraphModule | None]:
+    """Whether the pre-grad passes, applied to a copy of ``graph_module``, change its outputs
+    eagerly beyond rounding (against fp64); with the outputs before and after and the rewritten copy."""
+    before = copy.deepcopy(graph_module)
+    try:
+        after = pre_grad_passes(graph_module, list(inputs))
+        with torch.no_grad():
+            outputs_before = pytree.tree_leaves(before(*[clone_value(v) for v in inputs]))
+            outputs_after = pytree.tree_leaves(after(*[clone_value(v) for v in inputs]))
+    except Exception as error:  # noqa: BLE001 - cannot replay the passes here: say nothing of it
+        log.warning("could not replay the pre-grad passes: %s: %s", type(error).__name__, error)
+        return False, [], [], None
+    reference = _fp64_reference(before, inputs, outputs_before)
+    verdicts = compare_values(outputs_before, reference, outputs_after, tolerance)
+    changed = len(outputs_before) != len(outputs_after) or any(v.outcome is not Outcome.MATCH for v in verdicts)
+    return changed, outputs_before, outputs_after, after
+
+
+def cut_torch_level(graph_module: fx.GraphModule, names: set[str], values: dict[str, Any]) -> TorchLevelCut | None:
+    """The named call nodes of a torch-level graph, in order, every other value they read a
+    placeholder fed its real value; outputs: their tensors read outside the cut (or all of them)."""
+    chosen = [n for n in graph_module.graph.nodes if n.op.startswith("call") and n.name in names]
+    inside = set(chosen)
+    graph = fx.Graph()
+    copies: dict[fx.Node, fx.Node] = {}
+    inputs: list[fx.Node] = []
+    for node in chosen:
+        for source in node.all_input_nodes:
+            if source not in inside and source not in copies:
+                copies[source] = graph.placeholder(source.name)
+                copies[source].meta.update(source.meta)
+                inputs.append(source)
+    if any(source.name not in values for source in inputs) or any(n.op == "call_module" for n in chosen):
+        return None
+    for node in chosen:
+        copies[node] = graph.node_copy(node, lambda source: copies[source])
+    tensors = [n for n in chosen if isinstance(values.get(n.name), torch.Tensor)]
+    outputs = [n for n in tensors if any(u not in inside for u in n.users)] or tensors
+    if not outputs:
+        return None
+    graph.output(tuple(copies[n] for n in outputs))
+    return TorchLevelCut(fx.GraphModule(graph_module, graph), tuple(copies[s].name for s in inputs),
+                         tuple(n.name for n in outputs), tuple(values[s.name] for s in inputs),
+                         minimal=len(chosen) < sum(n.op.startswith("call") for n in graph_module.graph.nodes))
+
+
+def _node_values(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> dict[str, Any]:
+    interpreter = fx.Interpreter(graph_module, garbage_collect_values=False)
+    with torch.no_grad():
+        interpreter.run(*[clone_value(v) for v in inputs])
+    return {node.name: value for node, value in interpreter.env.items()}
+
+
+def repro_cut(original: fx.GraphModule, inputs: Sequence[Any], rewritten: set[str],
+              tolerance: Tolerance) -> TorchLevelCut | None:
+    """The rewritten nodes alone when the passes still change that cut's outputs; else the whole
+    graph (a pass that needs the nodes around them), as a cut with placeholders for everything else."""
+    try:
+        values = _node_values(original, inputs)
+    except Exception as error:  # noqa: BLE001 - no repro graph; the rewrite is still reported
+        log.debug("could not run the torch-level graph node by node: %s", error)
+        return None
+    everything = {n.name for n in original.graph.nodes if n.op.startswith("call")}
+    for names in ((rewritten, everything) if rewritten else (everything,)):
+        cut = cut_torch_level(original, names, values)
+        if cut is not None and _changes_outputs(cut.graph_module, cut.inputs, tolerance)[0]:
+            return cut
+    return None
+
+
 def localise_pre_grad(captured: Sequence[CapturedGraph], tolerance: Tolerance = Tolerance()) -> PassRewrite | None:
     """The first Dynamo graph whose pre-grad rewrite changes its outputs, eagerly, and how."""
     for graph in captured:
         if graph.torch_level is None:
             continue
         original, inputs = graph.torch_level
-        before = copy.deepcopy(original)
-        try:
-            after = pre_grad_passes(original, inputs)
-            with torch.no_grad():
-                outputs_before = pytree.tree_leaves(before(*[clone_value(v) for v in inputs]))
-                outputs_after = pytree.tree_leaves(after(*[clone_value(v) for v in inputs]))
-        except Exception as error:  # noqa: BLE001 - cannot replay this graph's passes: say nothing of it
-            log.warning("could not replay the pre-grad passes on %s: %s: %s", graph.name, type(error).__name__, error)
+        changed, outputs_before, outputs_after, after = _changes_outputs(original, inputs, tolerance)
+        if not changed or after is None:
             continue
-        pairs = rewritten_nodes(before, after)
-        verdicts = compare_values(outputs_before, outputs_before, outputs_after, tolerance)
-        if not pairs or all(v.outcome is Outcome.MATCH for v in verdicts):
+        pairs = rewritten_nodes(original, after)
+        if not pairs:
             continue
         diffs = [float((a.double() - b.double()).abs().max()) for a, b in zip(outputs_before, outputs_after)
                  if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.numel()]
@@ -120,5 +215,45 @@ def localise_pre_grad(captured: Sequence[CapturedGraph], tolerance: Tolerance = 
                                     source_location(new if new is not None else old)[0],
                                     _aten_ops(after, new, inputs) if new is not None else ())
                       for old, new in pairs)
-        return PassRewrite(graph.name, nodes, max(diffs, default=float("nan")))
+        cut = repro_cut(original, inputs, {old.name for old, _ in pairs if old is not None}, tolerance)
+        return PassRewrite(graph.name, nodes, max(diffs, default=float("nan")), cut)
+    return None
+
+
+def localise_backend_rewrite(run: BackendRun, captured: Sequence[CapturedGraph],
+                             tolerance: Tolerance = Tolerance()) -> PassRewrite | None:
+    """The user's backend itself changes what a Dynamo graph computes (a pass of its own, before
+    Inductor): the graph Dynamo gave it, run eagerly, against what the backend's result returned
+    on the same inputs with the graphs it handed Inductor run eagerly; where they differ beyond
+    rounding (against fp64), the nodes of those graphs that differ from Dynamo's. No compile."""
+    handed = [g for g in captured if g.torch_level is not None and any(g.torch_level[0] is h for h in run.inductor_graphs)]
+    for original, inputs, through_backend in run.dynamo:
+        if through_backend is None:
+            continue
+        try:
+            with torch.no_grad():
+                before = pytree.tree_leaves(copy.deepcopy(original)(*[clone_value(v) for v in inputs]))
+        except Exception as error:  # noqa: BLE001 - cannot replay Dynamo's graph: say nothing of it
+            log.warning("could not replay the graph handed to the backend %s: %s", run.backend, error)
+            continue
+        before = [v for v in before if isinstance(v, torch.Tensor)]
+        after = [v for v in through_backend if isinstance(v, torch.Tensor)]
+        if len(before) != len(after) or not handed:
+            continue
+        verdicts = compare_values(before, _fp64_reference(original, inputs, before), after, tolerance)
+        if all(v.outcome is Outcome.MATCH for v in verdicts):
+            continue
+        old = {n.name: n for n in original.graph.nodes if n.op.startswith("call")}
+        nodes, graph_name = [], None
+        for graph in handed:
+            module, piece_inputs = graph.torch_level  # type: ignore[misc]
+            for node in module.graph.nodes:
+                if node.op.startswith("call") and (node.name not in old or _line(old[node.name]) != _line(node)):
+                    nodes.append(RewrittenNode(node.name, _line(old[node.name]) if node.name in old else None, _line(node),
+                                               source_location(node)[0], _aten_ops(module, node, piece_inputs)))
+                    graph_name = graph_name or graph.name
+        if not nodes or graph_name is None:
+            continue
+        diffs = [float((a.double() - b.double()).abs().max()) for a, b in zip(before, after) if a.shape == b.shape and a.numel()]
+        return PassRewrite(graph_name, tuple(nodes), max(diffs, default=float("nan")), None, by=f"backend {run.backend}")
     return None

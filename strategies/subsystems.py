@@ -25,6 +25,7 @@ from ..verdict.fx_eval import run_graph
 from ..verdict.graphs import Subgraph, reference_inputs
 from ..verdict.inductor_adapter import default_decompositions, is_lowered
 from ..verdict.oracle import GraphContext
+from .nodes import crash_key
 
 log = logging.getLogger(__name__)
 
@@ -201,10 +202,18 @@ class SubsystemSearch:
                            "from torch._inductor.lowering import make_fallback\n" + lines)
 
     def config(self) -> Attribution | None:
-        """All flips at once first (one compile when none helps), then one at a time."""
+        """All flips at once first (one compile when none helps: still wrong, or still raising the
+        culprit's own error), then one at a time."""
         combined: dict[str, Any] = {k: v for s in CONFIG_FLIPS for k, v in s.patch}
-        if self.outcome(Switch.config("config", "all flips", combined)) is Outcome.MISMATCH:
+        switch = Switch.config("config", "all flips", combined)
+        flipped = self.search.judge(GraphCandidate(self.context.name, self.nodes, switch=switch, purpose="subsystem all flips"))
+        if flipped.outcome is Outcome.MISMATCH:
             return None
+        if flipped.outcome is Outcome.CRASH:
+            # the verdict the culprit was confirmed with (cached: the confirm compile kept its code)
+            own = self.search.judge(GraphCandidate(self.context.name, self.nodes, purpose="confirm", keep_code=True))
+            if own.outcome is Outcome.CRASH and crash_key(own.error) == crash_key(flipped.error):
+                return None
         switch = self.first_fixing_switch(CONFIG_FLIPS)
         return Attribution("config", switch.name, config_workaround(switch.patch_dict)) if switch else None
 

@@ -189,6 +189,12 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
         assert (pre_grad["aten_op"], rewritten["before"], rewritten["after"]) == tuple(
             expected["pre_grad"][k] for k in ("aten_op", "before", "after")), pre_grad
         assert rewritten["source"] and rewritten["source"].startswith(run.case.name), pre_grad
+    if "compiles_at_most" in expected:  # the search's cost, in compiles (never in seconds)
+        assert report["stats"]["compiles"] <= expected["compiles_at_most"], report["stats"]
+    if "backend_graphs" in expected:  # captured inside the user's backend: the graphs it handed Inductor
+        assert len(report["backend_graphs"]["captured"]) == expected["backend_graphs"], report["backend_graphs"]
+    if expected.get("repro") is False:  # a finding with no Inductor repro (the user's own backend rewrote it)
+        assert report.get("repro") is None, report.get("repro")
     if "differences" in expected:  # compiled differs from eager but is closer to fp64: listed, with the setting
         assert [d["op"] for d in report["differences"]] == expected["differences"], report["differences"]
         follows = expected.get("follows_eager", True)  # whether emulate_precision_casts makes compiled follow eager
@@ -221,7 +227,7 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
 def _has_repro(stem: str) -> bool:
     case = next(c for c in CASES if c.stem == stem)
     expected = _literal(case, "EXPECTED")
-    return expected.get("verdict") in ("divergent", "nan") and expected.get("op") is not None
+    return expected.get("verdict") in ("divergent", "nan") and expected.get("op") is not None and expected.get("repro", True)
 
 
 @pytest.mark.parametrize("stem", [s for s in _ids() if _has_repro(s)])

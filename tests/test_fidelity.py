@@ -108,6 +108,10 @@ def test_a_pre_grad_rewrite_is_replayed_eagerly_and_named_without_a_compile() ->
     assert node.before.endswith("(relu, 1)") and node.after.endswith("(relu, 2)")
     assert node.aten_ops == ("aten.add.Tensor",) and node.source.startswith("test_fidelity.py:")
     assert torch_graph.code == before
+    # the repro's torch-level graph: the rewritten add alone, fed relu's real value
+    cut = rewrite.cut
+    assert cut is not None and cut.minimal and cut.input_names == ("relu",) and cut.output_names == ("add",)
+    assert "relu + 1" in cut.graph_module.code and torch.equal(cut.inputs[0], torch.ones(4))
 
 
 def test_a_model_that_comes_compiled_is_unwrapped_for_eager_and_its_backend_named() -> None:

@@ -87,3 +87,33 @@ def test_large_inputs_go_to_a_sidecar_found_next_to_the_script_from_any_cwd(tmp_
                             cwd=elsewhere, timeout=120)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.split() == ["700000", repr(float(big_input.sum()))]
+
+
+def test_a_pre_grad_repro_embeds_the_torch_level_graph_and_compiles_it_with_torch_compile(tmp_path: Path) -> None:
+    """A torch-level pass finding: ``Repro`` is the Dynamo graph before the passes (``x + 1`` as
+    Dynamo recorded it), run by ``pre_grad_main``, which compiles it through torch.compile."""
+    import operator
+
+    from bisect_engine.output.repro import torch_level_repro_spec
+    from bisect_engine.strategies.pregrad import cut_torch_level
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("l_x_")
+    x.meta["example_value"] = torch.ones(3)
+    add = graph.call_function(operator.add, (x, 1))
+    graph.output((add,))
+    module = torch.fx.GraphModule({}, graph)
+    cut = cut_torch_level(module, {"add"}, {"l_x_": torch.ones(3), "add": torch.full((3,), 2.0)})
+    assert cut is not None and not cut.minimal and cut.input_names == ("l_x_",)
+    spec = torch_level_repro_spec(cut.graph_module, cut.input_names, cut.output_names, cut.inputs,
+                                  title="aten.add.Tensor: pre_grad_custom_pass rewrites add", finding=[("pass", "p")],
+                                  environment=ENVIRONMENT, config={}, unrenderable_config=["pre_grad_custom_pass"])
+    script = render(spec).script
+    assert render(spec).script == script and "status = pre_grad_main(Repro()" in script
+    assert "# The torch-level (Dynamo) graph, before Inductor's pre-grad passes" in script
+    import runpy
+
+    (tmp_path / "repro.py").write_text(script)
+    namespace = runpy.run_path(str(tmp_path / "repro.py"), run_name="not_main")
+    inputs = namespace["load_inputs"](namespace["INPUTS_B64"], None, str(tmp_path / "repro.py"))
+    assert torch.equal(namespace["Repro"]()(*inputs)[0], torch.full((3,), 2.0))

@@ -17,6 +17,7 @@ from bisect_engine.search import (
     find_integer,
     first_failing_prefix,
     remove_one_by_one,
+    split_failing,
 )
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
@@ -316,3 +317,21 @@ def test_remove_one_by_one_is_exact_and_linear_for_monotone_predicates(case: tup
 
     assert remove_one_by_one(tuple(range(n)), fails) == tuple(sorted(required))
     assert len(calls) <= n and tuple(range(n)) not in calls
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 16, 41])
+def test_split_failing_infers_the_second_half_when_the_first_passes(n: int) -> None:
+    """One failing item among n: with ``infer``, about log2(n) calls and the same answer; a group
+    that fails only together is reported by no item (the caller confirms each item alone)."""
+    for bad in range(n):
+        calls: list[tuple[int, ...]] = []
+
+        def fails(group: tuple[int, ...]) -> bool:
+            calls.append(group)
+            return bad in group
+
+        split = split_failing(tuple(range(n)), fails, infer=True)
+        assert split.failing == (bad,) and sorted(i for g in split.passing for i in g) == [i for i in range(n) if i != bad]
+        assert len(calls) <= 2 * math.ceil(math.log2(n)), (bad, calls)
+    together = split_failing((0, 1), lambda group: False, infer=True)  # fails only as a pair
+    assert together.failing == (1,) and together.passing == ((0,),)  # inferred, never called: unconfirmed

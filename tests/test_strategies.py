@@ -161,3 +161,37 @@ def test_a_crashing_node_is_found_and_the_others_still_judged(context: GraphCont
             if name not in twins:
                 assert any(v.name in check.verdict.compiled_values for v in value_nodes(view.nodes[name])), name
         assert compiler.compiles <= 1 + 2 * len(twins) * math.ceil(math.log2(len(check.checked))) + len(twins)
+
+
+def test_a_crash_among_many_identical_nodes_is_halved_over_their_signatures() -> None:
+    """The minifier's 20 sin -> relu -> 20 cos with relu's compile raising: the halving runs over
+    the three signatures (one compiled copy each), not the 41 nodes: relu alone, in a handful of
+    compiles; every sin and cos keeps its verdict."""
+    def f(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(20):
+            x = torch.sin(x)
+        x = torch.relu(x)
+        for _ in range(20):
+            x = torch.cos(x)
+        return x
+
+    inputs = [torch.randn(16)]
+    ctx = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(f)(*inputs), inputs, True))
+    compiler = _node_bug(ctx, "relu", crash=True)
+    check = check_nodes(ctx, _search(ctx, compiler))
+    assert [name for name, _ in check.crashes] == ["relu"] and check.group_error == ""
+    assert len(check.verdict.compiled_values) == len(check.checked) - 1
+    assert compiler.compiles <= 5, compiler.compiles  # combined, then at most 2 per level over 3 signatures
+
+
+def test_a_crash_is_told_apart_by_its_message_not_by_its_paths() -> None:
+    from bisect_engine.strategies.nodes import crash_key
+
+    def cpp(path: str, line: int, message: str) -> str:
+        return (f"InductorError: CppCompileError: C++ compile error\nCommand:\ng++ {path}.cpp -o {path}.so\nOutput:\n"
+                f"{path}.cpp:{line}:34: error: {message}\n   {line} | auto tmp21 = compile error!;")
+
+    same = crash_key(cpp("/tmp/a/c5g", 35, "'compile' was not declared in this scope"))
+    assert same == crash_key(cpp("/tmp/b/cpm", 15, "'compile' was not declared in this scope"))
+    assert same != crash_key(cpp("/tmp/b/cpm", 15, "expected ';' before '}' token"))
+    assert crash_key("RuntimeError: unhandled error") != same

@@ -7,9 +7,16 @@ forward graph, and the backward graph when the model is trained through ``loss_f
 with the real values they were called with, and the Dynamo compile id they belong to (the key of
 torch's structured trace, under which our findings are written for tlparse). The backend runs the
 graphs eagerly, so the capture run *is* the eager run.
+
+A model the user compiles with a backend of their own (one that splits the graph and hands the
+pieces to ``compile_fx`` or ``standalone_compile``, as vLLM-style backends do) is captured through
+that backend (:func:`capture_through_backend`): the graphs it hands Inductor are recorded in
+place of Inductor's compiles, with the real values they are called with, so the search judges
+exactly what reaches Inductor, the user's backend kept around it.
 """
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
@@ -24,6 +31,7 @@ from ..errors import ModelError
 from ..verdict.fx_eval import fresh_inputs
 from ..verdict.graphs import CapturedGraph
 from ..verdict.shapes import ShapeMismatch, fake_inputs, shape_signature
+from ..verdict.inductor_adapter import graphs_reaching_inductor
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +60,34 @@ class CaptureBackend:
     # Inputs AOT Autograd traces with instead of the real ones (symbolic fake inputs, for a Dynamo
     # graph with symbolic sizes met outside Dynamo); the real ones are still the recorded values.
     trace_inputs: list[Any] | None = None
+    # Graphs handed over by a user's backend: their example inputs may not be their values (a
+    # piece of a split graph), so the torch-level inputs kept are those of the first call.
+    inputs_of_first_call: bool = False
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        compiled = self._traced(graph_module, example_inputs)
+        if not self.inputs_of_first_call:
+            return compiled
+        index, called = len(self.dynamo_graphs) - 1, []
+
+        def first_call_kept(*args: Any) -> Any:
+            if not called:
+                called.append(True)
+                self.dynamo_inputs[index] = [a if isinstance(a, torch.nn.Parameter) else _detached([a])[0] for a in args]
+            return compiled(*args)
+
+        return first_call_kept
+
+    def aten_graph(self, graph_module: fx.GraphModule, example_inputs: list[Any], is_backward: bool = False) -> Callable[..., Any]:
+        """An aten graph handed straight to ``compile_fx_inner`` (the user's own AOT Autograd):
+        recorded as it is, no torch-level graph behind it."""
+        index = len(self.dynamo_graphs)
+        self.dynamo_graphs.append(None)  # type: ignore[arg-type]
+        self.dynamo_inputs.append([])
+        kind: Literal["forward", "backward"] = "backward" if is_backward else "forward"
+        return self._recorder(kind, index, self.compile_id or current_compile_id())(graph_module, example_inputs)
+
+    def _traced(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         # The torch-level graph's inputs, for replaying pre-grad passes; parameters are kept by
         # reference (as later calls keep them), not copied a second time beside the aten inputs.
         self.dynamo_inputs.append([a if isinstance(a, torch.nn.Parameter) else _detached([a])[0] for a in example_inputs])
@@ -104,7 +138,7 @@ class CaptureBackend:
         forward = [g for g in self.graphs if g.kind == "forward" and g.called]
         backward = [g for g in self.graphs if g.kind == "backward" and g.called]
         for graph in forward:
-            if graph.index < len(self.dynamo_inputs):
+            if graph.index < len(self.dynamo_inputs) and self.dynamo_graphs[graph.index] is not None:
                 graph.torch_level = (self.dynamo_graphs[graph.index], self.dynamo_inputs[graph.index])
         return forward + backward
 
@@ -167,6 +201,86 @@ def capture(
     (``no_grad``): their outputs are the model's outputs, not also the tensors a backward would save.
     """
     backend = CaptureBackend()
+    output = _run_compiled(model, inputs, loss_fn, backend)
+    return backend.called_graphs(), output
+
+
+@dataclass
+class BackendRun:
+    """A model run through the user's own backend, the graphs it handed Inductor recorded instead
+    of compiled: per Dynamo graph, a copy of the graph Dynamo gave the backend (taken before the
+    backend ran) and the real inputs and outputs of its first call through the backend."""
+
+    backend: str
+    dynamo: list[tuple[fx.GraphModule, list[Any], list[Any] | None]] = field(default_factory=list)
+    inductor_graphs: list[fx.GraphModule] = field(default_factory=list)  # torch-level, as handed to compile_fx
+    note: str = ""  # why the graphs were not captured inside the backend after all (then captured the plain way)
+
+    def around(self, user_backend: Callable[..., Any]) -> Callable[..., Any]:
+        def backend(graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+            entry: list[Any] = [copy.deepcopy(graph_module), _detached(example_inputs), None]
+            self.dynamo.append(entry)  # type: ignore[arg-type]
+            compiled = user_backend(graph_module, example_inputs)
+
+            def first_call_kept(*args: Any) -> Any:
+                outputs = compiled(*args)
+                if entry[2] is None:
+                    entry[1] = _detached(args)
+                    entry[2] = _detached(pytree.tree_leaves(outputs))
+                return outputs
+
+            return first_call_kept
+
+        return backend
+
+
+def capture_through_backend(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
+                            user_backend: Callable[..., Any], name: str) -> tuple[list[CapturedGraph], Any, BackendRun]:
+    """Run the model through the user's backend with the graphs it hands Inductor recorded (and run
+    eagerly) instead of compiled. No graph reached Inductor: an empty list (the caller captures
+    the plain way)."""
+    recorder, run = CaptureBackend(inputs_of_first_call=True), BackendRun(backend_name(name, user_backend))
+    with _inside_backend(recorder, run):
+        output = _run_compiled(model, inputs, loss_fn, run.around(user_backend))
+    return recorder.called_graphs(), output, run
+
+
+def capture_graph_module_through_backend(graph_module: fx.GraphModule, inputs: Sequence[Any],
+                                         user_backend: Callable[..., Any], name: str,
+                                         compile_id: str | None = None) -> tuple[list[CapturedGraph], BackendRun]:
+    """Like :func:`capture_graph_module`, through the user's backend (script mode: a graph the
+    program compiled with it): what it hands Inductor is recorded, run eagerly, never compiled."""
+    recorder, run = CaptureBackend(compile_id=compile_id, inputs_of_first_call=True), BackendRun(backend_name(name, user_backend))
+    try:
+        with _inside_backend(recorder, run), torch.no_grad():
+            run.around(user_backend)(copy.deepcopy(graph_module), _detached(inputs))(*_detached(inputs))
+    except Exception as error:
+        raise ModelError(f"re-running the graph through the backend {name} raised {type(error).__name__}: {error}") from error
+    return recorder.called_graphs(), run
+
+
+def backend_name(name: str, backend: Any) -> str:
+    """A readable name for a user's backend: its class or function name, never an object's repr."""
+    if not name.startswith("<"):
+        return name
+    inner = getattr(backend, "compiler_fn", backend)
+    return getattr(inner, "__name__", type(inner).__name__)
+
+
+def _inside_backend(recorder: CaptureBackend, run: BackendRun) -> Any:
+    """Inductor's entry points record into ``recorder`` while the user's backend runs."""
+    def torch_level(graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        run.inductor_graphs.append(graph_module)
+        return recorder(graph_module, example_inputs)
+
+    def aten_level(graph_module: fx.GraphModule, example_inputs: list[Any], is_backward: bool = False) -> Callable[..., Any]:
+        return recorder.aten_graph(graph_module, example_inputs, is_backward)
+
+    return graphs_reaching_inductor(torch_level, aten_level)
+
+
+def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
+                  backend: Callable[..., Any]) -> Any:
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend)
     try:
@@ -185,7 +299,7 @@ def capture(
         raise ModelError(f"the model raised while being captured: {type(error).__name__}: {error}") from error
     finally:
         torch._dynamo.reset()
-    return backend.called_graphs(), output
+    return output
 
 
 def nothing_captured(model: Callable[..., Any]) -> str:

@@ -112,6 +112,28 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
                      get_optimizer if callable(get_optimizer) else None, compiled, backend)
 
 
+def user_backend(compiled: Any) -> Callable[..., Any] | None:
+    """The backend object the user gave ``torch.compile`` (their own class or function), or None
+    for a registered backend ("inductor", "eager", ...) or when it cannot be found."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(compiled, OptimizedModule):
+        context = getattr(compiled, "dynamo_ctx", None)
+    else:
+        cells = [c.cell_contents for c in (getattr(compiled, "__closure__", None) or ()) if _filled(c)]
+        context = next((c for c in cells if hasattr(c, "callback")), None)
+    seen = getattr(context, "callback", None)
+    for _ in range(8):
+        inner = getattr(seen, "_torchdynamo_orig_backend", None)
+        if inner is None or inner is seen:
+            break
+        seen = inner
+    name = getattr(seen, "compiler_name", None)
+    if seen is None or not callable(seen) or (isinstance(name, str) and not name.startswith("<")):
+        return None  # a registered backend ("inductor", "eager", ...), not the user's own
+    return seen  # torch.compile's wrapper of the user's backend: it passes the user's options too
+
+
 def unwrap_compiled(model: Any) -> tuple[Any, Any, str | None]:
     """``(eager model, the user's compiled object or None, its backend's name)`` for what
     ``get_model()`` returned. Dynamo unwraps nested compiles, so our capture sees the same graphs

@@ -22,15 +22,15 @@ from typing import Any, Callable
 import torch
 
 from ..errors import Interrupted, ModelError
-from ..load.capture import capture, nothing_captured
-from ..load.model_file import ModelSpec
+from ..load.capture import BackendRun, capture, capture_through_backend, nothing_captured
+from ..load.model_file import ModelSpec, user_backend
 from ..progress import Progress
 from ..search import Budget, BudgetExhausted
 from ..strategies.amplify import Amplification, find_amplification, material_outputs
 from ..strategies.departures import (EAGER_ROUNDING, Consequence, DepartedValue, backward_consequence, find_departures,
                                      follows_eager_with)
 from ..strategies.nodes import NodeCheck, Reach, check_nodes, propagators, rank_culprits
-from ..strategies.pregrad import PassRewrite, localise_pre_grad
+from ..strategies.pregrad import PassRewrite, localise_backend_rewrite, localise_pre_grad
 from ..strategies.sizes import SizeSweep, headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model
 from ..strategies.windows import find_window, window
@@ -145,6 +145,9 @@ class RunResult:
     interrupted: dict[str, Any] | None = None  # {"signal", "signum", "stage"}: SIGINT/SIGTERM stopped the run
     search: RunSearch | None = None  # the run's one search object (the writer judges with it too)
     model_level_check: bool = True  # may the engine recompile the model through torch.compile
+    # The model came compiled with the user's own backend and the graphs it hands Inductor were
+    # captured inside it (None: captured the plain way).
+    backend_run: BackendRun | None = None
 
     @property
     def draws_random(self) -> bool:
@@ -176,15 +179,36 @@ def run(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: C
     started = time.perf_counter()
     torch.manual_seed(options.seed)
     with progress.step("capture"):
-        captured, _output = capture(spec.model, spec.inputs, spec.loss_fn)
+        captured, backend_run = _capture(spec, options.seed)
     if not captured:
         raise ModelError(nothing_captured(spec.model))
-    return run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence)
+    return run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence,
+                        backend_run=backend_run)
+
+
+def _capture(spec: ModelSpec, seed: int) -> tuple[list[CapturedGraph], BackendRun | None]:
+    """The graphs to search: those the user's own backend hands Inductor, captured inside it
+    (its ``BackendRun``); else, or when it hands Inductor none or cannot be captured inside (our
+    harness: said in the report, never a verdict), the Dynamo graphs captured the plain way."""
+    backend = user_backend(spec.compiled) if spec.custom_backend else None
+    if backend is None:
+        return capture(spec.model, spec.inputs, spec.loss_fn)[0], None
+    name = spec.backend or type(backend).__name__
+    try:
+        captured, _output, backend_run = capture_through_backend(spec.model, spec.inputs, spec.loss_fn, backend, name)
+        if captured:
+            return captured, backend_run
+        note = "it hands Inductor no graph"
+    except ModelError as error:
+        log.warning("capturing inside the backend %s failed: %s", name, error)
+        note = f"capturing inside it failed ({(str(error).splitlines() or [''])[0][:200]})"
+    torch.manual_seed(seed)
+    return capture(spec.model, spec.inputs, spec.loss_fn)[0], BackendRun(name, note=note)
 
 
 def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: EngineOptions, progress: Progress,
                  started: float | None = None, model_level_check: bool = True, compiler: Compiler | None = None,
-                 on_divergence: Callable[[], None] | None = None) -> RunResult:
+                 on_divergence: Callable[[], None] | None = None, backend_run: BackendRun | None = None) -> RunResult:
     """Search graphs captured elsewhere (a model file, or a running script's compiled graph).
 
     ``model_level_check=False`` skips recompiling ``spec.model`` through torch.compile (script
@@ -195,7 +219,7 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     compiler = compiler or new_compiler(options)
     judge = Judge(compiler, options.tolerance, options.seed, spec)
     result = RunResult(spec, [], compiler, 0.0, captured, search=new_search(judge),
-                       model_level_check=model_level_check)
+                       model_level_check=model_level_check, backend_run=backend_run)
     try:
         _localise(result, judge, options, progress, model_level_check, on_divergence)
     except BudgetExhausted as exhausted:
@@ -227,6 +251,10 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         _attribute(finding, search, progress)
     if finding is not None:
         _symbolic_sizes(finding, search, compiler, progress)
+    if finding is None and not model_level_check and result.backend_run is not None and not result.backend_run.note:
+        # script mode: the program's call diverged, and every graph the backend hands Inductor matches
+        with progress.step(f"replaying what the backend {result.backend_run.backend} hands Inductor against Dynamo's graph"):
+            result.pre_grad = localise_backend_rewrite(result.backend_run, result.captured, options.tolerance)
     if finding is None and model_level_check:
         compiler.stage = "model_check"
         with progress.step("model-level check"):
@@ -242,12 +270,20 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
                 _attribute(finding, search, progress)
             _symbolic_sizes(finding, search, compiler, progress)
             return
+        if result.model_level == "mismatch" and result.backend_run is not None and not result.backend_run.note:
+            # every graph the user's backend hands Inductor matches: does the backend itself change
+            # what the model computes (a pass of its own)? Eager replays, no compile.
+            with progress.step(f"replaying what the backend {result.backend_run.backend} hands Inductor against Dynamo's graph"):
+                result.pre_grad = localise_backend_rewrite(result.backend_run, result.captured, options.tolerance)
+            if result.pre_grad is not None:
+                return
         if result.model_level == "mismatch" and options.runs("subsystem"):
             with progress.step("model-level subsystem bisection"):
                 result.model_attribution = attribute_model(search)
             if result.model_attribution is not None and result.model_attribution.name in PRE_GRAD_PASSES:
                 with progress.step("replaying the pre-grad passes eagerly"):
-                    result.pre_grad = localise_pre_grad(result.captured, options.tolerance)
+                    rewrite = localise_pre_grad(result.captured, options.tolerance)
+                result.pre_grad = dataclasses.replace(rewrite, by=result.model_attribution.name) if rewrite else None
 
 
 def _later_calls(result: RunResult, judge: Judge, options: EngineOptions, progress: Progress,

@@ -68,8 +68,19 @@ def device_words(report: dict[str, Any]) -> str | None:
     return None
 
 
+def users_backend(report: dict[str, Any]) -> str | None:
+    """The user's backend that rewrote the graph itself (a finding about their code, not Inductor's)."""
+    culprit = report.get("culprit") or {}
+    by = str(culprit.get("pass") or "")
+    return by[len("backend "):] if culprit.get("kind") == "pre_grad" and by.startswith("backend ") else None
+
+
 def title(report: dict[str, Any]) -> str:
     culprit, nan = report.get("culprit") or {}, report.get("nan") or {}
+    if users_backend(report):
+        return f"[your backend, not an Inductor bug] {users_backend(report)} rewrites {culprit.get('node')} ({culprit.get('op')})"
+    if culprit.get("kind") == "pre_grad":
+        return f"[inductor] pre-grad pass {culprit.get('pass') or '?'} rewrites {culprit.get('node')} into {culprit.get('op')}: wrong results"
     where = "/".join(w for w in (device_words(report), culprit_dtype(report)) if w)
     on = f" on {where}" if where else ""
     op = culprit_ops(culprit) if culprit else (nan.get("compiled") or nan.get("eager") or {}).get("op", "?")
@@ -128,6 +139,15 @@ def _lead(report: dict[str, Any]) -> str:
                 "better report.")
     op = f"`{culprit_ops(culprit)}`" if culprit else "an op"
     where = f" (`{culprit['source']}`, module `{culprit.get('module') or '<top>'}`)" if culprit.get("source") else ""
+    if culprit.get("kind") == "pre_grad":
+        rewrite = f"`{culprit.get('before') or '(new)'}` into `{culprit.get('after') or '(removed)'}`{where}"
+        if users_backend(report):
+            return (f"**This is the backend's own rewrite, not an Inductor bug**: the backend `{users_backend(report)}` "
+                    f"given to torch.compile rewrites {rewrite} before it hands the graph to Inductor; every graph "
+                    "it hands Inductor compiles right. Fix the backend; do not file this against PyTorch.")
+        return (f"Under `torch.compile` (Inductor), the pre-grad pass `{culprit.get('pass') or '?'}` rewrites {rewrite} "
+                f"on the torch-level graph, which then runs {op}: the outputs disagree with eager "
+                f"(max abs diff {culprit.get('max_abs_diff')}).")
     if culprit.get("crash"):
         crash = culprit["crash"]
         return (f"Compiling {op}{where} with Inductor raises `{crash.get('exception')}`; eager runs it fine."
@@ -143,6 +163,11 @@ def _what_differs(report: dict[str, Any]) -> str:
     if not culprit or is_model_issue(report):
         return ""
     rows = [("op", f"`{culprit.get('op')}` (node `{culprit.get('node')}` of graph `{culprit.get('graph')}`)")]
+    if culprit.get("kind") == "pre_grad":
+        rows += [("rewritten by", f"`{culprit.get('pass')}`"), ("before", f"`{culprit.get('before')}`"),
+                 ("after", f"`{culprit.get('after')}`"), ("max abs diff", str(culprit.get("max_abs_diff")))]
+        table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+        return f"**What differs**\n\n| | |\n|---|---|\n{table}"
     if len(culprit.get("ops") or []) > 1:
         rows.append(("ops compiled together", ", ".join(f"`{op}`" for op in culprit["ops"])))
     if culprit.get("forward_op"):
@@ -186,6 +211,9 @@ def _nan_lines(report: dict[str, Any]) -> str:
 
 def _repro_block(report: dict[str, Any], repro_text: str | None) -> str:
     repro = report.get("repro") or {}
+    if not repro and repro_text is None and users_backend(report):
+        return ("**Minimal repro**: none (the rewrite is the backend's own code; report.json `pre_grad` holds "
+                "the node before and after).")
     if not repro and repro_text is None:
         return "**Minimal repro**: none was written (the run stopped before the repro stage)."
     checked = (f"verified in fresh processes: {repro.get('status')} {repro.get('reproduced', '')}; "

@@ -25,7 +25,7 @@ from ..localise.pipeline import GraphResult, RunResult
 from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
 from ..verdict.compiler import Compiler
-from .repro import Expect, ReproSpec, repro_spec
+from .repro import Expect, ReproSpec, repro_spec, torch_level_repro_spec
 from .wording import subsystem_sentence, ulps
 
 SCHEMA_VERSION = 1
@@ -38,6 +38,8 @@ def verdict_of(result: RunResult) -> str:
     if result.interrupted:
         return "interrupted"
     if finding is None:
+        if result.pre_grad is not None:  # a torch-level pass rewrote a node: localised, not only named
+            return "divergent"
         if result.budget or len(result.graphs) < result.captured_count:
             return "incomplete"
         return {"mismatch": "not_reproducible", "crash": "crash"}.get(result.model_level or "", "clean")
@@ -116,6 +118,25 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
     if graph.amplification is not None and culprit["kind"] == "amplified":
         culprit.update(amplification_json(graph.amplification, lambda n: describe_node(result, graph, n)))
     return culprit
+
+
+def pre_grad_culprit(result: RunResult) -> dict[str, Any] | None:
+    """The culprit of a torch-level pass finding: the first node the pass rewrote into an op
+    that changes the outputs, named by the aten op it runs after the rewrite (kind ``pre_grad``)."""
+    rewrite = result.pre_grad
+    if rewrite is None or not rewrite.nodes:
+        return None
+    node = next((n for n in rewrite.nodes if n.aten_ops), rewrite.nodes[0])
+    attribution = result.model_attribution
+    return {
+        "op": rewrite.aten_op or "?", "node": node.node, "graph": rewrite.graph, "source": node.source,
+        "source_path": None, "module": None, "made_by": "compiler", "kind": "pre_grad",
+        "confirmed_alone": None, "nodes": [n.node for n in rewrite.nodes],
+        "ops": [op for n in rewrite.nodes for op in n.aten_ops[:1]] or [rewrite.aten_op or "?"],
+        "propagators": [], "pass": rewrite.by or (attribution.name if attribution else None),
+        "before": node.before, "after": node.after,
+        "max_abs_diff": rewrite.max_abs_diff,  # the graph's outputs, eagerly, after the pass against before
+    }
 
 
 def findings_json(result: RunResult, graph: GraphResult | None) -> list[dict[str, Any]]:
@@ -258,7 +279,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
     report: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "verdict": verdict_of(result),
-        "culprit": culprit_json(result, finding) if finding else None,
+        "culprit": culprit_json(result, finding) if finding else pre_grad_culprit(result),
         "findings": findings_json(result, finding),
         "nan": nan_json(result, finding) if finding else None,
         "model": str(result.spec.path),
@@ -268,6 +289,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "pre_grad": result.pre_grad.to_json() if result.pre_grad else None,
         # get_model() returned a model torch.compile'd with this backend ("inductor", or the user's).
         "model_backend": getattr(result.spec, "backend", None),
+        # the graphs the user's backend handed Inductor, captured inside it (None: not such a run)
+        "backend_graphs": backend_graphs_json(result),
         "differences": differences_json(result),
         "subsystem": _attribution(result),
         "budget": result.budget,
@@ -335,6 +358,17 @@ def _repro_size(graph: GraphResult) -> int | None:
     return chosen.smallest_failing if graph.sized_context is not None else chosen.checked
 
 
+def backend_graphs_json(result: RunResult) -> dict[str, Any] | None:
+    run = result.backend_run
+    if run is None:
+        return None
+    if run.note:
+        return {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
+                "captured": [], "note": run.note}
+    return {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
+            "captured": [g.name for g in result.captured]}
+
+
 def harness_json(result: RunResult) -> list[dict[str, Any]]:
     """Where our own recompile failed and a real torch.compile did not: never a compiler finding.
     ``fallback``: what was judged instead (None: the graph's whole compile was not judged; its
@@ -394,7 +428,7 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
     """
     target = repro_target(result)
     if target is None:
-        return None
+        return pre_grad_repro_spec(result)
     graph, names, expect = target
     described = describe_node(result, graph, names[0])
     ops = [op_name(graph.context.view.nodes[n]) for n in names]
@@ -437,6 +471,27 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         kernels=graph.kernels if expect != "eager_nonfinite" else (),
     )
     return judged_against_eager(spec, graph.context)
+
+
+def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:
+    """The repro of a torch-level pass finding: the graph before the pass, through torch.compile."""
+    rewrite, culprit = result.pre_grad, pre_grad_culprit(result)
+    if rewrite is None or rewrite.cut is None or culprit is None:
+        return None
+    cut, pass_name = rewrite.cut, culprit["pass"] or "a pre-grad pass"
+    finding = [("verdict", "divergent"), ("pass", pass_name), ("ops", ", ".join(culprit["ops"])),
+               ("nodes", ", ".join(culprit["nodes"]) + f"  (torch-level graph of {rewrite.graph})"),
+               ("before", culprit["before"] or "(new)"), ("after", culprit["after"] or "(removed)"),
+               ("source", culprit["source"] or "unknown"), ("model", result.spec.path.name)]
+    notes = [f"The pass runs inside torch.compile: set {pass_name} as your job does (it is not renderable "
+             "as code) and run this file; eager runs the graph as written."]
+    if result.model_attribution is not None:
+        notes += ["workaround:"] + [f"    {line}" for line in result.model_attribution.workaround.splitlines()]
+    return torch_level_repro_spec(
+        cut.graph_module, cut.input_names, cut.output_names, cut.inputs,
+        title=f"{culprit['op']}: {pass_name} rewrites {culprit['node']}; torch.compile disagrees with eager (fp64 reference)",
+        finding=finding, environment=environment(), config=result.spec.inductor_config,
+        unrenderable_config=result.spec.unrenderable_config, notes=notes)
 
 
 def judged_against_eager(spec: ReproSpec, context: Any) -> ReproSpec:
@@ -528,7 +583,10 @@ def summary(report: dict[str, Any]) -> str:
     culprit = report.get("culprit")
     if culprit:
         lines.append(f"  culprit: {culprit['op']}  (node {culprit['node']}, graph {culprit['graph']}, {culprit['kind']})")
-        if len(culprit["ops"]) > 1:
+        if culprit["kind"] == "pre_grad":
+            lines.append(f"  pass:    {culprit['pass'] or 'a pre-grad pass'} rewrote it on the torch-level graph, before "
+                         "Inductor's AOT Autograd (the rewrite below, replayed eagerly, changes the outputs)")
+        if len(culprit["ops"]) > 1 and culprit["kind"] != "pre_grad":
             lines.append(f"  window:  {', '.join(culprit['ops'])}")
         lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")
         if "forward_op" in culprit:
@@ -595,16 +653,26 @@ def summary(report: dict[str, Any]) -> str:
                      f"({harness['problem'] or 'error'}); not a compiler finding: {done}")
     pre_grad = report.get("pre_grad")
     if pre_grad:
-        lines.append(f"  pre-grad rewrite in the torch-level graph of {pre_grad['graph']} changes its outputs eagerly "
+        lines.append(f"  {'rewrite by the ' + pre_grad['by'] if str(pre_grad.get('by')).startswith('backend ') else 'pre-grad rewrite'}"
+                     f" in the torch-level graph of {pre_grad['graph']} changes its outputs eagerly "
                      f"(max abs diff {pre_grad['max_abs_diff']:.3g}); aten op: {pre_grad['aten_op'] or '?'}")
         for node in pre_grad["rewritten"][:5]:
             lines.append(f"    {node['before'] or '(new)'}  ->  {node['after'] or '(removed)'}   at {node['source'] or '?'}")
     backend = report.get("model_backend")
-    if backend and backend != "inductor":
+    inside = report.get("backend_graphs")
+    if inside and inside.get("note"):
+        lines.append(f"  backend: {inside['backend']} (the user's): {inside['note']}; the Dynamo graphs were captured "
+                     "the plain way and compiled with Inductor (the model-level check ran the backend as it is)")
+    elif inside:
+        lines.append(f"  backend: {inside['backend']} (the user's) kept: the {len(inside['captured'])} graph(s) it hands "
+                     "Inductor were intercepted inside it and searched"
+                     + ("; the model-level check ran it as it is" if report.get("model_level") else ""))
+    elif backend and backend != "inductor":
         lines.append(f"  backend: the model comes compiled with backend {backend}: the model-level check ran it as it is "
                      "(eager: the model it wraps); the captured graphs were compiled with Inductor")
-        if report["verdict"] == "not_reproducible" and not report.get("subsystem"):
-            lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
+    if backend and backend != "inductor" and (not inside or inside.get("note")) and \
+            report["verdict"] == "not_reproducible" and not report.get("subsystem"):
+        lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
         if report.get("stale_artifact"):

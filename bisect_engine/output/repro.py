@@ -36,7 +36,9 @@ INLINE_LIMIT_BYTES = 2_000_000  # encoded inputs past this go to a sidecar file
 KERNEL_COMMENT_LIMIT = 8_000  # characters of each culprit kernel's source quoted in the repro
 KERNEL_COMMENT_COUNT = 3
 SIDECAR_NAME = "repro_inputs.bin"
-Expect = Literal["mismatch", "crash", "eager_nonfinite", "amplified"]
+# "pre_grad": ``Repro`` is a torch-level (Dynamo) graph; torch.compile runs Inductor's pre-grad
+# passes on it (the user's pre_grad_custom_pass included), eager does not.
+Expect = Literal["mismatch", "crash", "eager_nonfinite", "amplified", "pre_grad"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,19 @@ def _compiled_shapes(subgraph: Subgraph, values: dict[str, Any]) -> tuple[Any, .
     return static_signature([values[name] for name in subgraph.input_names])
 
 
+def torch_level_repro_spec(graph_module: torch.fx.GraphModule, input_names: tuple[str, ...],
+                           output_names: tuple[str, ...], inputs: tuple[Any, ...], *, title: str,
+                           finding: list[tuple[str, str]], environment: dict[str, str], config: dict[str, Any],
+                           unrenderable_config: list[str], notes: list[str] | None = None, seed: int = 0) -> ReproSpec:
+    """A repro of a torch-level (pre-grad) pass finding: the Dynamo graph before the passes,
+    compiled by ``torch.compile`` in the repro (the passes run there) against eager."""
+    return ReproSpec(
+        title=title, finding=tuple(finding), forward_code=graph_module.code.strip(), input_names=input_names,
+        output_names=output_names, inputs_blob=serialise_inputs(list(inputs)),
+        inductor_config=tuple(sorted(config.items())), unrenderable_config=tuple(unrenderable_config),
+        environment=tuple(sorted(environment.items())), expect="pre_grad", notes=tuple(notes or ()), seed=seed)
+
+
 def kernel_quotes(kernels: tuple[Kernel, ...]) -> tuple[tuple[str, str], ...]:
     """(heading, source) for the first few kernels, each source cut to a readable size."""
     quotes = []
@@ -187,7 +202,7 @@ INDUCTOR_CONFIG = {config}
 {unrenderable}'''
 
 _BODY = '''
-# The minimal failing subgraph, at aten level (before Inductor's decompositions).
+# {what}
 class Repro(torch.nn.Module):
 {forward}
 
@@ -238,6 +253,20 @@ if __name__ == "__main__":
         status = amplified_main(Repro(), Downstream(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, ALL_INPUT_NAMES,
                                 CULPRIT_INPUT_NAMES, OUTPUT_NAMES, DOWNSTREAM_INPUT_NAMES, DOWNSTREAM_OUTPUT_NAMES,
                                 __file__, SEED, INPUT_RECIPES)
+    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
+        import traceback
+
+        traceback.print_exc()
+        print("repro: cannot run (unexpected error)")
+        status = EXIT_CANNOT_RUN
+    sys.exit(status)
+'''
+
+_MAIN_PRE_GRAD = '''
+
+if __name__ == "__main__":
+    try:
+        status = pre_grad_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, __file__, SEED)
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -321,6 +350,9 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + _kernel_block(spec.kernels)
         + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable)
         + _BODY.format(
+            what=("The torch-level (Dynamo) graph, before Inductor's pre-grad passes: torch.compile runs them on it."
+                  if spec.expect == "pre_grad" else
+                  "The minimal failing subgraph, at aten level (before Inductor's decompositions)."),
             forward=_indent(spec.forward_code), output_names=list(spec.output_names), expect=spec.expect,
             rng_strict=spec.rng_strict, seed=spec.seed,
             recipes=None if spec.recipes is None else "[\n" + "".join(f"    {dict(r)!r},\n" for r in spec.recipes) + "]",
@@ -337,7 +369,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
                               input_names=list(spec.input_names)) if spec.downstream_code else "")
         + _embedded(compare) + _embedded(fx_eval) + _embedded(recipes_module)
         + (_embedded(shapes_module) if spec.symbolic else "") + _embedded(repro_runtime)
-        + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN)
+        + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN_PRE_GRAD if spec.expect == "pre_grad" else _MAIN)
     )
     return RenderedRepro(script, None if inline else spec.inputs_blob)
 

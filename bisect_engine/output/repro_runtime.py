@@ -193,3 +193,44 @@ def amplified_main(culprit_module, downstream_module, inputs_b64, inputs_file, i
     material = any(d.material for d in differences)
     return say_verdict(material, "the culprit's compiled output, run through the eager path, "
                                  f"{'changes' if material else 'does not change'} the outputs materially")
+
+
+def compile_torch_level(repro_module, inputs, inductor_config, seed):
+    """``repro_module`` through a real ``torch.compile`` (Dynamo, then Inductor with its pre-grad
+    passes), fresh: no cache entry may answer for it."""
+    torch._dynamo.reset()
+    fresh = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
+    with torch._inductor.config.patch({**fresh, **inductor_config}), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        compiled = torch.compile(repro_module, backend="inductor", fullgraph=True)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            outputs = compiled(*[clone_value(v) for v in inputs])
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
+def pre_grad_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, script_path, seed=0):
+    """A torch-level (pre-grad) pass finding: eager runs ``Repro`` as written; torch.compile runs
+    Inductor's pre-grad passes on it first (the user's ``pre_grad_custom_pass``, set as the job
+    sets it). Judged against fp64 (the graph's ops upcast)."""
+    try:
+        inputs = load_inputs(inputs_b64, inputs_file, script_path, None, seed)
+        graph_module = torch.fx.symbolic_trace(repro_module)
+        torch.manual_seed(seed)
+        eager = run_graph(graph_module, [clone_value(v) for v in inputs])
+        fp64 = run_graph(graph_module, [clone_value(v) for v in inputs], upcast=True)
+    except Exception:
+        traceback.print_exc()
+        print("repro: cannot run (loading inputs or the eager reference failed)")
+        return EXIT_CANNOT_RUN
+    try:
+        compiled = compile_torch_level(repro_module, inputs, inductor_config, seed)
+    except Exception:
+        traceback.print_exc()
+        print("repro: cannot run (torch.compile raised)")
+        return EXIT_CANNOT_RUN
+    verdicts = compare_values(eager, fp64, compiled, Tolerance())
+    report(output_names, verdicts)
+    mismatched = len(verdicts) != len(eager) or any(v.outcome is not Outcome.MATCH for v in verdicts)
+    return say_verdict(mismatched, f"torch.compile (its pre-grad passes run on this torch-level graph) "
+                                   f"{'disagrees' if mismatched else 'agrees'} with eager against fp64")

@@ -70,6 +70,7 @@ class GraphRecord:
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. why eager, not fp64, was the reference
     compile_id: str | None = None  # the Dynamo compile that made it ("0/0")
+    compiler: Any = None  # the backend that compiled it (a user's backend is localised inside it)
 
     @property
     def name(self) -> str:
@@ -127,6 +128,7 @@ class CheckingBackend:
         from ..load.capture import current_compile_id
 
         record.compile_id = current_compile_id()
+        record.compiler = self.inner
         session = self.session
 
         def checked_call(*args: Any) -> Any:
@@ -329,10 +331,14 @@ class Session:
         if self.settings.level < Level.LOCALISE:
             self.not_localised = "level 2 checks only; level 3 localises"
             return self._plain_report("divergent")
-        if record.inductor_options is None:
-            self.not_localised = f"the backend is {record.backend}; localisation compiles with Inductor"
-            return self._plain_report("divergent")
         try:
+            if record.inductor_options is None:
+                # a backend of the user's: localised in the graphs it hands Inductor, if it does
+                result = self._localise_inside_backend(record, pristine)
+                if result is None:
+                    self.not_localised = (f"the backend is {record.backend}, and it hands Inductor no graph; "
+                                          "localisation compiles with Inductor")
+                    return self._plain_report("divergent")
             result = result if result is not None else self._localise(record, pristine, positions)
             from ..output.writer import OutputOptions, write_outputs
 
@@ -379,6 +385,33 @@ class Session:
             else:
                 captured = capture_graph_module(record.graph_module, clone_value(pristine), record.compile_id)
             result = run_captured(spec, captured, options, self.progress, model_level_check=False)
+        self.engine_compiles += result.compiler.compiles
+        return result
+
+    def _localise_inside_backend(self, record: GraphRecord, pristine: list[Any]) -> Any:
+        """The engine on the graphs the user's backend hands Inductor (``compile_fx``,
+        ``standalone_compile``, ``compile_fx_inner``), captured by running the backend on this
+        graph again with those entry points recording instead of compiling; None when it hands
+        Inductor nothing (or cannot be run again)."""
+        from ..errors import ModelError
+        from ..load.capture import capture_graph_module_through_backend
+        from ..localise.options import EngineOptions
+        from ..localise.pipeline import run_captured
+
+        if record.compiler is None or self.settings.level < Level.LOCALISE:
+            return None
+        try:
+            captured, backend_run = capture_graph_module_through_backend(
+                record.graph_module, clone_value(pristine), record.compiler, record.backend, record.compile_id)
+        except ModelError as error:
+            log.warning("could not capture inside the backend %s: %s", record.backend, error)
+            return None
+        if not captured:
+            return None
+        options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
+                                stop_after=self.settings.stage)  # type: ignore[arg-type]
+        result = run_captured(self._spec(record, pristine), captured, options, self.progress, model_level_check=False,
+                              backend_run=backend_run)
         self.engine_compiles += result.compiler.compiles
         return result
 

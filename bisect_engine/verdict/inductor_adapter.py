@@ -169,3 +169,33 @@ def pre_grad_passes(graph_module: torch.fx.GraphModule, example_inputs: list[Any
 
     with torch.no_grad():
         return _recursive_pre_grad_passes(copy.deepcopy(graph_module), example_inputs)
+
+
+@contextlib.contextmanager
+def graphs_reaching_inductor(torch_level: Callable[[Any, list[Any]], Any],
+                             aten_level: Callable[[Any, list[Any]], Any]) -> Iterator[None]:
+    """While a user's backend runs, every graph it hands Inductor goes to ``torch_level`` (what
+    ``compile_fx`` receives, ``standalone_compile``'s included: a torch-level graph, before the
+    pre-grad passes) or ``aten_level`` (what ``compile_fx_inner`` receives from the user's own AOT
+    Autograd), whose callable replaces the compiled one. Inductor has no hook for the graphs its
+    entry points receive, and the user's module holds its own reference to ``compile_fx``: the
+    functions those entry points call are swapped here, and restored in ``finally``."""
+    from torch._inductor import compile_fx as module
+
+    saved = module._maybe_wrap_and_compile_fx_main, module._compile_fx_inner
+
+    def torch_level_entry(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(model, torch.fx.GraphModule) and not module.graph_returns_tuple(model):
+            # a piece of a split graph returning one value: made to return a tuple, as compile_fx does
+            return module.make_graph_return_tuple(model, list(example_inputs), torch_level)
+        return torch_level(model, list(example_inputs))
+
+    def aten_level_entry(graph_module: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        return aten_level(graph_module, list(example_inputs), bool(kwargs.get("is_backward")))
+
+    module._maybe_wrap_and_compile_fx_main = torch_level_entry
+    module._compile_fx_inner = aten_level_entry
+    try:
+        yield
+    finally:
+        module._maybe_wrap_and_compile_fx_main, module._compile_fx_inner = saved

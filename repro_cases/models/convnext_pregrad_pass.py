@@ -2,9 +2,10 @@
 tracing) that replaces every GELU with SiLU, in the timm-style ConvNeXt of convnext_eval.py.
 
 No aten graph the tool captures shows it (its capture backend is not Inductor, and its compiles
-turn pre-grad passes off), so by the tool's documented contract this is ``not_reproducible`` with
-the subsystem ``pre_grad_custom_pass`` (as tests/upstream_cases/bisector_pre_grad_pass.py). The op
-a user would want blamed is aten.gelu.default (``ideal_op``).
+turn pre-grad passes off): the model-level check names the pass ``pre_grad_custom_pass``, and the
+pass replayed eagerly on the Dynamo graph localises it: ``divergent``, kind ``pre_grad``, the GELU
+nodes it rewrote and the aten op the rewrite runs (aten.silu.default), as
+tests/upstream_cases/bisector_pre_grad_pass.py.
 """
 import torch
 import torch.nn.functional as F
@@ -39,7 +40,7 @@ plant()
 PLANTED = {"config": {}}
 DEVICES = ["cpu", "cuda"]
 SUITE = "full"  # "ci": run by make test; "full": BISECT_CORPUS=all
-EXPECTED = {"verdict": "not_reproducible", "op": None, "ideal_op": "aten.gelu.default",
+EXPECTED = {"verdict": "divergent", "op": "aten.silu.default", "kind": "pre_grad",
             "subsystem": {"kind": "pass", "name": "pre_grad_custom_pass"}}
 
 

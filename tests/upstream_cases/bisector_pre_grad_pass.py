@@ -1,8 +1,10 @@
 """CPU equivalent of upstream test_compiler_bisector.py::test_pre_grad.
 
 A custom pre-grad pass rewrites ``x + 1`` into ``x + 2`` on the torch-level graph, before AOT
-tracing: no aten graph we capture shows it, so the tool finds it by recompiling the whole model
-with each pass disabled (``not_reproducible`` at graph level, attributed to the pass).
+tracing: no aten graph we capture shows it, so the tool names the pass by recompiling the whole
+model with each pass disabled, then replays the pass eagerly on the Dynamo graph: ``divergent``,
+the rewritten node and the aten op it runs (kind ``pre_grad``); the repro compiles the torch-level
+node through torch.compile (exit 1 with the pass set, 0 without).
 """
 import operator
 
@@ -13,7 +15,7 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
 EXPECTED = {
-    "verdict": "not_reproducible", "op": None,
+    "verdict": "divergent", "op": "aten.add.Tensor", "graph": "forward_0", "kind": "pre_grad",
     "subsystem": {"kind": "pass", "name": "pre_grad_custom_pass"},
     # localised: the torch-level node the pass rewrote, eagerly, and the aten op it runs
     "pre_grad": {"aten_op": "aten.add.Tensor", "before": "add = _operator.add(l_x_, 1)", "after": "add = _operator.add(l_x_, 2)"},
