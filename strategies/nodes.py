@@ -32,7 +32,9 @@ class NodeCheck:
     calls: int = 1  # runs of that graph (one per member of the largest group)
 
 
-def check_nodes(context: GraphContext, search: Any) -> NodeCheck:
+def check_nodes(context: GraphContext, search: Any, split_crash: bool = True) -> NodeCheck:
+    """``split_crash=False``: a crash of the one compile is left as it is (``group_error``), not
+    halved down to the nodes that crash alone (the caller will decide whether that is worth it)."""
     view = context.view
     # Random nodes are checked too: in data mode only for NaN/Inf their draws should not hold
     # (a bad decomposition of a random op), in strict mode against eager's draws.
@@ -46,6 +48,8 @@ def check_nodes(context: GraphContext, search: Any) -> NodeCheck:
     group_error = ""
     if verdict.outcome is Outcome.CRASH and checked:
         group_error = verdict.error
+        if not split_crash:
+            return NodeCheck(verdict, checked, (), (), group_error, verdict.copies, verdict.calls)
         split = split_failing(checked, lambda names: judge(names).outcome is Outcome.CRASH)
         crashes = tuple((name, judge((name,)).error) for name in split.failing)
         verdict = merged([judge(group) for group in split.passing])

@@ -154,6 +154,15 @@ class GraphContext:
         verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
 
+    def judge_whole_values(self, values: dict[str, Any]) -> SubgraphVerdict:
+        """The whole graph's outputs judged by the rule a compiled whole graph meets, on values
+        computed without compiling it (an eager replay with some nodes' compiled values injected)."""
+        subgraph = self.whole()
+        if not subgraph.node_names:
+            return SubgraphVerdict(Outcome.INVALID, error="empty subgraph")
+        inputs = reference_inputs(subgraph, self.eager_values)
+        return self._verdict(subgraph, inputs, [values.get(name) for name in subgraph.output_names], own_inputs=False)
+
     def _allowed_unit(self, name: str, value: Any) -> float | None:
         """A matmul/convolution output the user let run below float32 (TF32): measured in that unit."""
         node = _producer(self.view, name)

@@ -39,3 +39,10 @@ def replay_verdict(context: GraphContext, names: Any, compiled_values: dict[str,
     failing = any(v.outcome is Outcome.MISMATCH for v in verdicts.values())
     return SubgraphVerdict(Outcome.MISMATCH if failing else Outcome.MATCH, verdicts,
                            {name: values.get(name) for name in outputs})
+
+
+def injected_whole_verdict(context: GraphContext, names: Any, compiled_values: dict[str, Any]) -> SubgraphVerdict:
+    """The whole graph judged as if compiled, on an eager replay with the named nodes' compiled
+    values injected: the fp64 rule of :meth:`GraphContext.judge` on its outputs (no compile). A
+    MISMATCH says the named nodes' compiled error alone carries to the graph's outputs."""
+    return context.judge_whole_values(replay(context, injected_values(context, names, compiled_values)))
