@@ -17,7 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from bisect_engine.verdict.graphs import CapturedGraph
 from bisect_engine.verdict.compare import Outcome
-from bisect_engine.verdict.graphs import node_signature, plan_copies, value_nodes
+from bisect_engine.verdict.graphs import calls_per_copy, node_signature, plan_copies, value_nodes
 from bisect_engine.verdict.oracle import GraphContext
 from bisect_engine.verdict.compiler import Compiler
 from bisect_engine.localise.judge import Judge, RunSearch, new_search
@@ -161,3 +161,11 @@ def test_a_crashing_node_is_found_and_the_others_still_judged(context: GraphCont
             if name not in twins:
                 assert any(v.name in check.verdict.compiled_values for v in value_nodes(view.nodes[name])), name
         assert compiler.compiles <= 1 + 2 * len(twins) * math.ceil(math.log2(len(check.checked))) + len(twins)
+
+
+def test_the_copy_plan_compiles_each_distinct_node_of_a_deep_stack_once() -> None:
+    # 190 identical layers: one copy per distinct node, run 190 times (not 6 copies of 32 calls)
+    assert calls_per_copy([190] * 25) == 190
+    # one large group among many single nodes: split, rather than run every copy 1,000 times
+    assert calls_per_copy([1000] + [1] * 100) == 64
+    assert calls_per_copy([1] * 5) == 1 and calls_per_copy([]) == 1

@@ -121,7 +121,7 @@ class GraphContext:
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
-                    max_calls: int = 32) -> SubgraphVerdict:
+                    max_calls: int | None = None) -> SubgraphVerdict:
         """Judge each named node alone on its reference inputs, in one compile.
 
         The same verdict as judging ``subgraph(names, isolate=True)``, but nodes with one
