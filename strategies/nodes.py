@@ -16,7 +16,6 @@ from typing import Any
 from ..search import split_failing
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome, compare_tensor
-from ..verdict.fx_eval import interpret
 from ..verdict.graphs import value_nodes
 from ..verdict.oracle import GraphContext, SubgraphVerdict, merged
 
@@ -71,7 +70,7 @@ def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -
         for v in value_nodes(view.nodes[culprit])
         if v.name in verdict.compiled_values
     }
-    replayed = interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    replayed = context.replay(overrides)
     start = view.position[culprit] + 1
     diverging = []
     for node in view.compute_nodes[start:]:
@@ -107,7 +106,7 @@ def output_reach(context: GraphContext, culprit: str, verdict: SubgraphVerdict, 
     then differ from eager's beyond the tolerance (a masked or compared-away error reaches none)."""
     overrides = {v.name: verdict.compiled_values[v.name] for v in value_nodes(context.view.nodes[culprit])
                  if v.name in verdict.compiled_values}
-    replayed = interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    replayed = context.replay(overrides)
     reached = []
     for name in model_outputs:
         reference = context.eager_values.get(name)

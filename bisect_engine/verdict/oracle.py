@@ -59,6 +59,8 @@ class GraphContext:
     rng_strict: bool = False  # random draws must match eager's under the same seed
     seed: int = 0
     reference: str = "fp64"  # "eager": compiled is judged against eager's values (--oracle eager/bitwise)
+    # the last few eager replays (see replay): (key, the injected values, every node's replayed value)
+    _replays: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
     def from_captured(cls, captured: CapturedGraph, tolerance: Tolerance = Tolerance(),
@@ -78,6 +80,21 @@ class GraphContext:
     @property
     def name(self) -> str:
         return self.captured.name
+
+    def replay(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """Every node's value in an eager run of the captured graph with ``overrides`` substituted
+        (a node's compiled value injected). The last few are kept: a culprit's replay is asked for
+        by its reach, the whole graph's injected verdict and its propagators, each an eager run of
+        the whole graph. Keyed by the injected objects themselves (held, so no id is reused)."""
+        key = tuple(sorted((name, id(value)) for name, value in overrides.items()))
+        for index, (known, _held, values) in enumerate(self._replays):
+            if known == key:
+                self._replays.append(self._replays.pop(index))
+                return values
+        values = interpret(self.captured.graph_module, self.captured.inputs, overrides=overrides)
+        self._replays.append((key, tuple(overrides.values()), values))
+        del self._replays[:-REPLAYS_KEPT]
+        return values
 
     def subgraph(self, names: Any, *, isolate: bool = False) -> Subgraph:
         return build_subgraph(self.view, names, isolate=isolate, outputs="all" if isolate else "escaping")
@@ -209,6 +226,8 @@ class GraphContext:
             dict(zip(subgraph.output_names, compiled_outputs)),
         )
 
+
+REPLAYS_KEPT = 2
 
 _RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "t", "clone",
              "alias", "expand", "_to_copy", "contiguous"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from .compare import Outcome, TensorVerdict
-from .fx_eval import interpret
 from .graphs import value_nodes
 from .oracle import GraphContext, SubgraphVerdict
 
@@ -23,7 +22,7 @@ def injected_values(context: GraphContext, names: Any, compiled_values: dict[str
 
 def replay(context: GraphContext, overrides: dict[str, Any]) -> dict[str, Any]:
     """Every node's value in an eager run of the captured graph with ``overrides`` substituted."""
-    return interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    return context.replay(overrides)
 
 
 def replay_verdict(context: GraphContext, names: Any, compiled_values: dict[str, Any],
