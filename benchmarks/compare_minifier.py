@@ -497,7 +497,8 @@ def render(results: dict, flow_timeout: float) -> str:
                 continue
             ratio = other["seconds"] / ours["seconds"]
             more = "≥" if other.get("timed_out") else ""
-            fewer = f"built-in {other['compiles']} Inductor compiles vs ours {ours['compiles']}"
+            who = "baseline" if tool == "ours-baseline" else "built-in"
+            fewer = f"{who} {other['compiles']} Inductor compiles vs ours {ours['compiles']}"
             lines.append(f"- {name}: ours is {more}{ratio:.1f}× faster end to end than {TOOL_LABEL[tool]} "
                          f"({ours['seconds']:.1f} s vs {more}{other['seconds']:.1f} s; {fewer})")
     return "\n".join(lines)
