@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean benchmark overhead
+.PHONY: demo test venv clean benchmark scaling overhead
 
 venv: $(STAMP)
 
@@ -34,6 +34,9 @@ test: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/compare_minifier.py
+
+scaling: $(STAMP)
+	$(BIN)/python benchmarks/scaling.py --builtin --builtin-cap 1200
 
 overhead: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py

@@ -46,8 +46,12 @@ next to this script.  Each step has a timeout (``--timeout``, per step) and each
 total budget (``--flow-timeout``); a step that runs past it is killed (its whole process group) and
 recorded as a timeout.
 
-Usage:  .venv/bin/python benchmarks/compare_minifier.py [--only ours|builtin-inprocess|builtin-isolate]
-            [--models mlp66,deep458] [--timeout 1800] [--flow-timeout 2400] [--verify-runs 1]
+Usage:  .venv/bin/python benchmarks/compare_minifier.py [--only ours,builtin-inprocess,builtin-isolate,ours-baseline]
+            [--models mlp66,deep458,resmlp600] [--timeout 1800] [--flow-timeout 2400] [--verify-runs 1]
+            [--baseline-root OLDER_CHECKOUT]
+
+``ours`` runs this checkout's CLI (``python -m bisect_engine.cli`` with this repository on
+``PYTHONPATH``); ``ours-baseline`` the same from ``--baseline-root`` (before/after in one run).
 """
 from __future__ import annotations
 
@@ -67,9 +71,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS_DIR = HERE / "models"
-TOOLS = ("ours", "builtin-inprocess", "builtin-isolate")
+TOOLS = ("ours", "builtin-inprocess", "builtin-isolate", "ours-baseline")
 TOOL_LABEL = {
     "ours": "bisect-accuracy",
+    "ours-baseline": "bisect-accuracy (baseline checkout)",
     "builtin-inprocess": "built-in minifier --no-isolate",
     "builtin-isolate": "built-in minifier (default, --isolate)",
 }
@@ -310,14 +315,16 @@ def model_size(model: Path, keep: bool, timeout: float) -> dict:
         sandbox.close()
 
 
-def run_ours(model: Path, args) -> dict:
+def run_ours(model: Path, args, root: Path = ROOT) -> dict:
+    """The CLI of the checkout at ``root`` (this one, or ``--baseline-root``'s), whatever the venv installed."""
     sandbox = Sandbox(f"{model.stem}-ours", args.keep_temp)
     try:
         work, out = sandbox.workdir("work"), sandbox.path / "out"
-        cli = Path(sys.executable).parent / "bisect-accuracy"
-        cmd = ([str(cli)] if cli.exists() else [sys.executable, "-m", "bisect_engine.cli"])
+        cmd = [sys.executable, "-m", "bisect_engine.cli"]
         cmd += ["run", str(model), "--out", str(out), "--verify-runs", str(args.verify_runs), "--quiet"]
-        step = run_step("bisect", cmd, work, sandbox.env(), args.timeout)
+        env = sandbox.env()
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(root)])
+        step = run_step("bisect", cmd, work, env, args.timeout)
         result = {"seconds": step["seconds"], "timed_out": step["timed_out"], "rc": step["rc"],
                   "compiles": sandbox.compiles(), "output": tail(step["stdout"] + step["stderr"], 20)}
         report_path = out / "report.json"
@@ -484,13 +491,14 @@ def render(results: dict, flow_timeout: float) -> str:
         ours = runs.get("ours")
         if not ours or ours.get("error") or ours.get("timed_out"):
             continue
-        for tool in ("builtin-isolate", "builtin-inprocess"):
+        for tool in ("builtin-isolate", "builtin-inprocess", "ours-baseline"):
             other = runs.get(tool)
             if not other:
                 continue
             ratio = other["seconds"] / ours["seconds"]
             more = "≥" if other.get("timed_out") else ""
-            fewer = f"built-in {other['compiles']} Inductor compiles vs ours {ours['compiles']}"
+            who = "baseline" if tool == "ours-baseline" else "built-in"
+            fewer = f"{who} {other['compiles']} Inductor compiles vs ours {ours['compiles']}"
             lines.append(f"- {name}: ours is {more}{ratio:.1f}× faster end to end than {TOOL_LABEL[tool]} "
                          f"({ours['seconds']:.1f} s vs {more}{other['seconds']:.1f} s; {fewer})")
     return "\n".join(lines)
@@ -498,9 +506,12 @@ def render(results: dict, flow_timeout: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(TOOLS),
+    parser.add_argument("--only", default=",".join(TOOLS[:3]),
                         help="comma-separated subset of: " + ", ".join(TOOLS))
-    parser.add_argument("--models", default="mlp66,deep458", help="comma-separated names in benchmarks/models/")
+    parser.add_argument("--models", default="mlp66,deep458,resmlp600", help="comma-separated names in benchmarks/models/")
+    parser.add_argument("--baseline-root", type=Path, default=None,
+                        help="another checkout of this tool (e.g. a `git worktree` of an older commit): "
+                             "the ours-baseline tool runs its CLI, side by side with this checkout's")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per step (default 1800)")
     parser.add_argument("--flow-timeout", type=float, default=2400.0,
                         help="seconds for a whole built-in flow, driver+minify+verify (default 2400)")
@@ -550,6 +561,10 @@ def main() -> int:
             log(f"== {name} / {tool}")
             if tool == "ours":
                 run = run_ours(model, args)
+            elif tool == "ours-baseline":
+                if args.baseline_root is None:
+                    parser.error("ours-baseline needs --baseline-root")
+                run = run_ours(model, args, args.baseline_root.resolve())
             else:
                 run = run_builtin(model, args, isolate=(tool == "builtin-isolate"))
             entry["runs"][tool] = run

@@ -34,7 +34,9 @@ class NodeCheck:
     calls: int = 1  # runs of that graph (one per member of the largest group)
 
 
-def check_nodes(context: GraphContext, search: Any) -> NodeCheck:
+def check_nodes(context: GraphContext, search: Any, split_crash: bool = True) -> NodeCheck:
+    """``split_crash=False``: a crash of the one compile is left as it is (``group_error``), not
+    halved down to the nodes that crash alone (the caller will decide whether that is worth it)."""
     view = context.view
     # Random nodes are checked too: in data mode only for NaN/Inf their draws should not hold
     # (a bad decomposition of a random op), in strict mode against eager's draws.
@@ -48,6 +50,8 @@ def check_nodes(context: GraphContext, search: Any) -> NodeCheck:
     group_error = ""
     if verdict.outcome is Outcome.CRASH and checked:
         group_error = verdict.error
+        if not split_crash:
+            return NodeCheck(verdict, checked, (), (), group_error, verdict.copies, verdict.calls)
         crashes, verdict = _crashing_nodes(context, checked, judge)
         if crashes:
             group_error = ""
@@ -118,7 +122,7 @@ def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -
         for v in value_nodes(view.nodes[culprit])
         if v.name in verdict.compiled_values
     }
-    replayed = interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    replayed = context.replay(overrides)
     start = view.position[culprit] + 1
     diverging = []
     for node in view.compute_nodes[start:]:
@@ -154,7 +158,7 @@ def output_reach(context: GraphContext, culprit: str, verdict: SubgraphVerdict, 
     then differ from eager's beyond the tolerance (a masked or compared-away error reaches none)."""
     overrides = {v.name: verdict.compiled_values[v.name] for v in value_nodes(context.view.nodes[culprit])
                  if v.name in verdict.compiled_values}
-    replayed = interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    replayed = context.replay(overrides)
     reached = []
     for name in model_outputs:
         reference = context.eager_values.get(name)

@@ -55,9 +55,6 @@ def _selected(case: Path) -> bool:
 
 CASES = [case for folder in ("repro_cases", "repro_cases/models", "tests/upstream_cases")
          for case in sorted((ROOT / folder).glob("*.py")) if _selected(case)]
-# Cases run up front, all of them, whatever -k selects; BISECT_CASES=stem,stem runs only those.
-if os.environ.get("BISECT_CASES"):
-    CASES = [case for case in CASES if case.stem in os.environ["BISECT_CASES"].split(",")]
 pytestmark = pytest.mark.e2e
 # Cases also run with --trace (torch's structured trace kept in OUT/trace/): read by the trace tests.
 TRACED = ("relu_bug",)
@@ -127,12 +124,25 @@ def _run_without_bug(case: Path, repro: Path) -> subprocess.CompletedProcess[str
                           capture_output=True, text=True, timeout=600)
 
 
+def _wanted(items: list[pytest.Item]) -> list[Path]:
+    """The cases the selected tests read (``-k relu_bug`` runs one case, not all of them); the
+    tests without a case parameter read relu_bug's run."""
+    stems = set()
+    for item in items:
+        if item.module is not None and item.module.__name__ != __name__:
+            continue
+        callspec = getattr(item, "callspec", None)
+        stems.add(callspec.params["stem"] if callspec and "stem" in callspec.params else "relu_bug")
+    return [case for case in CASES if case.stem in stems] or CASES
+
+
 @pytest.fixture(scope="session")
-def case_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseRun]:
+def case_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseRun]:
     base = tmp_path_factory.mktemp("e2e")
+    cases = _wanted(request.session.items)
     # Two at a time fits a 2-core CI machine; BISECT_TEST_WORKERS raises it on bigger ones.
     with ThreadPoolExecutor(max_workers=int(os.environ.get("BISECT_TEST_WORKERS", "2"))) as pool:
-        runs = list(pool.map(lambda case: _run_case(case, base), CASES))
+        runs = list(pool.map(lambda case: _run_case(case, base), cases))
     return {run.case.stem: run for run in runs}
 
 

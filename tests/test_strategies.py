@@ -17,7 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from bisect_engine.verdict.graphs import CapturedGraph
 from bisect_engine.verdict.compare import Outcome
-from bisect_engine.verdict.graphs import node_signature, plan_copies, value_nodes
+from bisect_engine.verdict.graphs import calls_per_copy, node_signature, plan_copies, value_nodes
 from bisect_engine.verdict.oracle import GraphContext
 from bisect_engine.verdict.compiler import Compiler
 from bisect_engine.localise.judge import Judge, RunSearch, new_search
@@ -195,3 +195,11 @@ def test_a_crash_is_told_apart_by_its_message_not_by_its_paths() -> None:
     assert same == crash_key(cpp("/tmp/b/cpm", 15, "'compile' was not declared in this scope"))
     assert same != crash_key(cpp("/tmp/b/cpm", 15, "expected ';' before '}' token"))
     assert crash_key("RuntimeError: unhandled error") != same
+
+
+def test_the_copy_plan_compiles_each_distinct_node_of_a_deep_stack_once() -> None:
+    # 190 identical layers: one copy per distinct node, run 190 times (not 6 copies of 32 calls)
+    assert calls_per_copy([190] * 25) == 190
+    # one large group among many single nodes: split, rather than run every copy 1,000 times
+    assert calls_per_copy([1000] + [1] * 100) == 64
+    assert calls_per_copy([1] * 5) == 1 and calls_per_copy([]) == 1

@@ -43,6 +43,7 @@ from ..verdict.kernels import Kernel, culprit_kernels
 from ..verdict.nonfinite import Nonfinite, compiled_origin, first_origin, outputs_problem, turned_nonfinite
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.sizes import context_at
+from ..verdict.replay import injected_whole_verdict
 from .culprit_code import kept_kernels
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
@@ -87,6 +88,10 @@ class GraphResult:
     shapes: str | None = None
     sweeps: list[SizeSweep] = field(default_factory=list)
     sized_context: GraphContext | None = None
+    # How ``whole`` was learned: "compile" (the whole graph compiled at once), or "eager_injection"
+    # (not compiled: the confirmed culprit's compiled value, injected into an eager replay of the
+    # graph, makes its outputs diverge by the same rule; see _culprit_first)
+    whole_by: str = "compile"
 
     @property
     def eager_nan(self) -> str | None:
@@ -359,6 +364,9 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     except Exception as error:
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
     judge.add(context)
+    first = _culprit_first(context, run_result, search, options, progress, on_divergence)
+    if first is not None:
+        return first
     names = context.view.compilable_names(keep_random=context.rng_strict)
     with progress.step(f"{graph.name}: compile whole graph ({len(context.view.compute_nodes)} nodes)"):
         whole = search.judge(GraphCandidate(graph.name, frozenset(names), purpose="whole"))
@@ -405,6 +413,41 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     _nan_forensics(result)
     if not result.has_finding:
         _differences(result, search, options)
+    return result
+
+
+def _culprit_first(context: GraphContext, run_result: RunResult, search: RunSearch, options: EngineOptions,
+                   progress: Progress, on_divergence: Callable[[], None] | None) -> GraphResult | None:
+    """The per-node check before the whole graph. When a node is wrong alone, still wrong compiled
+    on its own, and its compiled value injected into an eager replay of the graph makes the graph's
+    outputs fail the rule the whole graph's compile would be judged by, that compile is skipped
+    (it would only repeat it; ``whole_by`` says so). Otherwise ``None``: the usual order runs,
+    and the search's cache serves these verdicts again (no compile twice). Graphs that draw random
+    numbers, or whose eager outputs hold NaN/Inf, always take the usual order."""
+    if not options.culprit_first or context.view.random_names():
+        return None
+    outputs = context.view.output_names(context.captured.model_outputs)
+    if outputs_problem(context.view, context.eager_values, outputs) is not None:
+        return None
+    with progress.step(f"{context.name}: per-node verdicts ({len(context.view.compute_nodes)} nodes)"):
+        nodes = check_nodes(context, search, split_crash=False)
+    if nodes.group_error or not nodes.culprits:
+        return None
+    headline, reach = rank_culprits(context, nodes, outputs, strict=options.oracle == "strict")
+    injected = injected_whole_verdict(context, (headline,), nodes.verdict.compiled_values)
+    material = material_outputs(context, injected.compiled_values, outputs or list(injected.outputs))
+    if injected.outcome is not Outcome.MISMATCH and not material:
+        return None  # its error alone does not show at the outputs: the whole graph decides
+    result = GraphResult(context, injected, nodes=nodes, headline=headline, reach=reach, material=material,
+                         whole_by="eager_injection")
+    run_result.graphs.append(result)  # a budget cut from here on leaves the finding as it stands
+    if on_divergence is not None:
+        on_divergence()
+    _confirm_node(result, headline, search, progress)
+    if not result.confirmed:  # it needs neighbours: the whole graph and then windows decide
+        run_result.graphs.remove(result)
+        return None
+    _nan_forensics(result)
     return result
 
 

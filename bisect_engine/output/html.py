@@ -147,9 +147,16 @@ def _error_pairs(error: dict[str, Any] | None) -> list[tuple[str, str]]:
     return pairs
 
 
+def _whole_by(graph: dict[str, Any]) -> str:
+    """How the whole graph's verdict was learned, when not by compiling it (report ``not_checked``)."""
+    if graph.get("whole_by") == "eager_injection":
+        return " (not compiled: the culprit's compiled value, replayed eagerly, makes its outputs diverge)"
+    return ""
+
+
 def _graphs_card(report: dict[str, Any]) -> str:
     rows = [(str(g.get("name")), f"{esc(g.get('kind'))}, {esc(g.get('nodes'))} nodes: whole graph "
-                                 f"<b>{esc(g.get('whole'))}</b>") for g in report.get("graphs") or []]
+                                 f"<b>{esc(g.get('whole'))}</b>{_whole_by(g)}") for g in report.get("graphs") or []]
     if report.get("model_level"):
         rows.append(("model", f"torch.compile of the whole model: <b>{esc(report['model_level'])}</b>"))
     for harness in report.get("harness") or []:
@@ -230,7 +237,7 @@ def _graph_block(graph: dict[str, Any], report: dict[str, Any], index: int) -> s
     judged = sum(1 for r in rows if r.outcome)
     failing = sum(1 for r in rows if r.outcome == "mismatch")
     facts = [f"<b>{esc(name)}</b> ({esc(graph.get('kind'))})", f"{esc(graph.get('nodes'))} nodes, {len(rows)} values",
-             f"whole graph: <b>{esc(graph.get('whole'))}</b>",
+             f"whole graph: <b>{esc(graph.get('whole'))}</b>{_whole_by(graph)}",
              f'<b class="bad">{failing} value(s) fail</b>' if failing else "no value fails",
              "y: error in ulps of the output dtype against fp64 (log), x: values in graph order",
              f"per-node check: {esc(graph.get('checked_nodes'))} nodes in {esc(graph.get('compiled_node_copies'))}"

@@ -245,6 +245,8 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         "nodes": len(view.compute_nodes),
         "whole": graph.whole.outcome.value,
         "whole_error": graph.whole.error or None,
+        # "compile": the whole graph compiled at once; "eager_injection": not compiled (see not_checked)
+        "whole_by": graph.whole_by,
         "checked_nodes": len(graph.nodes.checked) if graph.nodes else 0,
         "crashed_nodes": [{"node": n, **crash_json(e)} for n, e in graph.nodes.crashes] if graph.nodes else [],
         "node_check_error": (graph.nodes.group_error or None) if graph.nodes else None,
@@ -286,6 +288,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "graphs": [graph_json(g) for g in result.graphs],
         "model_level": result.model_level,
         "harness": harness_json(result),
+        "not_checked": not_checked_json(result),
         "pre_grad": result.pre_grad.to_json() if result.pre_grad else None,
         # get_model() returned a model torch.compile'd with this backend ("inductor", or the user's).
         "model_backend": getattr(result.spec, "backend", None),
@@ -367,6 +370,18 @@ def backend_graphs_json(result: RunResult) -> dict[str, Any] | None:
                 "captured": [], "note": run.note}
     return {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
             "captured": [g.name for g in result.captured]}
+
+
+def not_checked_json(result: RunResult) -> list[dict[str, Any]]:
+    """Checks the run skipped because what they would establish was established otherwise: a graph
+    whose whole compile was skipped, its outputs' divergence shown by an eager replay with the
+    confirmed culprit's compiled value injected. Not checked: whether Inductor, compiling the
+    whole graph at once, makes the same error there (fusion may change the code it generates)."""
+    return [{"graph": g.context.name, "check": "whole_graph_compile",
+             "instead": "eager replay of the graph with the confirmed culprit's compiled value injected, "
+                        "judged by the whole graph's rule",
+             "not_established": "that the whole graph compiled at once diverges the same way"}
+            for g in result.graphs if g.whole_by == "eager_injection"]
 
 
 def harness_json(result: RunResult) -> list[dict[str, Any]]:
@@ -646,6 +661,10 @@ def summary(report: dict[str, Any]) -> str:
                 if "backward_of" in where:
                     lines.append(f"    {where['backward_of']}")
     lines += differences_lines(report.get("differences") or [])
+    for skipped in report.get("not_checked") or []:
+        if skipped["check"] == "whole_graph_compile":
+            lines.append(f"  not compiled: {skipped['graph']} as a whole; the culprit's compiled value, replayed "
+                         "eagerly, makes its outputs diverge")
     for harness in report.get("harness") or []:
         done = (f"judged the graph with its views as reshapes ({harness['views_rewritten']} rewritten) instead"
                 if harness["judged"] else "its whole compile was not judged (each node was, and the model through torch.compile)")

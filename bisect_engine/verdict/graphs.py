@@ -350,9 +350,15 @@ class CopyPlan:
         return members[min(call, len(members) - 1)]
 
 
-def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], max_calls: int = 32) -> CopyPlan:
+# What compiling one more copy costs, in runs of one copy: a copy is a kernel to generate and
+# build (C++ on CPU, Triton on CUDA), a run is a call of it on small reference inputs.
+COPY_COST_IN_RUNS = 256
+
+
+def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], max_calls: int | None = None) -> CopyPlan:
     """Group nodes by :func:`node_signature`, in graph order; groups longer than ``max_calls``
-    are split (more copies, fewer calls)."""
+    are split (more copies, fewer calls). ``None``: the split that minimises the estimated cost,
+    every copy compiled once and run once per call (see :func:`calls_per_copy`)."""
     groups: dict[Any, list[str]] = {}
     order: list[Any] = []
     for name in names:
@@ -362,11 +368,28 @@ def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], m
             groups[key] = []
             order.append(key)
         groups[key].append(name)
+    cap = max_calls if max_calls is not None else calls_per_copy([len(g) for g in groups.values()])
     members: list[tuple[str, ...]] = []
     for key in order:
         group = groups[key]
-        members.extend(tuple(group[i:i + max_calls]) for i in range(0, len(group), max_calls))
+        members.extend(tuple(group[i:i + cap]) for i in range(0, len(group), cap))
     return CopyPlan(tuple(members))
+
+
+def calls_per_copy(sizes: Sequence[int], copy_cost: int = COPY_COST_IN_RUNS) -> int:
+    """The most members one copy stands for: ``copies * (copy_cost + calls)`` is least (each call
+    runs every copy), so a deep stack of identical layers compiles each distinct node once
+    while one large group among many single nodes is split rather than run alone many times."""
+    if not sizes:
+        return 1
+
+    def cost(cap: int) -> int:
+        copies = sum(-(-size // cap) for size in sizes)
+        return copies * (copy_cost + cap)
+
+    largest = max(sizes)
+    candidates = set(sizes) | {1 << k for k in range(largest.bit_length())}
+    return min(sorted(candidates), key=lambda cap: (cost(cap), cap))
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ class GraphContext:
     rng_strict: bool = False  # random draws must match eager's under the same seed
     seed: int = 0
     reference: str = "fp64"  # "eager": compiled is judged against eager's values (--oracle eager/bitwise)
+    # the last few eager replays (see replay): (key, the injected values, every node's replayed value)
+    _replays: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
     def from_captured(cls, captured: CapturedGraph, tolerance: Tolerance = Tolerance(),
@@ -79,6 +81,21 @@ class GraphContext:
     @property
     def name(self) -> str:
         return self.captured.name
+
+    def replay(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """Every node's value in an eager run of the captured graph with ``overrides`` substituted
+        (a node's compiled value injected). The last few are kept: a culprit's replay is asked for
+        by its reach, the whole graph's injected verdict and its propagators, each an eager run of
+        the whole graph. Keyed by the injected objects themselves (held, so no id is reused)."""
+        key = tuple(sorted((name, id(value)) for name, value in overrides.items()))
+        for index, (known, _held, values) in enumerate(self._replays):
+            if known == key:
+                self._replays.append(self._replays.pop(index))
+                return values
+        values = interpret(self.captured.graph_module, self.captured.inputs, overrides=overrides)
+        self._replays.append((key, tuple(overrides.values()), values))
+        del self._replays[:-REPLAYS_KEPT]
+        return values
 
     def subgraph(self, names: Any, *, isolate: bool = False) -> Subgraph:
         return build_subgraph(self.view, names, isolate=isolate, outputs="all" if isolate else "escaping")
@@ -123,7 +140,7 @@ class GraphContext:
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
-                    max_calls: int = 32) -> SubgraphVerdict:
+                    max_calls: int | None = None) -> SubgraphVerdict:
         """Judge each named node alone on its reference inputs, in one compile.
 
         The same verdict as judging ``subgraph(names, isolate=True)``, but nodes with one
@@ -155,6 +172,15 @@ class GraphContext:
         compiled_outputs = [compiled_values[name] for name in subgraph.output_names]
         verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
+
+    def judge_whole_values(self, values: dict[str, Any]) -> SubgraphVerdict:
+        """The whole graph's outputs judged by the rule a compiled whole graph meets, on values
+        computed without compiling it (an eager replay with some nodes' compiled values injected)."""
+        subgraph = self.whole()
+        if not subgraph.node_names:
+            return SubgraphVerdict(Outcome.INVALID, error="empty subgraph")
+        inputs = reference_inputs(subgraph, self.eager_values)
+        return self._verdict(subgraph, inputs, [values.get(name) for name in subgraph.output_names], own_inputs=False)
 
     def _allowed_unit(self, name: str, value: Any) -> float | None:
         """A matmul/convolution output the user let run below float32 (TF32): measured in that unit."""
@@ -208,6 +234,8 @@ class GraphContext:
             dict(zip(subgraph.output_names, compiled_outputs)),
         )
 
+
+REPLAYS_KEPT = 2
 
 _RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "t", "clone",
              "alias", "expand", "_to_copy", "contiguous"}

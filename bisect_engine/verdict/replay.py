@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from .compare import Outcome, TensorVerdict
-from .fx_eval import interpret
 from .graphs import value_nodes
 from .oracle import GraphContext, SubgraphVerdict
 
@@ -23,7 +22,7 @@ def injected_values(context: GraphContext, names: Any, compiled_values: dict[str
 
 def replay(context: GraphContext, overrides: dict[str, Any]) -> dict[str, Any]:
     """Every node's value in an eager run of the captured graph with ``overrides`` substituted."""
-    return interpret(context.captured.graph_module, context.captured.inputs, overrides=overrides)
+    return context.replay(overrides)
 
 
 def replay_verdict(context: GraphContext, names: Any, compiled_values: dict[str, Any],
@@ -39,3 +38,10 @@ def replay_verdict(context: GraphContext, names: Any, compiled_values: dict[str,
     failing = any(v.outcome is Outcome.MISMATCH for v in verdicts.values())
     return SubgraphVerdict(Outcome.MISMATCH if failing else Outcome.MATCH, verdicts,
                            {name: values.get(name) for name in outputs})
+
+
+def injected_whole_verdict(context: GraphContext, names: Any, compiled_values: dict[str, Any]) -> SubgraphVerdict:
+    """The whole graph judged as if compiled, on an eager replay with the named nodes' compiled
+    values injected: the fp64 rule of :meth:`GraphContext.judge` on its outputs (no compile). A
+    MISMATCH says the named nodes' compiled error alone carries to the graph's outputs."""
+    return context.judge_whole_values(replay(context, injected_values(context, names, compiled_values)))
