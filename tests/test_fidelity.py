@@ -134,6 +134,21 @@ def test_a_model_that_comes_compiled_is_unwrapped_for_eager_and_its_backend_name
     assert unwrap_compiled(f) == (f, None, None)
 
 
+def test_the_dynamic_argument_of_a_model_that_comes_compiled_is_kept() -> None:
+    """torch.compile(model, dynamic=True) compiles every size symbolically from the first call: our
+    capture and model check must do the same (a tanh lowering wrong only in symbolic kernels was
+    called clean when they compiled statically)."""
+    from bisect_engine.load.model_file import compiled_dynamic
+
+    def f(x):
+        return x + 1
+
+    module = nn.Linear(2, 2)
+    assert compiled_dynamic(torch.compile(module, dynamic=True)) is True
+    assert compiled_dynamic(torch.compile(f, dynamic=False)) is False
+    assert compiled_dynamic(torch.compile(module)) is None and compiled_dynamic(None) is None
+
+
 def test_a_gradient_that_is_zero_in_exact_arithmetic_is_not_material() -> None:
     """BERT's key-bias gradient is view(sum(...)) of terms that cancel exactly (softmax ignores a
     constant shift): eager and compiled both hold rounding noise, which differs entirely. Judged at

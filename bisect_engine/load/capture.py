@@ -194,6 +194,7 @@ def capture(
     model: Callable[..., Any],
     inputs: Sequence[Any],
     loss_fn: Callable[[Any], Any] | None = None,
+    dynamic: bool | None = None,
 ) -> tuple[list[CapturedGraph], Any]:
     """Run ``model(*inputs)`` once through the capturing backend; returns graphs and output.
 
@@ -201,7 +202,7 @@ def capture(
     (``no_grad``): their outputs are the model's outputs, not also the tensors a backward would save.
     """
     backend = CaptureBackend()
-    output = _run_compiled(model, inputs, loss_fn, backend)
+    output = _run_compiled(model, inputs, loss_fn, backend, dynamic)
     return backend.called_graphs(), output
 
 
@@ -235,13 +236,14 @@ class BackendRun:
 
 
 def capture_through_backend(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
-                            user_backend: Callable[..., Any], name: str) -> tuple[list[CapturedGraph], Any, BackendRun]:
+                            user_backend: Callable[..., Any], name: str,
+                            dynamic: bool | None = None) -> tuple[list[CapturedGraph], Any, BackendRun]:
     """Run the model through the user's backend with the graphs it hands Inductor recorded (and run
     eagerly) instead of compiled. No graph reached Inductor: an empty list (the caller captures
     the plain way)."""
     recorder, run = CaptureBackend(inputs_of_first_call=True), BackendRun(backend_name(name, user_backend))
     with _inside_backend(recorder, run):
-        output = _run_compiled(model, inputs, loss_fn, run.around(user_backend))
+        output = _run_compiled(model, inputs, loss_fn, run.around(user_backend), dynamic)
     return recorder.called_graphs(), output, run
 
 
@@ -280,9 +282,9 @@ def _inside_backend(recorder: CaptureBackend, run: BackendRun) -> Any:
 
 
 def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
-                  backend: Callable[..., Any]) -> Any:
+                  backend: Callable[..., Any], dynamic: bool | None = None) -> Any:
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend=backend)
+    compiled = torch.compile(model, backend=backend, dynamic=dynamic)  # the user's dynamic= (None: automatic)
     try:
         with torch.set_grad_enabled(loss_fn is not None and torch.is_grad_enabled()):
             output = compiled(*fresh_inputs(tuple(inputs)))  # a model that writes to its inputs changes a copy

@@ -41,6 +41,8 @@ class ModelSpec:
     # ``compiled`` the user's compiled object and ``backend`` its backend's name.
     compiled: Callable[..., Any] | None = None
     backend: str | None = None
+    # the ``dynamic=`` that compiled object was given (None: Dynamo's default, automatic dynamic)
+    dynamic: bool | None = None
 
     @property
     def custom_backend(self) -> bool:
@@ -109,20 +111,20 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
     original, compiled, backend = unwrap_compiled(model)
     return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
                      get_batches if callable(get_batches) else None, config, unrenderable,
-                     get_optimizer if callable(get_optimizer) else None, compiled, backend)
+                     get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled))
+
+
+def compiled_dynamic(compiled: Any) -> bool | None:
+    """The ``dynamic=`` argument of the user's ``torch.compile`` (True: every size symbolic from
+    the first compile), so our capture and model check compile with the same dynamism."""
+    dynamic = getattr(_compile_context(compiled), "_dynamic", None) if compiled is not None else None
+    return dynamic if isinstance(dynamic, bool) else None
 
 
 def user_backend(compiled: Any) -> Callable[..., Any] | None:
     """The backend object the user gave ``torch.compile`` (their own class or function), or None
     for a registered backend ("inductor", "eager", ...) or when it cannot be found."""
-    from torch._dynamo.eval_frame import OptimizedModule
-
-    if isinstance(compiled, OptimizedModule):
-        context = getattr(compiled, "dynamo_ctx", None)
-    else:
-        cells = [c.cell_contents for c in (getattr(compiled, "__closure__", None) or ()) if _filled(c)]
-        context = next((c for c in cells if hasattr(c, "callback")), None)
-    seen = getattr(context, "callback", None)
+    seen = getattr(_compile_context(compiled), "callback", None)
     for _ in range(8):
         inner = getattr(seen, "_torchdynamo_orig_backend", None)
         if inner is None or inner is seen:
@@ -141,14 +143,23 @@ def unwrap_compiled(model: Any) -> tuple[Any, Any, str | None]:
     from torch._dynamo.eval_frame import OptimizedModule, innermost_fn
 
     if isinstance(model, OptimizedModule):
-        original, context = model._orig_mod, getattr(model, "dynamo_ctx", None)
+        original = model._orig_mod
     elif getattr(model, "_torchdynamo_orig_callable", None) is not None:
         original = innermost_fn(model)
-        cells = [c.cell_contents for c in (getattr(model, "__closure__", None) or ()) if _filled(c)]
-        context = next((c for c in cells if hasattr(c, "callback")), None)
     else:
         return model, None, None
-    return original, model, _backend_name(getattr(context, "callback", None))
+    return original, model, _backend_name(getattr(_compile_context(model), "callback", None))
+
+
+def _compile_context(compiled: Any) -> Any:
+    """The Dynamo context of a ``torch.compile``d module or function (its backend callback, its
+    ``dynamic=``), or None."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(compiled, OptimizedModule):
+        return getattr(compiled, "dynamo_ctx", None)
+    cells = [c.cell_contents for c in (getattr(compiled, "__closure__", None) or ()) if _filled(c)]
+    return next((c for c in cells if hasattr(c, "callback")), None)
 
 
 def _filled(cell: Any) -> bool:

@@ -91,7 +91,7 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
             with torch._inductor.config.patch(patches or {}):
                 compiled = _forward_and_grads(spec.compiled, spec.inputs, spec.loss_fn, seed)  # type: ignore[arg-type]
         else:
-            compiled = _forward_and_grads(torch.compile(spec.model, backend=backend), spec.inputs, spec.loss_fn, seed)
+            compiled = _forward_and_grads(torch.compile(spec.model, backend=backend, dynamic=spec.dynamic), spec.inputs, spec.loss_fn, seed)
     except Exception as error:
         exhausted = budget_cause(error)
         if exhausted is not None:

@@ -197,10 +197,10 @@ def _capture(spec: ModelSpec, seed: int) -> tuple[list[CapturedGraph], BackendRu
     harness: said in the report, never a verdict), the Dynamo graphs captured the plain way."""
     backend = user_backend(spec.compiled) if spec.custom_backend else None
     if backend is None:
-        return capture(spec.model, spec.inputs, spec.loss_fn)[0], None
+        return capture(spec.model, spec.inputs, spec.loss_fn, spec.dynamic)[0], None
     name = spec.backend or type(backend).__name__
     try:
-        captured, _output, backend_run = capture_through_backend(spec.model, spec.inputs, spec.loss_fn, backend, name)
+        captured, _output, backend_run = capture_through_backend(spec.model, spec.inputs, spec.loss_fn, backend, name, spec.dynamic)
         if captured:
             return captured, backend_run
         note = "it hands Inductor no graph"
@@ -208,7 +208,7 @@ def _capture(spec: ModelSpec, seed: int) -> tuple[list[CapturedGraph], BackendRu
         log.warning("capturing inside the backend %s failed: %s", name, error)
         note = f"capturing inside it failed ({(str(error).splitlines() or [''])[0][:200]})"
     torch.manual_seed(seed)
-    return capture(spec.model, spec.inputs, spec.loss_fn)[0], BackendRun(name, note=note)
+    return capture(spec.model, spec.inputs, spec.loss_fn, spec.dynamic)[0], BackendRun(name, note=note)
 
 
 def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: EngineOptions, progress: Progress,
