@@ -41,6 +41,7 @@ plant()
 DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}  # plant() installs the pass object (not renderable as config code)
 
+SUITE = "full"  # run by BISECT_CORPUS=all; make test covers its path with a cheaper case (CI time limit)
 EXPECTED = {"subsystem": {"kind": "pass", "name": "post_grad_custom_post_pass"}, 
     "verdict": "divergent",
     "op": "aten.mul.Tensor",
