@@ -108,3 +108,20 @@ def test_data_dependent_ops_are_told_apart_and_get_static_fakes_with_a_shape_env
     (fake, three) = fake_inputs(signature, [x.t(), 3])
     assert fake.shape == (4, 6) and fake.stride() == (1, 4) and three == 3
     assert fake.fake_mode.shape_env is not None  # what traces masked_select to an unbacked size
+
+
+def test_batches_of_several_sizes_mark_the_dims_dynamo_recompiles_symbolically() -> None:
+    """Dynamo's automatic dynamic shapes makes symbolic the dims whose size changed among the
+    batches seen so far; that graph then serves every later batch, of any of those sizes."""
+    from bisect_engine.localise.scans import marked_dynamic, recompiled_dims
+
+    batches = [(torch.zeros(13, 8), 3), (torch.zeros(20, 8), 3), (torch.zeros(13, 8), 3)]
+    assert recompiled_dims(batches, 0) == [(), ()]  # the first batch: a static compile
+    assert recompiled_dims(batches, 1) == [(0,), ()]
+    assert recompiled_dims(batches, 2) == [(0,), ()]  # same size as batch 0, served by the symbolic graph
+    assert recompiled_dims([torch.zeros(2, 4), torch.zeros(2, 5)], 1) == [(1,)]  # a bare tensor per batch
+    marked = marked_dynamic((torch.zeros(20, 8), 3), [(0,), ()])
+    assert getattr(marked[0], "_dynamo_dynamic_indices", set()) == {0}
+    assert marked[1] == 3
+    single = marked_dynamic((torch.zeros(1, 8),), [(0,)])  # a size-1 dim stays static, as Dynamo keeps it
+    assert not getattr(single[0], "_dynamo_dynamic_indices", set())

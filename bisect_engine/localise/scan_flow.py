@@ -20,7 +20,7 @@ from ..progress import Progress
 from ..verdict.compiler import Compiler, budget_cause
 from .options import EngineOptions
 from .pipeline import RunResult, budget_message, new_compiler, run
-from .scans import scan_batches, scan_steps, take_samples
+from .scans import marked_dynamic, recompiled_dims, scan_batches, scan_steps, take_samples
 
 
 # A scan compares whole-model runs, whose random draws (dropout) differ between eager and Inductor;
@@ -77,7 +77,9 @@ def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress
         return _clean(spec, compiler, {"steps_scanned": len(batches)})
     model = copy.deepcopy(spec.model)
     model.load_state_dict(finding.state)
-    result = run(dataclasses.replace(spec, model=model, inputs=finding.batch), options, progress, compiler, on_divergence)
+    dims = recompiled_dims(batches, finding.step) if spec.dynamic is not False else []  # see _batches_flow
+    result = run(dataclasses.replace(spec, model=model, inputs=marked_dynamic(finding.batch, dims)), options, progress,
+                 compiler, on_divergence)
     result.scan = {"step": finding.step, "step_detail": finding.to_json()}
     if result.finding is None and result.draws_random:
         result.scan = {"step": None, "step_detail": {**finding.to_json(), "cleared": CLEARED.format(what=f"step {finding.step}")}}
@@ -90,10 +92,13 @@ def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, p
                            _bar(progress, "scanning batches"))
     if finding is None:
         return _clean(spec, compiler, {"batches_scanned": len(batches)})
+    # Batches of several sizes: the job ran this one through Dynamo's symbolic recompile.
+    dims = recompiled_dims(batches, finding.index) if spec.dynamic is not False else []
     inputs = take_samples(finding.batch, finding.samples) if finding.samples else finding.batch
-    result = run(dataclasses.replace(spec, inputs=inputs), options, progress, compiler, on_divergence)
+    result = run(dataclasses.replace(spec, inputs=marked_dynamic(inputs, dims)), options, progress, compiler, on_divergence)
     if result.finding is None and finding.samples:  # the samples alone do not show it: whole batch
-        result = run(dataclasses.replace(spec, inputs=finding.batch), options, progress, compiler, on_divergence)
+        result = run(dataclasses.replace(spec, inputs=marked_dynamic(finding.batch, dims)), options, progress, compiler,
+                     on_divergence)
         finding = dataclasses.replace(finding, samples=None)
     result.scan = {"batch": finding.to_json()}
     if result.finding is None and result.draws_random:

@@ -128,6 +128,35 @@ def batch_size(batch: Sequence[Any]) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def recompiled_dims(batches: Sequence[Any], index: int) -> list[tuple[int, ...]]:
+    """Per input of batch ``index``: the dims whose size changed among batches 0..``index``. Those
+    are the dims Dynamo's automatic dynamic shapes makes symbolic when a new size arrives, and the
+    symbolic graph then serves every later batch: the code the job ran on batch ``index``."""
+    rows = [tuple(b) if isinstance(b, (tuple, list)) else (b,) for b in batches[:index + 1]]
+    dims: list[tuple[int, ...]] = []
+    for position, value in enumerate(rows[-1]):
+        seen = [row[position] for row in rows if position < len(row) and isinstance(row[position], torch.Tensor)]
+        if not isinstance(value, torch.Tensor) or any(v.dim() != value.dim() for v in seen):
+            dims.append(())
+            continue
+        dims.append(tuple(d for d in range(value.dim()) if len({v.shape[d] for v in seen}) > 1))
+    return dims
+
+
+def marked_dynamic(inputs: Sequence[Any], dims: Sequence[tuple[int, ...]]) -> tuple[Any, ...]:
+    """``inputs`` with ``dims`` marked dynamic (``torch._dynamo.mark_dynamic``, on copies), so our
+    capture compiles them symbolically as the job's recompile did. Dims of size 0 or 1 stay static
+    (Dynamo specialises them too)."""
+    marked = []
+    for value, these in zip(inputs, list(dims) + [()] * (len(inputs) - len(dims))):
+        keep = [d for d in these if isinstance(value, torch.Tensor) and value.shape[d] >= 2]
+        if keep:
+            value = value.clone()
+            torch._dynamo.mark_dynamic(value, keep)
+        marked.append(value)
+    return tuple(marked)
+
+
 def take_samples(batch: Sequence[Any], samples: Sequence[int]) -> tuple[Any, ...]:
     size = batch_size(batch)
     return tuple(v.index_select(0, torch.tensor(list(samples), dtype=torch.long, device=v.device))
