@@ -49,6 +49,12 @@ def _detached(values: Sequence[Any]) -> list[Any]:
     return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def _torch_level_inputs(values: Sequence[Any]) -> list[Any]:
+    """A Dynamo graph's inputs as kept for replaying pre-grad passes: parameters by reference (as
+    later calls keep them), everything else copied."""
+    return [v if isinstance(v, torch.nn.Parameter) else _detached([v])[0] for v in values]
+
+
 @dataclass
 class CaptureBackend:
     """The ``torch.compile`` backend: records graphs, then runs them eagerly."""
@@ -73,7 +79,7 @@ class CaptureBackend:
         def first_call_kept(*args: Any) -> Any:
             if not called:
                 called.append(True)
-                self.dynamo_inputs[index] = [a if isinstance(a, torch.nn.Parameter) else _detached([a])[0] for a in args]
+                self.dynamo_inputs[index] = _torch_level_inputs(args)
             return compiled(*args)
 
         return first_call_kept
@@ -90,7 +96,7 @@ class CaptureBackend:
     def _traced(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         # The torch-level graph's inputs, for replaying pre-grad passes; parameters are kept by
         # reference (as later calls keep them), not copied a second time beside the aten inputs.
-        self.dynamo_inputs.append([a if isinstance(a, torch.nn.Parameter) else _detached([a])[0] for a in example_inputs])
+        self.dynamo_inputs.append(_torch_level_inputs(example_inputs))
         index = len(self.dynamo_graphs)
         self.dynamo_graphs.append(graph_module)
         # Dynamo calls its backend inside the frame's compile; the backward graph is compiled later

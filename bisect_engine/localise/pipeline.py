@@ -256,10 +256,9 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         _attribute(finding, search, progress)
     if finding is not None:
         _symbolic_sizes(finding, search, compiler, progress)
-    if finding is None and not model_level_check and result.backend_run is not None and not result.backend_run.note:
+    if finding is None and not model_level_check:
         # script mode: the program's call diverged, and every graph the backend hands Inductor matches
-        with progress.step(f"replaying what the backend {result.backend_run.backend} hands Inductor against Dynamo's graph"):
-            result.pre_grad = localise_backend_rewrite(result.backend_run, result.captured, options.tolerance)
+        _backend_rewrite(result, options, progress)
     if finding is None and model_level_check:
         compiler.stage = "model_check"
         with progress.step("model-level check"):
@@ -275,13 +274,8 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
                 _attribute(finding, search, progress)
             _symbolic_sizes(finding, search, compiler, progress)
             return
-        if result.model_level == "mismatch" and result.backend_run is not None and not result.backend_run.note:
-            # every graph the user's backend hands Inductor matches: does the backend itself change
-            # what the model computes (a pass of its own)? Eager replays, no compile.
-            with progress.step(f"replaying what the backend {result.backend_run.backend} hands Inductor against Dynamo's graph"):
-                result.pre_grad = localise_backend_rewrite(result.backend_run, result.captured, options.tolerance)
-            if result.pre_grad is not None:
-                return
+        if result.model_level == "mismatch" and _backend_rewrite(result, options, progress):
+            return
         if result.model_level == "mismatch" and options.runs("subsystem"):
             with progress.step("model-level subsystem bisection"):
                 result.model_attribution = attribute_model(search)
@@ -289,6 +283,17 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
                 with progress.step("replaying the pre-grad passes eagerly"):
                     rewrite = localise_pre_grad(result.captured, options.tolerance)
                 result.pre_grad = dataclasses.replace(rewrite, by=result.model_attribution.name) if rewrite else None
+
+
+def _backend_rewrite(result: RunResult, options: EngineOptions, progress: Progress) -> bool:
+    """Every graph the user's backend hands Inductor matches: does the backend itself change what
+    the model computes (a pass of its own)? Eager replays, no compile; ``result.pre_grad`` is set."""
+    run = result.backend_run
+    if run is None or run.note:
+        return False
+    with progress.step(f"replaying what the backend {run.backend} hands Inductor against Dynamo's graph"):
+        result.pre_grad = localise_backend_rewrite(run, result.captured, options.tolerance)
+    return result.pre_grad is not None
 
 
 def _later_calls(result: RunResult, judge: Judge, options: EngineOptions, progress: Progress,

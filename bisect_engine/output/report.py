@@ -365,11 +365,9 @@ def backend_graphs_json(result: RunResult) -> dict[str, Any] | None:
     run = result.backend_run
     if run is None:
         return None
-    if run.note:
-        return {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
-                "captured": [], "note": run.note}
-    return {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
-            "captured": [g.name for g in result.captured]}
+    entry = {"backend": run.backend, "dynamo_graphs": len(run.dynamo), "handed_to_inductor": len(run.inductor_graphs),
+             "captured": [] if run.note else [g.name for g in result.captured]}
+    return {**entry, "note": run.note} if run.note else entry
 
 
 def not_checked_json(result: RunResult) -> list[dict[str, Any]]:
