@@ -32,10 +32,8 @@ TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.search", "bisect_engine.
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for path in [*ROOT.glob("bisect_engine/**/*.py"), *ROOT.glob("strategies/*.py")]:
+    for path in ROOT.glob("bisect_engine/**/*.py"):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[0] == "strategies":
-            parts = ["bisect_engine", *parts]
         if parts[-1] == "__init__":
             parts = parts[:-1]
         found[".".join(parts)] = path

@@ -1,7 +1,7 @@
 """Search strategies: each proposes candidates to the one oracle and returns a finding.
 
-Importable as ``bisect_engine.strategies`` (``pyproject.toml`` maps this folder there), so the
-project claims no generic top-level ``strategies`` package. A strategy sees a
+A folder inside the package (``bisect_engine/strategies/``), so a plain checkout imports it and
+the project claims no generic top-level ``strategies`` package. A strategy sees a
 :class:`~bisect_engine.oracle.GraphContext` (a read-only view plus reference values) and never
 mutates the captured ``GraphModule``.
 """
