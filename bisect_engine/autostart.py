@@ -6,7 +6,7 @@ With ``BISECT_ACCURACY_LEVEL`` unset, empty or 0 it does nothing, and it imports
 ``sys`` (already loaded): every Python process of the environment pays for this module. When the
 variable is set, it waits for ``torch._dynamo`` to be imported (a one-shot meta-path finder that
 wraps that module's loader) and then starts script mode
-(:func:`bisect_engine.script_mode.start_from_environment`), which routes every ``torch.compile``
+(:func:`bisect_engine.script.session.start_from_environment`), which routes every ``torch.compile``
 through the checking backend until the interpreter exits. Processes that never import
 ``torch._dynamo`` never load torch on our account. The bisect-accuracy CLI calls
 :func:`stand_down` and clears the variables, so its own processes and subprocesses never start it.

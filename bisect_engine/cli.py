@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .verdicts import FINDINGS
+
 if TYPE_CHECKING:
     from .script.levels import ScriptSettings
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
-FINDINGS = ("divergent", "nan", "crash", "not_reproducible")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -106,6 +107,13 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
             click.echo("bisect-accuracy: error: --device is for model files; a plain script places its own "
                        "tensors", err=True)
             sys.exit(EXIT_USAGE)
+        model_only = _model_file_options_given(click.get_current_context())
+        if model_only:
+            click.echo(f"bisect-accuracy: error: {', '.join(model_only)} "
+                       f"{'is' if len(model_only) == 1 else 'are'} for model files; script mode judges each "
+                       "compiled call by its own rule (outputs vs eager and fp64, the program's own random "
+                       "draws and seed, real inputs)", err=True)
+            sys.exit(EXIT_USAGE)
         chosen = Level(level) if level else (Level.REPRO if stage == "repro" else Level.LOCALISE)
         settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
@@ -134,6 +142,17 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
     output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs, force=force,
                            trace=trace)
     sys.exit(_run_model_file(model_file, options, output, quiet, device))
+
+
+# Options script mode does not honour: given on the command line for a plain script, they are refused
+# (exit 2) rather than silently ignored.
+MODEL_FILE_ONLY = {"oracle": "--oracle", "rng": "--rng", "seed": "--seed", "random_inputs": "--random-inputs"}
+
+
+def _model_file_options_given(context: click.Context) -> list[str]:
+    """The model-file-only options the user typed (not their defaults), in option order."""
+    typed = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return [flag for name, flag in MODEL_FILE_ONLY.items() if context.get_parameter_source(name) in typed]
 
 
 def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, device: str | None = None) -> int:

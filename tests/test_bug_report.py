@@ -95,3 +95,13 @@ def test_a_collect_env_that_exits_non_zero_is_noted(monkeypatch) -> None:
     monkeypatch.setattr(bug_report_module.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Traceback\nImportError: boom"))
     assert collect_versions() == "(collect_env failed with exit status 1: ImportError: boom)"
+
+
+def test_a_model_that_diverges_only_as_a_whole_gets_an_issue_body_that_says_so() -> None:
+    """``not_reproducible`` is a finding (exit 1): its issue body says no op was named and why,
+    instead of asking for a larger budget or writing nothing."""
+    report = {**load("clean"), "verdict": "not_reproducible", "model_level": "mismatch"}
+    body = render_bug_report(report, "v", None)
+    assert body is not None
+    assert "every captured graph matches on its own" in body and "larger budget" not in body
+    assert render_bug_report(load("clean"), "v", None) is None

@@ -86,3 +86,28 @@ def test_an_exhausted_compile_budget_is_reported_not_hidden(tmp_path: Path) -> N
     assert report["verdict"] == "divergent" and report["culprit"] is None
     assert report["budget"].startswith("--max-compiles 3 reached") and report["stats"]["compiles"] <= 3
     assert "search stopped: --max-compiles 3 reached" in result.stdout
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--oracle", "strict"], "--oracle is for model files"),
+    (["--rng", "strict"], "--rng is for model files"),
+    (["--seed", "7"], "--seed is for model files"),
+    (["--random-inputs"], "--random-inputs is for model files"),
+    (["--oracle", "bitwise", "--seed", "1"], "--oracle, --seed are for model files"),
+])
+def test_script_mode_refuses_the_options_it_does_not_honour(tmp_path: Path, options: list[str], named: str) -> None:
+    """Script mode judges each compiled call by its own rule: an option it would ignore is refused
+    (exit 2, one line, the script never runs), never dropped silently."""
+    marker = tmp_path / "ran"
+    result = _run(tmp_path, f"open({str(marker)!r}, 'w').write('x')\n", *options)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert named in result.stderr and "Traceback" not in result.stderr
+    assert not marker.exists()
+
+
+def test_script_mode_takes_those_options_at_their_defaults(tmp_path: Path) -> None:
+    """Typing a default value is still typing it: only the absence of the option passes."""
+    marker = tmp_path / "ran"
+    result = _run(tmp_path, f"open({str(marker)!r}, 'w').write('x')\n")
+    assert marker.exists(), result.stderr  # the script ran (it compiled nothing: its own message, exit 2)
+    assert "is for model files" not in result.stderr

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # Lower layers first; a module may import its own layer and the ones before it.
 LAYERS = [
-    {"bisect_engine.errors", "bisect_engine.search", "bisect_engine.progress"},
+    {"bisect_engine.errors", "bisect_engine.search", "bisect_engine.progress", "bisect_engine.verdicts"},
     {"bisect_engine.verdict"},
     {"bisect_engine.load"},
     {"bisect_engine.strategies"},
@@ -21,7 +21,7 @@ LAYERS = [
     {"bisect_engine.script"},
     {"bisect_engine.api", "bisect_engine.cli", "bisect_engine.autostart", "bisect_engine.interrupts"},
 ]
-TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
+TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.verdicts", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
               "bisect_engine.script.watch", "bisect_engine.script.messages", "bisect_engine.script.levels",
               "bisect_engine.script.ranks", "bisect_engine.script.hook", "bisect_engine.script.runner",
               "bisect_engine.interrupts", "bisect_engine.output.folder",
@@ -84,3 +84,14 @@ def test_the_session_module_imports_nothing_of_inductor() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('torch._inductor')))")
     result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_one_list_of_verdicts() -> None:
+    """Every view reads the verdicts from ``bisect_engine.verdicts``: no module keeps its own copy
+    of the list (four copies had drifted apart)."""
+    copies = [str(path.relative_to(ROOT)) for module, path in _modules().items()
+              if module != "bisect_engine.verdicts"
+              and any(isinstance(node, ast.Assign) and any(getattr(t, "id", "") in ("FINDINGS", "VERDICTS")
+                                                            for t in node.targets)
+                      for node in ast.parse(path.read_text()).body)]
+    assert not copies, copies

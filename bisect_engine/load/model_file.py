@@ -85,7 +85,7 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
         raise UsageError(
             f"{path.name} defines neither get_model() nor get_inputs(): it is a plain script. "
             f"Run it in script mode: `bisect-accuracy run {path.name} [ARGS...]` "
-            "(or bisect_engine.script_runner.run_script; see README)."
+            "(or bisect_engine.script.runner.run_script; see README)."
         )
     module = load_module(path)
     config, unrenderable = nondefault_inductor_config()

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
+from ..verdicts import FINDINGS, Verdict
 from .wording import culprit_ops, short_number, subsystem_sentence, ulps
 
 GITHUB_BODY_LIMIT = 65_536  # characters GitHub accepts in an issue body
@@ -21,7 +22,6 @@ INLINE_REPRO_LIMIT = 20_000  # characters: a longer repro is attached, with an e
 KERNEL_LIMIT = 6_000  # characters of each kernel's source quoted
 VERSIONS_LIMIT = 12_000
 SIDECAR_NAME = "repro_inputs.bin"  # bisect_engine.output.repro.SIDECAR_NAME (that module imports torch)
-FINDINGS = ("divergent", "nan", "crash")
 
 
 def collect_versions(timeout_s: float = 60) -> str:
@@ -132,6 +132,11 @@ def _lead(report: dict[str, Any]) -> str:
         return ("**This is a model issue, not a compiler bug**: eager makes NaN/Inf at the same op "
                 f"(`{origin.get('op') or culprit.get('op')}`, {origin.get('source') or culprit.get('source') or 'source unknown'}), "
                 "so torch.compile is not to blame. Fix the model; do not file this against PyTorch.")
+    if not culprit and not nan and report.get("verdict") == Verdict.NOT_REPRODUCIBLE:
+        return ("`torch.compile` (Inductor) disagrees with eager on this model as a whole, but every captured graph "
+                "matches on its own (each compiled alone by Inductor, judged against fp64), so no op was named. "
+                "Attach report.json and the model; the difference may come from how graphs are stitched at run "
+                "time (guards, recompiles, graph breaks) rather than from one kernel.")
     if not culprit and not nan:
         stopped = f" ({report['budget']})" if report.get("budget") else ""
         return ("`torch.compile` (Inductor) disagrees with eager on this model, but the search did not name an op"

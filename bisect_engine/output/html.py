@@ -12,12 +12,12 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from ..verdicts import LOCALISED as FINDINGS
 from .html_assets import SCRIPT, STYLE
 from .profile import NodeRow, node_rows, profile_svg
 from .wording import answer, headline, short_number, subsystem_sentence, ulps
 
 EMBED_REPRO_LIMIT = 100_000  # characters: a longer repro is linked, not embedded
-FINDINGS = ("divergent", "nan", "crash")
 
 
 def esc(value: Any) -> str:

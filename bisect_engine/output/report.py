@@ -1,4 +1,4 @@
-"""From a :class:`~bisect_engine.pipeline.RunResult` to ``report.json`` and a short summary.
+"""From a :class:`~bisect_engine.localise.pipeline.RunResult` to ``report.json`` and a short summary.
 
 Pure functions (the caller writes the files). The keys of ``report.json`` are a public interface:
 extend, never rename.

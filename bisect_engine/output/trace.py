@@ -21,6 +21,7 @@ import sys
 import tempfile
 from typing import IO, Any, Iterator
 
+from ..verdicts import FINDINGS
 from .folder import OutputError, OutputFolder
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,6 @@ REPORT_ARTIFACT = "bisect_accuracy_report"
 FINDING_ARTIFACT = "bisect_accuracy_finding"
 TRACE_FILE = "trace/torch_trace.log"
 SPILL_BYTES = 64 * 1024 * 1024  # a trace past this is kept in an unnamed file in OUT, not in memory
-FINDINGS = ("divergent", "nan", "crash", "not_reproducible")
 # torch's CompileId as text: "0/1", or under compiled autograd "!2" and "!2/0/1".
 _COMPILE_ID = re.compile(r"^(?:!(?P<autograd>\d+))?(?:/?(?P<frame>\d+)/(?P<frame_compile>\d+))?$")
 

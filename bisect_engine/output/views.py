@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from .bug_report import FINDINGS, collect_versions, render_bug_report
+from ..verdicts import FINDINGS
+from .bug_report import collect_versions, render_bug_report
 from .folder import OutputFolder
 from .html import render_html
 

@@ -25,7 +25,8 @@ from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.graphs import reference_inputs
 from ..verdict.recipes import input_recipes
-from .bug_report import FINDINGS, collect_versions
+from ..verdicts import FINDINGS
+from .bug_report import collect_versions
 from .folder import OutputFolder
 from .report import build_report, finding_repro_spec, repro_target
 from .repro import SIDECAR_NAME, Interpreters, RenderedRepro, render, verify_repro

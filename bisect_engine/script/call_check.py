@@ -1,5 +1,5 @@
 """One call of a compiled Dynamo graph, checked: the graph run eagerly and in fp64 on the same
-real inputs, and the compiled result judged with :func:`bisect_engine.compare.compare_values`.
+real inputs, and the compiled result judged with :func:`bisect_engine.verdict.compare.compare_values`.
 
 Inputs the graph mutates in place (running statistics, an optimizer step) are judged too, after
 the call, as extra outputs. In a training step, gradients are judged as well: the compiled graph's

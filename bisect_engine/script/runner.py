@@ -6,7 +6,7 @@ Python's traceback when it raises). Torch-free on purpose, like the start-up hoo
 imports torch itself, after whatever environment it sets up first (``TORCH_LOGS``,
 ``OMP_NUM_THREADS``, ...). The checking session starts when the script imports ``torch._dynamo``
 (the hook's one-shot import watcher), so the command line and ``BISECT_ACCURACY_LEVEL`` share one
-path: :func:`bisect_engine.script_mode.start_session`.
+path: :func:`bisect_engine.script.session.start_session`.
 """
 from __future__ import annotations
 

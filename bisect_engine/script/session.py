@@ -1,17 +1,17 @@
 """Script mode: an unmodified program runs with every ``torch.compile`` checked against eager.
 
 Two entry points share :func:`start_session`, both called when the program imports
-``torch._dynamo``: :func:`bisect_engine.script_runner.run_script` (``bisect-accuracy run train.py
+``torch._dynamo``: :func:`bisect_engine.script.runner.run_script` (``bisect-accuracy run train.py
 ARGS``: the file runs as ``__main__`` in this process) and :func:`start_from_environment`
 (``BISECT_ACCURACY_LEVEL=<n> python train.py``, started by the start-up hook in
 :mod:`bisect_engine.autostart`, ended at exit). While a session is active,
-:func:`~bisect_engine.inductor_adapter.compiles_routed_through` wraps the backend of every
+:func:`~bisect_engine.verdict.inductor_adapter.compiles_routed_through` wraps the backend of every
 ``torch.compile`` (Inductor with the user's ``mode``/``options``, a backend name, a callable) in a
 :class:`CheckingBackend`. Per Dynamo graph it compiles with the user's backend and, on the checked
 calls (the first by default, every N-th on request), runs the graph eagerly and in fp64 on the
-same real inputs (:mod:`bisect_engine.graph_check`). The program always gets the compiled result
+same real inputs (:mod:`bisect_engine.script.call_check`). The program always gets the compiled result
 and the random stream it would have had. The first divergence is localised by the engine
-(capture the graph's aten graph, :func:`~bisect_engine.pipeline.run_captured`) and written to
+(capture the graph's aten graph, :func:`~bisect_engine.localise.pipeline.run_captured`) and written to
 ``OUT`` (``OUT/rank<r>`` under torchrun); the program goes on unless told to stop
 (:class:`DivergenceStop`, exit 1). A failure of the tool itself never ends the program: it is
 recorded in the report and ``OUT/internal-error.log``.
@@ -37,6 +37,7 @@ import torch
 import torch.fx as fx
 
 from ..errors import Interrupted
+from ..verdicts import SEVERITY
 from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
@@ -675,7 +676,7 @@ def start_from_environment() -> Session | None:
 STALE_ARTIFACT = ("the program's compiled graph diverged but a fresh compile of it does not: the program's compiled "
                   "artifact may be stale (served from Inductor's on-disk cache, whose key does not see patched "
                   "lowerings or codegen); rerun with a fresh TORCHINDUCTOR_CACHE_DIR to tell")
-VERDICT_ORDER = ("divergent", "crash", "nan", "not_reproducible", "incomplete", "interrupted", "clean", "unchecked")
+VERDICT_ORDER = SEVERITY
 
 
 def _finish_at_exit(active: ActiveSession) -> None:

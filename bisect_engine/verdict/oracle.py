@@ -2,7 +2,7 @@
 
 Every strategy (single nodes, windows, decompositions, ...) asks the same question through
 :meth:`GraphContext.judge`, so a node, a window and the whole graph are held to one rule
-(:mod:`bisect_engine.compare`). A compile or run that raises is a ``CRASH`` verdict, never a
+(:mod:`bisect_engine.verdict.compare`). A compile or run that raises is a ``CRASH`` verdict, never a
 swallowed exception.
 """
 from __future__ import annotations
@@ -144,7 +144,7 @@ class GraphContext:
         """Judge each named node alone on its reference inputs, in one compile.
 
         The same verdict as judging ``subgraph(names, isolate=True)``, but nodes with one
-        :func:`~bisect_engine.graphs.node_signature` share one compiled copy, which is run once
+        :func:`~bisect_engine.verdict.graphs.node_signature` share one compiled copy, which is run once
         per member (a 40-layer stack compiles each distinct node once, not 40 times). With
         ``rng_strict`` every node keeps a copy of its own: compiled draws must then follow
         eager's in graph order.
