@@ -45,7 +45,7 @@ def _isolate_from_hook() -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.argument("model_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("model_file", type=click.Path(path_type=Path))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("bisect-accuracy-out"), show_default=True, help="Folder for report.json and the repro.")
@@ -89,16 +89,32 @@ def _isolate_from_hook() -> None:
                    "(they are moved to OUT/previous/<n>, never overwritten).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Several model files (or a folder): models run at once [default: half the CPUs, at least 1].")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Several model files: a local pool of --jobs processes, or Ray tasks "
+                   "(pip install 'bisect-accuracy[ray]').")
+@click.option("--ray-address", default=None,
+              help="With --executor ray: the cluster to join [default: ray.init() starts a local one].")
 def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
         timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int, random_inputs: bool,
         device: str | None, level: int | None,
-        check_every: int, stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool) -> None:
+        check_every: int, stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
+        jobs: int | None, executor: str, ray_address: str | None) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
     script's own options after `--` when they share a name with ours."""
     from .script.levels import Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
+    context = click.get_current_context()
+    if _several_models(model_file, script_args):
+        sys.exit(_run_many([model_file, *map(Path, script_args)], context, out_dir, jobs, executor, ray_address))
+    many_only = [flag for name, flag in MANY_ONLY.items() if name in _typed(context)]
+    if many_only:
+        click.echo(f"bisect-accuracy: error: {', '.join(many_only)} "
+                   f"{'is' if len(many_only) == 1 else 'are'} for several model files or a folder", err=True)
+        sys.exit(EXIT_USAGE)
     if not model_file.is_file():
         click.echo(f"bisect-accuracy: error: no such model file or script: {model_file}", err=True)
         sys.exit(EXIT_USAGE)
@@ -107,7 +123,7 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
             click.echo("bisect-accuracy: error: --device is for model files; a plain script places its own "
                        "tensors", err=True)
             sys.exit(EXIT_USAGE)
-        model_only = _model_file_options_given(click.get_current_context())
+        model_only = [flag for name, flag in MODEL_FILE_ONLY.items() if name in _typed(context)]
         if model_only:
             click.echo(f"bisect-accuracy: error: {', '.join(model_only)} "
                        f"{'is' if len(model_only) == 1 else 'are'} for model files; script mode judges each "
@@ -149,10 +165,58 @@ def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compi
 MODEL_FILE_ONLY = {"oracle": "--oracle", "rng": "--rng", "seed": "--seed", "random_inputs": "--random-inputs"}
 
 
-def _model_file_options_given(context: click.Context) -> list[str]:
-    """The model-file-only options the user typed (not their defaults), in option order."""
+# Options of a run over several model files (or a folder); the rest are passed on to each model's run.
+MANY_ONLY = {"jobs": "--jobs", "executor": "--executor", "ray_address": "--ray-address"}
+
+
+def _typed(context: click.Context) -> list[str]:
+    """The parameters the user typed (not their defaults), in declaration order."""
     typed = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
-    return [flag for name, flag in MODEL_FILE_ONLY.items() if context.get_parameter_source(name) in typed]
+    return [p.name for p in context.command.params if p.name and context.get_parameter_source(p.name) in typed]
+
+
+def _several_models(model_file: Path, script_args: tuple[str, ...]) -> bool:
+    """A folder, or a model file followed only by model files and folders (a model file takes no
+    script arguments, so this reading was an error before)."""
+    from .load.contract import defines_model_contract
+
+    if model_file.is_dir():
+        return True
+    if not script_args or not model_file.is_file() or not defines_model_contract(model_file):
+        return False
+    return all(Path(a).is_dir() or (Path(a).is_file() and a.endswith(".py")) for a in script_args)
+
+
+def _run_many(paths: list[Path], context: click.Context, out_dir: Path, jobs: int | None, executor: str,
+              ray_address: str | None) -> int:
+    """Each model through its own run (``bisect_engine.many``); one table; the worst status."""
+    from .errors import UsageError
+    from .many import exit_code, model_files, run_many, table
+
+    passed_on = _passed_on(context)
+    try:
+        models = model_files(paths)
+        runs = run_many(models, out_dir, passed_on, executor, jobs or max(1, (os.cpu_count() or 2) // 2),
+                        ray_address)
+    except UsageError as error:
+        click.echo(f"bisect-accuracy: error: {error}", err=True)
+        return EXIT_USAGE
+    click.echo(table(runs))
+    click.echo(f"  summary: {out_dir / 'summary.json'}")
+    return exit_code(runs)
+
+
+def _passed_on(context: click.Context) -> list[str]:
+    """The options the user typed, as arguments for each model's own run."""
+    keep_out = {"model_file", "script_args", "out_dir", "quiet", *MANY_ONLY}
+    arguments: list[str] = []
+    for param in context.command.params:
+        if param.name in keep_out or param.name not in _typed(context) or not isinstance(param, click.Option):
+            continue
+        flag = max(param.opts, key=len)
+        value = context.params[param.name]
+        arguments += [flag] if param.is_flag else [flag, str(value)]
+    return arguments
 
 
 def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, device: str | None = None) -> int:
