@@ -1,0 +1,46 @@
+"""Real (no planted bug): pytorch#185517 as the user wrote it: a bf16 ranking hinge whose forward
+saves a bool mask for the backward.
+
+``margin_ranking_loss(high, low, 1, margin=1.7)`` inside the model, on bf16 inputs that require
+grad. AOT Autograd's forward computes ``ge(-(high - low) + 1.7, 0)`` itself and saves the bool mask
+(not the float it came from). Eager rounds each step to bf16; Inductor fuses them in fp32, closer
+to fp64, so near the hinge the saved mask differs and the gradients differ by 1.0 in several of
+64 elements. By the fp64 rule compiled is right (``clean``, exit 0), but the user sees different
+gradients: ``differences`` lists the mask and, under ``backward``, the gradient it flips (one eager
+replay of the backward graph with the compiled forward's saved mask, no compile).
+"""
+import torch
+from torch import nn
+
+
+def plant():
+    """Nothing to plant: Inductor's own behaviour."""
+
+
+plant()
+
+DEVICES = ["cpu"]
+PLANTED = None
+
+EXPECTED = {"verdict": "clean", "op": None, "graph": None, "kind": None, "differences": ["aten.ge.Scalar"],
+            "backward": {"graph": "backward_0", "gradient_of": "high"}}
+
+
+class Hinge(nn.Module):
+    def forward(self, high, low):
+        return nn.functional.margin_ranking_loss(high, low, torch.ones_like(low), margin=1.7, reduction="sum")
+
+
+def get_model():
+    return Hinge()
+
+
+def get_inputs():
+    torch.manual_seed(0)
+    low = torch.randn(64)
+    high = low + 1.7 + 0.02 * torch.randn(64)
+    return (high.to(torch.bfloat16).requires_grad_(), low.to(torch.bfloat16).requires_grad_())
+
+
+def loss_fn(output):
+    return output
