@@ -315,6 +315,11 @@ def _script_status(outcome: Any) -> int:
         return EXIT_FOUND
     if outcome.interrupted:
         return outcome.exit_code
+    if script["graphs_compiled"] == 0 and script.get("aot_inductor"):
+        # Inductor did compile: never "compiled nothing", never clean; not checked (exit 4)
+        from .script.messages import AOTI_NOT_CHECKED
+        click.echo(f"bisect-accuracy: {AOTI_NOT_CHECKED}", err=True)
+        return EXIT_INCOMPLETE if outcome.exit_code == 0 else outcome.exit_code
     if script["graphs_compiled"] == 0:
         # Nothing checked is never a pass: a script that succeeded without compiling is a usage
         # error; one that failed keeps its own status (its failure comes first).

@@ -392,3 +392,24 @@ def test_a_reduction_that_cancels_is_judged_at_the_scale_of_its_terms() -> None:
     lost = (terms.float()[1:].sum() / 128).reshape(1)
     assert compare_tensor(eager, fp64, lost, scale_floor=floor).outcome is Outcome.MISMATCH
     assert not material_difference(eager, reordered, scale_floor=floor).material
+
+
+def test_a_mask_compiled_sets_as_fp64_does_is_closer_to_fp64_not_wrong() -> None:
+    from bisect_engine.verdict.compare import closer_to_fp64, compare_tensor as judge
+    eager = torch.tensor([True, True, False, True])
+    fp64 = torch.tensor([True, False, False, True])
+    assert judge(eager, fp64, fp64.clone()).outcome is Outcome.MATCH  # compiled is fp64's mask
+    assert judge(eager, eager, fp64.clone()).outcome is Outcome.MISMATCH  # judged against eager: exact
+    wrong = torch.tensor([False, True, False, True])  # differs from eager where fp64 agrees with eager
+    assert judge(eager, fp64, wrong).outcome is Outcome.MISMATCH
+    departure = closer_to_fp64(eager, fp64, fp64.clone())
+    assert departure is not None and departure.exact and (departure.compiled_wrong, departure.eager_wrong) == (0, 1)
+    assert closer_to_fp64(eager, fp64, wrong) is None
+
+
+def test_clearly_above_eager_needs_four_times_eagers_error_and_the_floor() -> None:
+    from bisect_engine.verdict.compare import TensorVerdict, clearly_above_eager
+    assert clearly_above_eager(TensorVerdict(Outcome.MATCH, compiled_rms_ulps=7.9, eager_rms_ulps=1.75))
+    assert not clearly_above_eager(TensorVerdict(Outcome.MATCH, compiled_rms_ulps=6.0, eager_rms_ulps=1.75))  # 3.4x
+    assert not clearly_above_eager(TensorVerdict(Outcome.MATCH, compiled_rms_ulps=3.0, eager_rms_ulps=0.1))  # noise
+    assert not clearly_above_eager(TensorVerdict(Outcome.MISMATCH, compiled_rms_ulps=90.0, eager_rms_ulps=1.0))

@@ -493,3 +493,15 @@ def test_a_script_that_exits_or_raises_behaves_as_under_python(tmp_path: Path, s
         assert message in ours.stderr and message in python.stderr
     if "Traceback" in python.stderr:
         assert ours.stderr.split("Traceback", 1)[1].startswith(" (most recent call last):\n  File \"" + str(script))
+
+
+def test_an_aot_inductor_package_is_named_not_checked_never_compiled_nothing(tmp_path: Path) -> None:
+    """torch.export + aoti_compile_and_package: Inductor compiled, script mode did not check it: exit 4."""
+    script = Path(__file__).parent / "scripts" / "aoti_package.py"
+    env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", str(script), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert ours.returncode == 4 and "an AOTInductor package was compiled" in ours.stderr, ours.stderr
+    assert "compiled nothing" not in ours.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["script"]["aot_inductor"] is True and report["verdict"] == "unchecked"

@@ -94,7 +94,7 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
     for name in REQUIRED:
         if not callable(getattr(module, name, None)):
             raise UsageError(f"{path.name} must define {name}() (see README: model file contract)")
-    model = _call(path, module.get_model, "get_model")
+    model = exported_module(_call(path, module.get_model, "get_model"))
     if not callable(model):
         raise UsageError(f"{path.name}: get_model() returned {type(model).__name__}, not a module or callable")
     inputs = _call(path, module.get_inputs, "get_inputs")
@@ -112,6 +112,14 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
     return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
                      get_batches if callable(get_batches) else None, config, unrenderable,
                      get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled))
+
+
+def exported_module(model: Any) -> Any:
+    """A ``torch.export.ExportedProgram`` (what AOTInductor packages) is checked as its graph module
+    (``ExportedProgram.module()``): eager, fp64 and Inductor per node on the exported graph."""
+    import torch.export
+
+    return model.module() if isinstance(model, torch.export.ExportedProgram) else model
 
 
 def compiled_dynamic(compiled: Any) -> bool | None:

@@ -42,13 +42,25 @@ def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_
     parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
     for parameter in parameters:
         parameter.grad = None
-    output = model(*fresh_inputs(tuple(inputs)))  # each side its own copy: the model may write to its inputs
+    arguments = fresh_inputs(tuple(inputs))  # each side its own copy: the model may write to its inputs
+    output = model(*arguments)
     values = [v for v in pytree.tree_leaves(output) if isinstance(v, torch.Tensor)]
     if loss_fn is not None:
         loss = loss_fn(output)
         loss.backward()
         values += [loss] + [p.grad for p in parameters if p.grad is not None]
+        # the gradients of inputs that require grad are the model's results too (a loss of inputs only)
+        values += [a.grad for a in pytree.tree_leaves(arguments) if isinstance(a, torch.Tensor) and a.grad is not None]
     return [v.detach().clone() for v in values]
+
+
+def _fp64_inputs(inputs: tuple[Any, ...]) -> Any:
+    """The inputs in fp64, each still requiring grad where the user's did (its gradient is compared)."""
+    def upcast(tensor: torch.Tensor) -> torch.Tensor:
+        wide = to_fp64(tensor)
+        return wide.requires_grad_() if tensor.requires_grad and wide.is_floating_point() else wide
+
+    return pytree.tree_map_only(torch.Tensor, upcast, inputs)
 
 
 def _user_side(error: BaseException) -> bool:
@@ -72,7 +84,7 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
     fp64 = eager
     if isinstance(spec.model, torch.nn.Module):
         model64 = copy.deepcopy(spec.model).to(torch.float64)
-        fp64 = _forward_and_grads(model64, to_fp64(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
+        fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
     elif spec.loss_fn is None:  # a plain function: every floating op in fp64, its constants included
         fp64 = _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True)
     patches, decompositions, fallbacks = compile_arguments(switch)

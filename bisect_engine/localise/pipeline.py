@@ -44,6 +44,7 @@ from ..verdict.nonfinite import Nonfinite, compiled_origin, first_origin, output
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.sizes import context_at
 from ..verdict.replay import injected_whole_verdict
+from .below_tolerance import BelowTolerance, below_tolerance
 from .culprit_code import kept_kernels
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
@@ -92,6 +93,9 @@ class GraphResult:
     # (not compiled: the confirmed culprit's compiled value, injected into an eager replay of the
     # graph, makes its outputs diverge by the same rule; see _culprit_first)
     whole_by: str = "compile"
+    # outputs within tolerance, compiled's error clearly above eager's: the per-node check's ops
+    # wrong alone, said beside a clean verdict (see localise/below_tolerance.py)
+    below: BelowTolerance | None = None
 
     @property
     def eager_nan(self) -> str | None:
@@ -390,6 +394,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     strict = options.oracle == "strict"
     if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked or result.material
                                                or strict):
+        result.below = below_tolerance(context, whole, result.model_outputs, search, progress)
         _differences(result, search, options)
         return result
     if on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem

@@ -63,9 +63,13 @@ def differences_lines(differences: list[dict[str, Any]]) -> list[str]:
         setting = entry.get("setting")
         fix = (f"; {setting['name']}={setting['value']!r} makes compiled follow eager"
                + ("" if setting.get("follows_eager") else " (checked: it does not)")) if setting else ""
+        measure = (f" {entry['elements']} element(s) differ from eager (an exact value); compiled agrees with fp64"
+                   f" where eager does not ({entry['compiled_wrong']} vs eager's {entry['eager_wrong']} elements off fp64)"
+                   if entry.get("exact") else
+                   f" {entry['difference_max_ulps']} ulps from eager, fp64 error {entry['compiled_rms_ulps']}"
+                   f" vs eager's {entry['eager_rms_ulps']} ulps RMS")
         lines.append(f"  differs (closer to fp64): {entry['op']} (node {entry['node']}, {entry['source'] or '?'}):"
-                     f" {entry['difference_max_ulps']} ulps from eager, fp64 error {entry['compiled_rms_ulps']}"
-                     f" vs eager's {entry['eager_rms_ulps']} ulps RMS{fix}")
+                     f"{measure}{fix}")
         backward = entry.get("backward")
         if backward:
             amplified = ", ".join(f"{a['op']} (node {a['node']}, {a['source'] or '?'})" for a in backward["amplifiers"])

@@ -166,6 +166,21 @@ def findings_json(result: RunResult, graph: GraphResult | None) -> list[dict[str
     return findings
 
 
+def below_tolerance_json(result: RunResult) -> list[dict[str, Any]]:
+    """With no finding: the ops wrong alone in a graph whose outputs agreed within tolerance while
+    compiled's error was clearly above eager's (``below_tolerance``: never the verdict)."""
+    listed = []
+    for graph in result.graphs:
+        below = graph.below
+        if below is None or not below.nodes.culprits:
+            continue
+        view = dataclasses.replace(graph, nodes=below.nodes, reach=list(below.reach), headline=below.headline,
+                                   window=None, amplification=None)
+        trigger = {"output": below.output, **below.error.to_json()}
+        listed += [{**entry, "below_tolerance": True, "graph_output_error": trigger} for entry in findings_json(result, view)]
+    return listed
+
+
 def differences(eager: Any, compiled: Any) -> dict[str, float]:
     """``max_abs_diff`` and ``max_rel_diff`` of compiled against eager, as ``torch.testing`` words
     them, over the entries finite on both sides (relative: where eager is not zero); empty when
@@ -282,7 +297,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "schema": SCHEMA_VERSION,
         "verdict": verdict_of(result),
         "culprit": culprit_json(result, finding) if finding else pre_grad_culprit(result),
-        "findings": findings_json(result, finding),
+        "findings": findings_json(result, finding) if finding else below_tolerance_json(result),
         "nan": nan_json(result, finding) if finding else None,
         "model": str(result.spec.path),
         "graphs": [graph_json(g) for g in result.graphs],
@@ -627,6 +642,7 @@ def summary(report: dict[str, Any]) -> str:
             lines += amplification_lines(culprit)
         if culprit.get("reaches_output") is False:
             lines.append("  its error does not reach the model's outputs in an eager replay (masked or compared away)")
+    lines += below_tolerance_lines(report)
     for detail in (report.get("step_detail"), report.get("batch_detail")):
         if isinstance(detail, dict) and detail.get("cleared"):
             lines.append(f"  scan:    {detail['cleared']}")
@@ -719,6 +735,22 @@ def summary(report: dict[str, Any]) -> str:
     if trace.get("path"):
         lines.append(f"  trace:   {trace['path']}  (tlparse it: our findings are the bisect_accuracy_* artifacts)")
     return "\n".join(lines)
+
+
+def below_tolerance_lines(report: dict[str, Any]) -> list[str]:
+    """The clean verdict's ops wrong on their own (see ``below_tolerance_json``)."""
+    below = [f for f in report.get("findings") or [] if f.get("below_tolerance") and "error" in f]
+    if not below or report.get("culprit"):
+        return []
+    first = below[0]
+    output = first["graph_output_error"]
+    more = f" (and {len(below) - 1} more op(s): report.json findings)" if len(below) > 1 else ""
+    reach = "" if first.get("reaches_output") is not False else "; alone, its error stays within the outputs' tolerance"
+    return [f"  outputs within tolerance ({first['graph']} output {output['output']}: compiled "
+            f"{ulps(output['compiled_rms_ulps'])} ulps RMS vs eager {ulps(output['eager_rms_ulps'])}); "
+            f"{first['op']} is wrong on its own ({ulps(first['error']['compiled_rms_ulps'])} ulps vs "
+            f"{ulps(first['error']['eager_rms_ulps'])}, node {first['node']}, {first.get('source') or '?'}){more}{reach}; "
+            "--oracle strict makes it the verdict"]
 
 
 def _kernel_lines(kernels: list[dict[str, Any]], with_repro: bool) -> list[str]:

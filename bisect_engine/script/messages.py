@@ -25,3 +25,18 @@ def log_to_stderr(level: int = logging.WARNING) -> None:
     package_logger.addHandler(handler)
     package_logger.setLevel(level)
     package_logger.propagate = False
+
+
+# Modules that only an AOTInductor package brings in (torch._inductor.aoti_compile_and_package and
+# aoti_load_package import them; a torch.compile run does not): the script compiled through
+# torch.export + AOTInductor, which no torch.compile backend of ours sees.
+AOTI_MODULES = ("torch._inductor.package",)
+AOTI_NOT_CHECKED = ("an AOTInductor package was compiled (torch.export + aoti_compile_and_package / aoti_load_package): "
+                    "not checked by script mode (it hooks torch.compile only); run the exported model as a model file "
+                    "(get_model() returning the nn.Module you exported, get_inputs() its example inputs) to localise "
+                    "the op Inductor gets wrong")
+
+
+def aoti_compiled() -> bool:
+    """Did this process compile or load an AOTInductor package?"""
+    return any(name in sys.modules for name in AOTI_MODULES)

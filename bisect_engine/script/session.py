@@ -49,7 +49,7 @@ from ..progress import Progress
 from ..output.folder import FolderBusy, OutputError, OutputFolder
 from ..output.trace import emit_findings, note_trace, recording_trace
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
-from .messages import DivergenceStop, log_to_stderr
+from .messages import DivergenceStop, aoti_compiled, log_to_stderr
 
 log = logging.getLogger(__name__)
 
@@ -502,6 +502,8 @@ class Session:
             "interrupted": self.interrupted,
             "processes": self.other_processes(),
             "graphs": [g.to_json() for g in self.graphs],
+            # torch.export + AOTInductor ran: compiled by Inductor, never seen by script mode
+            "aot_inductor": aoti_compiled(),
         }
 
     def _save_report(self) -> None:
