@@ -238,6 +238,18 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
             shut_down_compile_workers()
     click.echo(summary(report))
     click.echo(f"  report:  {report['report_path']}")
+    return model_file_status(report)
+
+
+def model_file_status(report: dict[str, Any]) -> int:
+    """The exit status of a finished model-file run: NaN/Inf fed in by the inputs is an input
+    problem (exit 2, no bug report), never a compiler finding."""
+    from .output.bug_report import is_input_problem
+
+    if is_input_problem(report):
+        click.echo("bisect-accuracy: error: the model's inputs hold NaN/Inf (see 'input:' above): an input "
+                   "problem, not a compiler bug; no bug report written", err=True)
+        return EXIT_USAGE
     return exit_status(report["verdict"])
 
 
@@ -359,6 +371,12 @@ def report_command(out_dir: Path) -> None:
         sys.exit(EXIT_USAGE)
     for path in written:
         click.echo(f"bisect-accuracy: wrote {path}")
+    from .output.integrity import EDITED, repro_edited
+    from .output.views import load_report
+
+    if repro_edited(load_report(out_dir), out_dir):
+        click.echo(f"bisect-accuracy: note: {out_dir / 'repro.py'} was {EDITED}: the recorded verification is "
+                   "not claimed for it", err=True)
 
 
 @main.command("install-hook")

@@ -14,6 +14,7 @@ import torch (or anything else outside the standard library).
 from __future__ import annotations
 
 import enum
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +95,12 @@ def level_from_environment(environ: Mapping[str, str] = os.environ) -> Level:
 def settings_from_environment(environ: Mapping[str, str] = os.environ) -> ScriptSettings:
     """Settings from ``BISECT_ACCURACY_*`` variables; ``ValueError`` on a malformed value."""
     level = level_from_environment(environ)
+    out_dir = Path(environ.get(OUT_VARIABLE, "").strip() or DEFAULT_OUT)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{OUT_VARIABLE}={str(out_dir)!r}: expected a folder (or a path to create one); it names a file")
     return ScriptSettings(
         level=level,
-        out_dir=Path(environ.get(OUT_VARIABLE, "").strip() or DEFAULT_OUT),
+        out_dir=out_dir,
         check_every=_int(environ, CHECK_EVERY_VARIABLE, 0),
         stop_on_divergence=_flag(environ, STOP_VARIABLE),
         verify_runs=_int(environ, VERIFY_RUNS_VARIABLE, 3),
@@ -108,17 +112,17 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Script
     )
 
 
-def _number(environ: Mapping[str, str], name: str) -> float | None:
-    """The variable as a non-negative number, None when unset."""
+def _number(environ: Mapping[str, str], name: str, accepted: str = "a number such as 2.5") -> float | None:
+    """The variable as a finite non-negative number, None when unset."""
     text = environ.get(name, "").strip()
     if not text:
         return None
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{name}={text!r}: expected a number") from None
-    if value < 0:
-        raise ValueError(f"{name}={text!r}: must not be negative")
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}={text!r}: expected {accepted} (a finite number, 0 or more)")
     return value
 
 
@@ -127,9 +131,10 @@ def _or(value: float | None, default: float) -> float:
 
 
 def _int(environ: Mapping[str, str], name: str, default: int) -> int:
-    value = _number(environ, name)
+    value = _number(environ, name, "a whole number such as 3")
     if value is not None and value != int(value):
-        raise ValueError(f"{name}={value}: expected a whole number")
+        raise ValueError(f"{name}={environ.get(name, '').strip()!r}: expected a whole number such as 3 "
+                         "(a finite number, 0 or more)")
     return default if value is None else int(value)
 
 
