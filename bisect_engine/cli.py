@@ -340,7 +340,8 @@ def _script_status(outcome: Any) -> int:
                    "call ran): nothing was checked", err=True)
         return EXIT_USAGE if outcome.exit_code == 0 else outcome.exit_code
     if script["exit_code_collides"]:
-        click.echo(f"bisect-accuracy: note: exit status {outcome.exit_code} is the script's own", err=True)
+        click.echo(f"bisect-accuracy: note: exit status {outcome.exit_code} is the script's own (report.json "
+                   f"script.exit_code; script.internal_error is null: this tool did not fail)", err=True)
     return outcome.exit_code
 
 
