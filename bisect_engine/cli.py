@@ -96,14 +96,22 @@ def _isolate_from_hook() -> None:
                    "(pip install 'bisect-accuracy[ray]').")
 @click.option("--ray-address", default=None,
               help="With --executor ray: the cluster to join [default: ray.init() starts a local one].")
-def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
-        timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int, random_inputs: bool,
-        device: str | None, level: int | None,
-        check_every: int, stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
-        jobs: int | None, executor: str, ray_address: str | None) -> None:
+def run(**options: Any) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
     script's own options after `--` when they share a name with ours."""
+    try:
+        _run_command(**options)
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler (while torch imports): as later
+        click.echo("bisect-accuracy: interrupted", err=True)
+        sys.exit(130)
+
+
+def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
+                 timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int,
+                 random_inputs: bool, device: str | None, level: int | None, check_every: int,
+                 stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
+                 jobs: int | None, executor: str, ray_address: str | None) -> None:
     from .script.levels import Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
@@ -233,11 +241,14 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
 
             report = bisect_file(model_file, options, output, Progress(enabled=not quiet), device, _STARTED)
         except BaseException as error:
-            return _model_file_error(error, out_dir)
+            return _model_file_error(error, out_dir, model_file)
         finally:
             shut_down_compile_workers()
     click.echo(summary(report))
-    click.echo(f"  report:  {report['report_path']}")
+    for reason in report.get("not_written") or []:  # a full disk at the end: the verdict above still stands
+        click.echo(f"  NOT WRITTEN: {reason}")
+    click.echo(f"  report:  {report['report_path']}" + ("  (may be missing or older: see NOT WRITTEN)"
+                                                       if report.get("not_written") else ""))
     return model_file_status(report)
 
 
@@ -253,9 +264,13 @@ def model_file_status(report: dict[str, Any]) -> int:
     return exit_status(report["verdict"])
 
 
-def _model_file_error(error: BaseException, out_dir: Path) -> int:
+def _model_file_error(error: BaseException, out_dir: Path, model_file: Path | None = None) -> int:
     """The one-line message and exit status of a model-file run that ended by an exception."""
     from .errors import BisectError, Interrupted, UsageError
+    from .output.folder import OutputError
+
+    if isinstance(error, BisectError) and not isinstance(error, OutputError) and model_file is not None:
+        _error_report(out_dir, model_file, str(error))
 
     if isinstance(error, Interrupted):
         report = out_dir / "report.json"
@@ -274,6 +289,25 @@ def _model_file_error(error: BaseException, out_dir: Path) -> int:
         click.echo(f"bisect-accuracy: {error}", err=True)
         return EXIT_USAGE
     return _internal_error(out_dir, error)
+
+
+def _error_report(out_dir: Path, model_file: Path | None, message: str, kind: str = "usage",
+                  log: bytes | None = None) -> bool:
+    """A usage error (exit 2) or an internal error (exit 3) leaves a report too when the output
+    folder is usable (verdict ``error``, every other key null), and the internal error's
+    traceback as a file the manifest lists; an unusable (or busy) folder is left alone."""
+    from .output.folder import OutputError, OutputFolder
+
+    status = EXIT_USAGE if kind == "usage" else EXIT_INTERNAL
+    try:
+        with OutputFolder(out_dir) as folder:
+            if log is not None:
+                folder.write_bytes("internal-error.log", log)
+            folder.write_report({"schema": 1, "verdict": "error", "model": str(model_file) if model_file else None,
+                                 "error": {"kind": kind, "message": message, "exit_status": status}})
+        return True
+    except OutputError:
+        return False
 
 
 def exit_status(verdict: str) -> int:
@@ -349,8 +383,10 @@ def _internal_error(out_dir: Path, error: BaseException) -> int:
     from .output.folder import OutputError, write_atomically
 
     log_path = out_dir / "internal-error.log"
+    log = "".join(traceback.format_exception(error)).encode()
     try:
-        write_atomically(log_path, "".join(traceback.format_exception(error)).encode())
+        if not _error_report(out_dir, None, f"{type(error).__name__}: {error}", "internal", log):
+            write_atomically(log_path, log)
         where = f"traceback written to {log_path}"
     except OutputError as write_error:
         where = f"no traceback written ({write_error})"

@@ -253,3 +253,119 @@ def test_16_a_scripts_own_exit_3_is_kept_apart_from_ours(tmp_path: Path) -> None
     script = json.loads((tmp_path / "out" / "report.json").read_text())["script"]
     assert script["exit_code"] == 3 and script["internal_error"] is None and script["exit_code_collides"] is True
     assert not (tmp_path / "out" / "internal-error.log").exists()
+
+
+# -- 5: Ctrl-C while torch imports -----------------------------------------------------------------
+
+SLOW_TORCH = "import time\nfrom pathlib import Path\nPath(__file__).parents[1].joinpath('importing').write_text('1')\ntime.sleep(60)\n"
+
+
+def test_5_ctrl_c_while_torch_imports_is_exit_130(tmp_path: Path) -> None:
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(SLOW_TORCH)  # torch's import, held open
+    (tmp_path / "model.py").write_text("import torch\ndef get_model():\n    return None\ndef get_inputs():\n    return ()\n")
+    process = subprocess.Popen([sys.executable, "-m", "bisect_engine.cli", "run", "model.py", "--out", "out", "-q"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**_environment(tmp_path), "PYTHONPATH": f"{fake}{os.pathsep}{ROOT}"})
+    deadline = time.monotonic() + 30
+    while not (fake / "importing").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "bisect-accuracy: interrupted" in stderr and "Aborted!" not in stderr and "Traceback" not in stderr
+
+
+# -- 19: a full disk at the very end ---------------------------------------------------------------
+
+
+class FullDisk(OutputFolder):
+    full = False
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        if self.full and not name.startswith(".bisect-accuracy"):
+            raise OutputError(f"cannot write {self.path / name}: no space left on the device")
+        return super().write_bytes(name, data)
+
+
+def test_19_a_full_disk_at_the_end_still_prints_the_verdict_and_what_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import bisect_engine.api
+    from bisect_engine import cli
+
+    monkeypatch.setattr(writer, "collect_versions", lambda: "test")
+    result = _run((torch.randn(4, 8),), True)
+    with FullDisk(tmp_path / "out") as folder:
+        folder.full = True
+        report = write_outputs(result, OutputOptions(tmp_path / "out", verify_runs=0), folder)
+    assert report["verdict"] == "divergent" and report["culprit"]["op"] == "aten.relu.default"
+    assert any("report.json: no space left on the device" in reason for reason in report["not_written"])
+    monkeypatch.setattr(bisect_engine.api, "bisect_file", lambda *_args, **_kw: report)
+    status = cli._run_model_file(tmp_path / "m.py", EngineOptions(), OutputOptions(tmp_path / "out"), True)
+    printed = capsys.readouterr().out
+    assert status == 1 and "aten.relu.default" in printed
+    assert "NOT WRITTEN: cannot write" in printed and "no space left on the device" in printed
+
+
+# -- 15: report.json has one key set on every exit path, published as a JSON Schema ---------------
+
+
+def _schema() -> dict[str, Any]:
+    from bisect_engine.output.folder import SCHEMA_PATH
+
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def _on_disk(out: Path) -> dict[str, Any]:
+    import jsonschema
+
+    report = json.loads((out / "report.json").read_text())
+    jsonschema.validate(report, _schema())
+    return report
+
+
+def test_15_every_exit_path_writes_the_same_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bisect_engine.api
+    from bisect_engine import cli
+    from bisect_engine.output.report import bare_report
+
+    monkeypatch.setattr(writer, "collect_versions", lambda: "test")
+    reports = {}
+    for status, faulty in ((0, False), (1, True)):
+        with OutputFolder(tmp_path / str(status)) as folder:
+            write_outputs(_run((torch.randn(4, 8),), faulty), OutputOptions(tmp_path / str(status), verify_runs=0), folder)
+        reports[status] = _on_disk(tmp_path / str(status))
+    for status, verdict in ((4, "incomplete"), (130, "interrupted"), (143, "interrupted")):
+        with OutputFolder(tmp_path / str(status)) as folder:
+            folder.write_report(bare_report("m.py", verdict))
+        reports[status] = _on_disk(tmp_path / str(status))
+    usage = CliRunner().invoke(main, ["run", str(tmp_path / "m.py"), "--out", str(tmp_path / "2"), "-q"])
+    (tmp_path / "m.py").write_text("import torch\ndef get_model():\n    return torch.nn.Tanh()\n"
+                                   "def get_inputs():\n    return torch.ones(2)\n")
+    usage = CliRunner().invoke(main, ["run", str(tmp_path / "m.py"), "--out", str(tmp_path / "2"), "-q"])
+    assert usage.exit_code == 2
+    reports[2] = _on_disk(tmp_path / "2")
+    assert reports[2]["verdict"] == "error" and "must return a tuple" in reports[2]["error"]["message"]
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("planted internal fault")
+
+    monkeypatch.setattr(bisect_engine.api, "bisect_file", broken)
+    assert cli._run_model_file(tmp_path / "m.py", EngineOptions(), OutputOptions(tmp_path / "3"), True) == 3
+    reports[3] = _on_disk(tmp_path / "3")
+    assert reports[3]["error"]["kind"] == "internal" and (tmp_path / "3" / "internal-error.log").exists()
+    OutputFolder(tmp_path / "3").open().close()  # its log is listed as ours: the next run is not blocked
+    required = set(_schema()["required"])
+    assert {status: set(r) >= required for status, r in reports.items()} == dict.fromkeys(reports, True)
+    assert reports[0]["repro"] is None and reports[4]["culprit"] is None  # absent is null
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("report_*.json")))
+def test_15_every_fixture_fits_the_schema(name: str) -> None:
+    import jsonschema
+
+    from bisect_engine.output.folder import complete_report
+
+    jsonschema.validate(complete_report(json.loads((FIXTURES / f"{name}.json").read_text())), _schema())

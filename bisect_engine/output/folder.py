@@ -219,7 +219,7 @@ class OutputFolder:
         report["output"] = {"folder": str(self.path), "previous": str(self.previous) if self.previous else None,
                             "moved_foreign": self.moved_foreign}
         report["report_path"] = str(self.path / REPORT_FILE)
-        self.write_json(REPORT_FILE, report)
+        self.write_json(REPORT_FILE, complete_report(report))
         return report
 
     def remove(self, name: str) -> None:
@@ -249,6 +249,19 @@ class OutputFolder:
 
     def __exit__(self, *_: Any) -> None:
         self.close()
+
+
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+
+
+def report_keys() -> list[str]:
+    """The keys every ``report.json`` holds (``report.schema.json``: its ``required``)."""
+    return list(json.loads(SCHEMA_PATH.read_text())["required"])
+
+
+def complete_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as written: every public key present on every exit path, absent ones ``null``."""
+    return {**{key: None for key in report_keys()}, **report}
 
 
 def check_previous(root: Path) -> None:

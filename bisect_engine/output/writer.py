@@ -27,7 +27,7 @@ from ..verdict.graphs import reference_inputs
 from ..verdict.recipes import input_recipes
 from ..verdicts import FINDINGS
 from .bug_report import collect_versions
-from .folder import OutputFolder
+from .folder import OutputError, OutputFolder
 from .integrity import private_repro, sha256
 from .report import build_report, finding_repro_spec, repro_target
 from .repro import SIDECAR_NAME, Interpreters, RenderedRepro, render, verify_repro
@@ -62,7 +62,10 @@ def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder
             # collect_env takes seconds: it runs while the repro is written and verified
             versions = pool.submit(collect_versions) if report["verdict"] in FINDINGS else None
             if with_repro and not result.interrupted:
-                _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+                try:
+                    _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+                except OutputError as error:  # a full disk at the end: the verdict still stands
+                    report["not_written"] = [str(error)]
             if versions is not None:
                 report["versions"] = versions.result()
     except Interrupted as interrupt:
@@ -80,9 +83,12 @@ def write_report_and_views(folder: OutputFolder, report: dict[str, Any]) -> dict
     where torch's structured trace is recorded, the report and its findings go into it too."""
     add_view_paths(report, folder.path)
     note_trace(report)
-    folder.write_report(report)
-    emit_findings(report)
-    write_views(report, folder)
+    try:
+        folder.write_report(report)
+        emit_findings(report)
+        write_views(report, folder)
+    except OutputError as error:  # the finished analysis is kept: the CLI prints it and what is missing
+        report["not_written"] = [*(report.get("not_written") or []), str(error)]
     return report
 
 
