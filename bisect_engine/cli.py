@@ -280,8 +280,13 @@ def _model_file_error(error: BaseException, out_dir: Path, model_file: Path | No
     if isinstance(error, KeyboardInterrupt):  # raised before our handler was installed
         click.echo("bisect-accuracy: interrupted", err=True)
         return 130
-    if isinstance(error, SystemExit):
-        raise error
+    if isinstance(error, SystemExit):  # the model's own code called sys.exit while we ran it
+        message = (f"the model called sys.exit({error.code!r}) while being run: the run ended early, nothing "
+                   "after that call was checked")
+        if model_file is not None:
+            _error_report(out_dir, model_file, message)
+        click.echo(f"bisect-accuracy: error: {message}", err=True)
+        return EXIT_USAGE
     if isinstance(error, UsageError):
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         return EXIT_USAGE

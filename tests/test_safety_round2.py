@@ -369,3 +369,35 @@ def test_15_every_fixture_fits_the_schema(name: str) -> None:
     from bisect_engine.output.folder import complete_report
 
     jsonschema.validate(complete_report(json.loads((FIXTURES / f"{name}.json").read_text())), _schema())
+
+
+# -- 8: the program ends the run early -------------------------------------------------------------
+
+
+def test_8_sys_exit_0_in_forward_is_a_report_and_exit_2(tmp_path: Path) -> None:
+    result = _cli(tmp_path, "import sys, torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+                  "        sys.exit(0)\ndef get_model():\n    return M()\ndef get_inputs():\n    return (torch.ones(2),)\n")
+    assert result.exit_code == 2 and "the model called sys.exit(0) while being run: the run ended early" in result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == "error" and "ended early" in report["error"]["message"]
+
+
+WRONG_THEN_OS_EXIT = """\
+import os, torch
+def wrong(gm, example_inputs):
+    return lambda *args: tuple(v + 1 for v in gm(*args))
+f = torch.compile(lambda x: torch.sin(x) * 3, backend=wrong)
+f(torch.ones(4))
+os._exit(0)
+"""
+
+
+def test_8_os_exit_0_after_a_divergence_still_reports_it(tmp_path: Path) -> None:
+    (tmp_path / "s.py").write_text(WRONG_THEN_OS_EXIT)
+    run = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(tmp_path / "s.py"), "--out",
+                          str(tmp_path / "out"), "-q", "--level", "2"], capture_output=True, text=True, timeout=120,
+                         env=_environment(tmp_path))
+    assert run.returncode == 1, run.stderr
+    assert "the program ended itself with os._exit(0)" in run.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == "divergent" and report["script"]["ended_early"] == "os._exit(0)"

@@ -184,6 +184,7 @@ class Session:
         self.recorded_bytes = 0
         self.recording_stopped: str | None = None
         self.interrupted: str | None = None  # the signal that ended the program, if one did
+        self.ended_early: str | None = None  # "os._exit(N)": the program ended itself, skipping its exit
         self.graphs: list[GraphRecord] = []
         self.calls = 0
         self.calls_checked = 0
@@ -500,6 +501,7 @@ class Session:
             "internal_error": self.internal_error,
             "recording_stopped": self.recording_stopped,
             "interrupted": self.interrupted,
+            "ended_early": self.ended_early,
             "processes": self.other_processes(),
             "graphs": [g.to_json() for g in self.graphs],
             # torch.export + AOTInductor ran: compiled by Inductor, never seen by script mode
