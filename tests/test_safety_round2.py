@@ -401,3 +401,17 @@ def test_8_os_exit_0_after_a_divergence_still_reports_it(tmp_path: Path) -> None
     assert "the program ended itself with os._exit(0)" in run.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["verdict"] == "divergent" and report["script"]["ended_early"] == "os._exit(0)"
+
+
+# -- 10: level 1 with --check-every 1 on a long run --------------------------------------------------
+
+
+def test_10_saved_inputs_stop_at_a_count_cap_said_in_the_report(tmp_path: Path) -> None:
+    (tmp_path / "s.py").write_text(SCRIPT + "for i in range(130):\n    f(torch.ones(2) * i)\n")
+    run = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(tmp_path / "s.py"), "--out",
+                          str(tmp_path / "out"), "-q", "--level", "1", "--check-every", "1"],
+                         capture_output=True, text=True, timeout=120, env=_environment(tmp_path))
+    assert run.returncode == 0, run.stderr
+    saved = list((tmp_path / "out" / "graphs").glob("*.pt"))
+    stopped = json.loads((tmp_path / "out" / "report.json").read_text())["script"]["recording_stopped"]
+    assert len(saved) == 100 and "in 100 file(s)" in stopped and "BISECT_ACCURACY_MAX_RECORD_FILES" in stopped

@@ -30,6 +30,7 @@ MAX_COMPILES_VARIABLE = ENV_PREFIX + "MAX_COMPILES"
 TIMEOUT_VARIABLE = ENV_PREFIX + "TIMEOUT"
 SUMMARY_WAIT_VARIABLE = ENV_PREFIX + "SUMMARY_WAIT"
 MAX_RECORD_VARIABLE = ENV_PREFIX + "MAX_RECORD_MB"
+MAX_RECORD_FILES_VARIABLE = ENV_PREFIX + "MAX_RECORD_FILES"
 ROOT_PID_VARIABLE = ENV_PREFIX + "ROOT_PID"  # set by the first process of a session; its children write apart
 DEFAULT_OUT = "bisect-accuracy-out"
 
@@ -71,6 +72,7 @@ class ScriptSettings:
     summary_wait_s: float = 30.0  # how long rank 0 waits for the other ranks' status at exit
     force: bool = False  # use an output folder holding files named like ours that we did not write
     max_record_mb: float = 256.0  # level 1: stop saving call inputs past this many MB
+    max_record_files: int = 100  # level 1: ... or past this many saved calls
     trace: bool = False  # --trace: torch's structured trace of the run kept in OUT/trace/
 
     def checks_call(self, call: int) -> bool:
@@ -109,6 +111,7 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Script
         timeout_s=_number(environ, TIMEOUT_VARIABLE),
         summary_wait_s=_or(_number(environ, SUMMARY_WAIT_VARIABLE), 30.0),
         max_record_mb=_or(_number(environ, MAX_RECORD_VARIABLE), 256.0),
+        max_record_files=_int(environ, MAX_RECORD_FILES_VARIABLE, 100),
     )
 
 
