@@ -233,7 +233,7 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
     global _FAST_EXIT
     _FAST_EXIT = True
     out_dir = output.out_dir
-    with signals_interrupt():
+    with signals_interrupt(deadline=watchdog_deadline(options.timeout_s)):
         try:
             from .api import bisect_file
             from .output.report import summary
@@ -264,6 +264,12 @@ def model_file_status(report: dict[str, Any]) -> int:
     return exit_status(report["verdict"])
 
 
+def watchdog_deadline(timeout_s: float | None) -> float | None:
+    """When --timeout's watchdog stops a call that never returns: the timeout and a grace (the
+    budget's own checks stop a run that returns in time, with its verdict so far)."""
+    return None if timeout_s is None else _STARTED + timeout_s + max(5.0, 0.1 * timeout_s)
+
+
 def _model_file_error(error: BaseException, out_dir: Path, model_file: Path | None = None) -> int:
     """The one-line message and exit status of a model-file run that ended by an exception."""
     from .errors import BisectError, Interrupted, UsageError
@@ -275,6 +281,11 @@ def _model_file_error(error: BaseException, out_dir: Path, model_file: Path | No
     if isinstance(error, Interrupted):
         report = out_dir / "report.json"
         where = f"; what was learned is in {report}" if report.is_file() else ""
+        if error.name == "timeout":
+            stage = _stage_of(report)
+            click.echo(f"bisect-accuracy: --timeout reached: a call into the model did not return (stage: {stage}); "
+                       f"stopped with no verdict{where}", err=True)
+            return error.exit_code
         click.echo(f"bisect-accuracy: interrupted by {error.name}{where}", err=True)
         return error.exit_code
     if isinstance(error, KeyboardInterrupt):  # raised before our handler was installed
@@ -313,6 +324,15 @@ def _error_report(out_dir: Path, model_file: Path | None, message: str, kind: st
         return True
     except OutputError:
         return False
+
+
+def _stage_of(report: Path) -> str:
+    import json
+
+    try:
+        return str((json.loads(report.read_text()).get("interrupted") or {}).get("stage") or "?")
+    except (OSError, ValueError):
+        return "?"
 
 
 def exit_status(verdict: str) -> int:

@@ -415,3 +415,39 @@ def test_10_saved_inputs_stop_at_a_count_cap_said_in_the_report(tmp_path: Path) 
     saved = list((tmp_path / "out" / "graphs").glob("*.pt"))
     stopped = json.loads((tmp_path / "out" / "report.json").read_text())["script"]["recording_stopped"]
     assert len(saved) == 100 and "in 100 file(s)" in stopped and "BISECT_ACCURACY_MAX_RECORD_FILES" in stopped
+
+
+# -- 6: --timeout on a model call that hangs -------------------------------------------------------
+
+HANGING_MODEL = """\
+import time, torch
+
+@torch._dynamo.disable
+def wait(x):
+    time.sleep(300)
+    return x
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return wait(torch.tanh(x)) * 2
+
+def get_model():
+    return Model()
+
+def get_inputs():
+    return (torch.ones(3),)
+"""
+
+
+def test_6_timeout_stops_a_hanging_model_call_with_exit_4_and_names_the_stage(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(HANGING_MODEL)
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", "model.py", "--out", "out", "-q",
+                          "--timeout", "20"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env=_environment(tmp_path))
+    assert run.returncode == 4, run.stderr
+    assert time.monotonic() - started < 60
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    stage = report["interrupted"]["stage"]
+    assert report["interrupted"]["signal"] == "timeout" and stage
+    assert f"--timeout reached: a call into the model did not return (stage: {stage})" in run.stderr
