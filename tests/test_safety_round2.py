@@ -451,3 +451,20 @@ def test_6_timeout_stops_a_hanging_model_call_with_exit_4_and_names_the_stage(tm
     stage = report["interrupted"]["stage"]
     assert report["interrupted"]["signal"] == "timeout" and stage
     assert f"--timeout reached: a call into the model did not return (stage: {stage})" in run.stderr
+
+
+# -- 7: huge inputs ------------------------------------------------------------------------------
+
+
+def test_7_inputs_too_large_for_memory_are_refused_before_the_run(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from bisect_engine.load import memory
+
+    model, inputs = torch.nn.Linear(256, 256), (torch.ones(1024, 256),)  # 1 MiB of input, 256 KiB of weights
+    memory.check_memory(model, inputs, available=lambda: 64 * 2**20)  # fits in 64 MiB
+    with pytest.raises(memory.UsageError, match=r"inputs and parameters take 0\.00 GiB; checking keeps about 12 copies"):
+        memory.check_memory(model, inputs, available=lambda: 4 * 2**20)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**20)
+    result = _cli(tmp_path, "import torch\ndef get_model():\n    return torch.nn.Tanh()\n"
+                  "def get_inputs():\n    return (torch.ones(1024, 256),)\n")
+    assert result.exit_code == 2 and "refused before starting" in result.output, result.output
