@@ -86,7 +86,8 @@ def _isolate_from_hook() -> None:
                    "With TORCH_TRACE set they go there too.")
 @click.option("--force", is_flag=True,
               help="Use an output folder that holds files named like ours which this tool did not write "
-                   "(they are moved to OUT/previous/<n>, never overwritten).")
+                   "(they are moved to OUT/previous/<n>, never overwritten; a folder this tool did not write "
+                   "is never moved: the run is refused).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
