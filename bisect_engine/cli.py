@@ -267,8 +267,9 @@ def model_file_status(report: dict[str, Any]) -> int:
 
 def watchdog_deadline(timeout_s: float | None) -> float | None:
     """When --timeout's watchdog stops a call that never returns: the timeout and a grace (the
-    budget's own checks stop a run that returns in time, with its verdict so far)."""
-    return None if timeout_s is None else _STARTED + timeout_s + max(5.0, 0.1 * timeout_s)
+    budget's own checks stop a run that returns in time, with its verdict so far; the repro's
+    verification is given at least 30 s past the budget, so the grace is longer)."""
+    return None if timeout_s is None else _STARTED + timeout_s + max(35.0, 0.1 * timeout_s)
 
 
 def _model_file_error(error: BaseException, out_dir: Path, model_file: Path | None = None) -> int:
@@ -311,11 +312,14 @@ def _model_file_error(error: BaseException, out_dir: Path, model_file: Path | No
 def _error_report(out_dir: Path, model_file: Path | None, message: str, kind: str = "usage",
                   log: bytes | None = None) -> bool:
     """A usage error (exit 2) or an internal error (exit 3) leaves a report too when the output
-    folder is usable (verdict ``error``, every other key null), and the internal error's
+    folder is usable (a usage error: when it already exists; verdict ``error``, every other key
+    null), and the internal error's
     traceback as a file the manifest lists; an unusable (or busy) folder is left alone."""
     from .output.folder import OutputError, OutputFolder
 
     status = EXIT_USAGE if kind == "usage" else EXIT_INTERNAL
+    if kind == "usage" and not out_dir.is_dir():
+        return False  # a usage error never creates the folder
     try:
         with OutputFolder(out_dir) as folder:
             if log is not None:
