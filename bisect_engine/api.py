@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Interrupted
+from .load.memory import check_memory
 from .load.model_file import load_model_spec
 from .localise.options import EngineOptions
 from .localise.pipeline import new_compiler, run
@@ -38,6 +39,7 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     """
     compiler = new_compiler(options, started_at if started_at is not None else time.monotonic())
     spec = load_model_spec(model_path, device)
+    check_memory(spec.model, spec.inputs)  # a run that cannot fit is refused before it starts
     progress = progress or Progress(enabled=False)
     with_repro = options.stop_after == "repro"
     interpreters = Interpreters(output.verify_runs if with_repro else 0)

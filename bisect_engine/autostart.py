@@ -34,8 +34,10 @@ def _start(_module: Any) -> None:
     except Exception as error:  # noqa: BLE001 - reported, and the program runs unchecked
         import logging
 
-        logging.getLogger(__name__).warning("bisect-accuracy: the start-up hook failed: %s: %s",
-                                            type(error).__name__, error)
+        from .script.messages import log_to_stderr
+
+        log_to_stderr()  # one "bisect-accuracy:" prefix, from our handler
+        logging.getLogger(__name__).warning("the start-up hook failed: %s: %s", type(error).__name__, error)
 
 
 def requested(environ: Any = os.environ) -> bool:

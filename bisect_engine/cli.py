@@ -86,7 +86,8 @@ def _isolate_from_hook() -> None:
                    "With TORCH_TRACE set they go there too.")
 @click.option("--force", is_flag=True,
               help="Use an output folder that holds files named like ours which this tool did not write "
-                   "(they are moved to OUT/previous/<n>, never overwritten).")
+                   "(they are moved to OUT/previous/<n>, never overwritten; a folder this tool did not write "
+                   "is never moved: the run is refused).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
@@ -96,14 +97,22 @@ def _isolate_from_hook() -> None:
                    "(pip install 'bisect-accuracy[ray]').")
 @click.option("--ray-address", default=None,
               help="With --executor ray: the cluster to join [default: ray.init() starts a local one].")
-def run(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
-        timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int, random_inputs: bool,
-        device: str | None, level: int | None,
-        check_every: int, stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
-        jobs: int | None, executor: str, ray_address: str | None) -> None:
+def run(**options: Any) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
     script's own options after `--` when they share a name with ours."""
+    try:
+        _run_command(**options)
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler (while torch imports): as later
+        click.echo("bisect-accuracy: interrupted", err=True)
+        sys.exit(130)
+
+
+def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, max_compiles: int | None,
+                 timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int,
+                 random_inputs: bool, device: str | None, level: int | None, check_every: int,
+                 stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
+                 jobs: int | None, executor: str, ray_address: str | None) -> None:
     from .script.levels import Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
@@ -225,7 +234,7 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
     global _FAST_EXIT
     _FAST_EXIT = True
     out_dir = output.out_dir
-    with signals_interrupt():
+    with signals_interrupt(deadline=watchdog_deadline(options.timeout_s)):
         try:
             from .api import bisect_file
             from .output.report import summary
@@ -233,28 +242,64 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
 
             report = bisect_file(model_file, options, output, Progress(enabled=not quiet), device, _STARTED)
         except BaseException as error:
-            return _model_file_error(error, out_dir)
+            return _model_file_error(error, out_dir, model_file)
         finally:
             shut_down_compile_workers()
     click.echo(summary(report))
-    click.echo(f"  report:  {report['report_path']}")
+    for reason in report.get("not_written") or []:  # a full disk at the end: the verdict above still stands
+        click.echo(f"  NOT WRITTEN: {reason}")
+    click.echo(f"  report:  {report['report_path']}" + ("  (may be missing or older: see NOT WRITTEN)"
+                                                       if report.get("not_written") else ""))
+    return model_file_status(report)
+
+
+def model_file_status(report: dict[str, Any]) -> int:
+    """The exit status of a finished model-file run: NaN/Inf fed in by the inputs is an input
+    problem (exit 2, no bug report), never a compiler finding."""
+    from .output.bug_report import is_input_problem
+
+    if is_input_problem(report):
+        click.echo("bisect-accuracy: error: the model's inputs hold NaN/Inf (see 'input:' above): an input "
+                   "problem, not a compiler bug; no bug report written", err=True)
+        return EXIT_USAGE
     return exit_status(report["verdict"])
 
 
-def _model_file_error(error: BaseException, out_dir: Path) -> int:
+def watchdog_deadline(timeout_s: float | None) -> float | None:
+    """When --timeout's watchdog stops a call that never returns: the timeout and a grace (the
+    budget's own checks stop a run that returns in time, with its verdict so far; the repro's
+    verification is given at least 30 s past the budget, so the grace is longer)."""
+    return None if timeout_s is None else _STARTED + timeout_s + max(35.0, 0.1 * timeout_s)
+
+
+def _model_file_error(error: BaseException, out_dir: Path, model_file: Path | None = None) -> int:
     """The one-line message and exit status of a model-file run that ended by an exception."""
     from .errors import BisectError, Interrupted, UsageError
+    from .output.folder import OutputError
+
+    if isinstance(error, BisectError) and not isinstance(error, OutputError) and model_file is not None:
+        _error_report(out_dir, model_file, str(error))
 
     if isinstance(error, Interrupted):
         report = out_dir / "report.json"
         where = f"; what was learned is in {report}" if report.is_file() else ""
+        if error.name == "timeout":
+            stage = _stage_of(report)
+            click.echo(f"bisect-accuracy: --timeout reached: a call into the model did not return (stage: {stage}); "
+                       f"stopped with no verdict{where}", err=True)
+            return error.exit_code
         click.echo(f"bisect-accuracy: interrupted by {error.name}{where}", err=True)
         return error.exit_code
     if isinstance(error, KeyboardInterrupt):  # raised before our handler was installed
         click.echo("bisect-accuracy: interrupted", err=True)
         return 130
-    if isinstance(error, SystemExit):
-        raise error
+    if isinstance(error, SystemExit):  # the model's own code called sys.exit while we ran it
+        message = (f"the model called sys.exit({error.code!r}) while being run: the run ended early, nothing "
+                   "after that call was checked")
+        if model_file is not None:
+            _error_report(out_dir, model_file, message)
+        click.echo(f"bisect-accuracy: error: {message}", err=True)
+        return EXIT_USAGE
     if isinstance(error, UsageError):
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         return EXIT_USAGE
@@ -262,6 +307,37 @@ def _model_file_error(error: BaseException, out_dir: Path) -> int:
         click.echo(f"bisect-accuracy: {error}", err=True)
         return EXIT_USAGE
     return _internal_error(out_dir, error)
+
+
+def _error_report(out_dir: Path, model_file: Path | None, message: str, kind: str = "usage",
+                  log: bytes | None = None) -> bool:
+    """A usage error (exit 2) or an internal error (exit 3) leaves a report too when the output
+    folder is usable (a usage error: when it already exists; verdict ``error``, every other key
+    null), and the internal error's
+    traceback as a file the manifest lists; an unusable (or busy) folder is left alone."""
+    from .output.folder import OutputError, OutputFolder
+
+    status = EXIT_USAGE if kind == "usage" else EXIT_INTERNAL
+    if kind == "usage" and not out_dir.is_dir():
+        return False  # a usage error never creates the folder
+    try:
+        with OutputFolder(out_dir) as folder:
+            if log is not None:
+                folder.write_bytes("internal-error.log", log)
+            folder.write_report({"schema": 1, "verdict": "error", "model": str(model_file) if model_file else None,
+                                 "error": {"kind": kind, "message": message, "exit_status": status}})
+        return True
+    except OutputError:
+        return False
+
+
+def _stage_of(report: Path) -> str:
+    import json
+
+    try:
+        return str((json.loads(report.read_text()).get("interrupted") or {}).get("stage") or "?")
+    except (OSError, ValueError):
+        return "?"
 
 
 def exit_status(verdict: str) -> int:
@@ -328,7 +404,8 @@ def _script_status(outcome: Any) -> int:
                    "call ran): nothing was checked", err=True)
         return EXIT_USAGE if outcome.exit_code == 0 else outcome.exit_code
     if script["exit_code_collides"]:
-        click.echo(f"bisect-accuracy: note: exit status {outcome.exit_code} is the script's own", err=True)
+        click.echo(f"bisect-accuracy: note: exit status {outcome.exit_code} is the script's own (report.json "
+                   f"script.exit_code; script.internal_error is null: this tool did not fail)", err=True)
     return outcome.exit_code
 
 
@@ -336,8 +413,10 @@ def _internal_error(out_dir: Path, error: BaseException) -> int:
     from .output.folder import OutputError, write_atomically
 
     log_path = out_dir / "internal-error.log"
+    log = "".join(traceback.format_exception(error)).encode()
     try:
-        write_atomically(log_path, "".join(traceback.format_exception(error)).encode())
+        if not _error_report(out_dir, None, f"{type(error).__name__}: {error}", "internal", log):
+            write_atomically(log_path, log)
         where = f"traceback written to {log_path}"
     except OutputError as write_error:
         where = f"no traceback written ({write_error})"
@@ -359,6 +438,12 @@ def report_command(out_dir: Path) -> None:
         sys.exit(EXIT_USAGE)
     for path in written:
         click.echo(f"bisect-accuracy: wrote {path}")
+    from .output.integrity import EDITED, repro_edited
+    from .output.views import load_report
+
+    if repro_edited(load_report(out_dir), out_dir):
+        click.echo(f"bisect-accuracy: note: {out_dir / 'repro.py'} was {EDITED}: the recorded verification is "
+                   "not claimed for it", err=True)
 
 
 @main.command("install-hook")

@@ -26,4 +26,7 @@ class Interrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        return 4 if self.name == TIMEOUT else 128 + self.signum  # --timeout's watchdog: no verdict (4)
+
+
+TIMEOUT = "timeout"  # Interrupted.name when --timeout's watchdog stopped a call that did not return

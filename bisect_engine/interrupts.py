@@ -12,17 +12,44 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from typing import Any, Iterator
 
-from .errors import Interrupted
+from .errors import TIMEOUT, Interrupted
 
 SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
 
 @contextlib.contextmanager
-def signals_interrupt(sigint: bool = True) -> Iterator[None]:
+def signals_interrupt(sigint: bool = True, deadline: float | None = None) -> Iterator[None]:
     """``sigint=False`` (script mode): Ctrl-C stays the program's own KeyboardInterrupt, and
-    SIGTERM is taken only where the program left its default action."""
+    SIGTERM is taken only where the program left its default action. ``deadline``
+    (``time.monotonic()``): a watchdog (``SIGALRM``) stops a call that never returns to the
+    budget's checks, as :class:`Interrupted` named ``timeout`` (exit 4)."""
+    with _watchdog(deadline), _signals(sigint):
+        yield
+
+
+@contextlib.contextmanager
+def _watchdog(deadline: float | None) -> Iterator[None]:
+    if deadline is None or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(_signum: int, _frame: Any) -> None:
+        raise Interrupted(signal.SIGALRM, TIMEOUT)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.01))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _signals(sigint: bool) -> Iterator[None]:
     chosen = [s for s in SIGNALS if (sigint or s != signal.SIGINT)
               and (sigint or signal.getsignal(s) in (signal.SIG_DFL, None))]
     previous = {signum: signal.getsignal(signum) for signum in chosen}

@@ -18,6 +18,7 @@ class Verdict(str, Enum):
     INCOMPLETE = "incomplete"  # the budget ran out before every graph was judged (exit 4)
     INTERRUPTED = "interrupted"  # SIGINT / SIGTERM (exit 130 / 143)
     UNCHECKED = "unchecked"  # script mode, level 1: graphs recorded, not checked
+    ERROR = "error"  # the run ended by a usage error (exit 2) or an internal error (exit 3): report.error says which
 
     def __str__(self) -> str:
         return self.value
@@ -31,4 +32,5 @@ LOCALISED: tuple[str, ...] = tuple(v.value for v in (Verdict.DIVERGENT, Verdict.
 # Several processes' verdicts summarised as one: the first in this order wins.
 SEVERITY: tuple[str, ...] = tuple(v.value for v in (Verdict.DIVERGENT, Verdict.CRASH, Verdict.NAN,
                                                      Verdict.NOT_REPRODUCIBLE, Verdict.INCOMPLETE,
-                                                     Verdict.INTERRUPTED, Verdict.CLEAN, Verdict.UNCHECKED))
+                                                     Verdict.INTERRUPTED, Verdict.ERROR, Verdict.CLEAN,
+                                                     Verdict.UNCHECKED))

@@ -287,6 +287,24 @@ def _inside_backend(recorder: CaptureBackend, run: BackendRun) -> Any:
     return graphs_reaching_inductor(torch_level, aten_level)
 
 
+def _loss(loss_fn: Callable[[Any], Any], output: Any) -> torch.Tensor:
+    """``loss_fn(output)``: its own failure is named as its own, not the model's."""
+    try:
+        loss = loss_fn(output)
+    except Exception as error:
+        raise ModelError(f"loss_fn(output) raised: {type(error).__name__}: {error}") from error
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise ModelError("loss_fn(output) must return a scalar tensor")
+    return loss
+
+
+def _backward(loss: torch.Tensor) -> None:
+    try:
+        loss.backward()
+    except Exception as error:
+        raise ModelError(f"the backward pass of loss_fn(output) raised: {type(error).__name__}: {error}") from error
+
+
 def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
                   backend: Callable[..., Any], dynamic: bool | None = None) -> Any:
     torch._dynamo.reset()
@@ -297,10 +315,7 @@ def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Cal
         if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(output)):
             raise ModelError(f"the model's output holds no tensor ({type(output).__name__}): nothing to compare")
         if loss_fn is not None:
-            loss = loss_fn(output)
-            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                raise ModelError("loss_fn(output) must return a scalar tensor")
-            loss.backward()
+            _backward(_loss(loss_fn, output))
     except ModelError:
         raise
     except Exception as error:

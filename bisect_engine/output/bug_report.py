@@ -45,6 +45,12 @@ def is_model_issue(report: dict[str, Any]) -> bool:
     return culprit.get("made_by") == "model" or (not culprit and nan.get("made_by") == "model")
 
 
+def is_input_problem(report: dict[str, Any]) -> bool:
+    """NaN/Inf that come from the data fed to the model: an input problem, never a compiler bug report."""
+    culprit = report.get("culprit") or {}
+    return report.get("verdict") == "nan" and not culprit and (report.get("nan") or {}).get("made_by") == "input"
+
+
 def culprit_dtype(report: dict[str, Any]) -> str | None:
     """The dtype of the culprit's output, read from its digest."""
     culprit = report.get("culprit") or {}

@@ -151,6 +151,11 @@ class OutputFolder:
             if not genuine and entry.name.startswith(OUR_PREFIXES) and self._manifest(entry).get("tool"):
                 genuine = not entry.is_symlink()  # an earlier session's per-process folder, with its own manifest
             (ours if genuine else foreign).append(entry)
+        folders = [e for e in foreign if e.is_dir() and not e.is_symlink()]
+        if folders:  # a folder we did not write is the user's (a package named graphs/): never moved
+            names = ", ".join(e.name + "/" for e in folders)
+            raise OutputError(f"{self.path} holds the folder(s) {names}, which this tool did not write (its manifest "
+                              "does not list them); they are never moved, even with --force: choose another --out")
         if foreign and not self.force:
             names = ", ".join(e.name + (" (a symbolic link)" if e.is_symlink() else "") for e in foreign)
             raise OutputError(f"{self.path} holds {names}, which this tool did not write; pass --force to move "
@@ -167,6 +172,7 @@ class OutputFolder:
         root = self.path / PREVIOUS_DIR
         if root.is_symlink():
             raise OutputError(f"{root} is a symbolic link (never followed); remove it or choose another --out")
+        check_previous(root)
         root.mkdir(exist_ok=True)
         taken = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
         folder = root / str(max(taken, default=0) + 1)
@@ -213,7 +219,7 @@ class OutputFolder:
         report["output"] = {"folder": str(self.path), "previous": str(self.previous) if self.previous else None,
                             "moved_foreign": self.moved_foreign}
         report["report_path"] = str(self.path / REPORT_FILE)
-        self.write_json(REPORT_FILE, report)
+        self.write_json(REPORT_FILE, complete_report(report))
         return report
 
     def remove(self, name: str) -> None:
@@ -243,6 +249,33 @@ class OutputFolder:
 
     def __exit__(self, *_: Any) -> None:
         self.close()
+
+
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+
+
+def report_keys() -> list[str]:
+    """The keys every ``report.json`` holds (``report.schema.json``: its ``required``)."""
+    return list(json.loads(SCHEMA_PATH.read_text())["required"])
+
+
+def complete_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as written: every public key present on every exit path, absent ones ``null``."""
+    return {**{key: None for key in report_keys()}, **report}
+
+
+def check_previous(root: Path) -> None:
+    """``OUT/previous`` is ours only as a folder of numbered earlier runs; anything else there (a
+    file, the user's own folder) is refused (exit 2), never written into nor moved."""
+    if not root.exists():
+        return
+    if not root.is_dir():
+        raise OutputError(f"{root} is a file this tool did not write (earlier runs are kept in a folder of that "
+                          "name): rename it, or choose another --out")
+    strangers = sorted(p.name for p in root.iterdir() if not (p.name.isdigit() and p.is_dir() and not p.is_symlink()))
+    if strangers:
+        raise OutputError(f"{root} holds {', '.join(strangers[:5])}, which this tool did not write (earlier runs "
+                          "are kept there as numbered folders): rename it, or choose another --out")
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -716,9 +716,10 @@ def summary(report: dict[str, Any]) -> str:
                      " what was learned so far is above")
     if report["verdict"] == "incomplete":
         lines.append("  no verdict: the budget ran out before every graph was judged")
-    kept = (report.get("output") or {}).get("previous")
+    kept, foreign = (report.get("output") or {}).get("previous"), (report.get("output") or {}).get("moved_foreign")
     if kept:
-        lines.append(f"  earlier run kept in {kept}")
+        lines.append(f"  files this tool did not write ({', '.join(foreign)}) moved to {kept}" if foreign
+                     else f"  earlier run kept in {kept}")
     repro = report.get("repro")
     if repro:
         lines.append(f"  repro:   {repro['path']}  ({repro['status']} {repro.get('reproduced', '')} in fresh processes)")

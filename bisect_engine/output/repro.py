@@ -14,7 +14,6 @@ import io
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from ..verdict import recipes as recipes_module
 from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
 from . import repro_runtime
+from .integrity import die_with_parent_code, private_folder, sweep_stale_folders
 from ..verdict.graphs import Subgraph
 from ..verdict.kernels import Kernel
 
@@ -448,11 +448,12 @@ class Interpreters:
     @property
     def cwd(self) -> str:
         if self._cwd is None:
-            self._cwd = tempfile.mkdtemp(prefix="bisect-accuracy-verify-")
+            sweep_stale_folders()  # an earlier run's, left by a kill -9
+            self._cwd = private_folder()
         return self._cwd
 
     def launch(self) -> subprocess.Popen[str]:
-        bootstrap = _BOOTSTRAP.replace("PRELOAD", repr(self.preload))
+        bootstrap = die_with_parent_code() + _BOOTSTRAP.replace("PRELOAD", repr(self.preload))
         return subprocess.Popen([sys.executable, "-c", bootstrap], cwd=self.cwd, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -11,9 +11,10 @@ from typing import Any, Callable
 
 from ..errors import UsageError
 from ..verdicts import FINDINGS
-from .bug_report import collect_versions, render_bug_report
+from .bug_report import collect_versions, is_input_problem, render_bug_report
 from .folder import OutputFolder
 from .html import render_html
+from .integrity import mark_edited, repro_edited
 
 REPORT_NAME, HTML_NAME, BUG_REPORT_NAME, REPRO_NAME = "report.json", "report.html", "bug_report.md", "repro.py"
 
@@ -21,7 +22,7 @@ REPORT_NAME, HTML_NAME, BUG_REPORT_NAME, REPRO_NAME = "report.json", "report.htm
 def add_view_paths(report: dict[str, Any], out_dir: Path) -> None:
     """``html_path`` and, for a finding, ``bug_report_path``: where :func:`write_views` writes."""
     report["html_path"] = str(out_dir / HTML_NAME)
-    if report.get("verdict") in FINDINGS:
+    if report.get("verdict") in FINDINGS and not is_input_problem(report):
         report["bug_report_path"] = str(out_dir / BUG_REPORT_NAME)
     else:
         report.pop("bug_report_path", None)
@@ -36,7 +37,7 @@ def write_views(report: dict[str, Any], folder: OutputFolder,
     """
     repro_text = read_repro(report, folder.path)
     bug_report = None
-    if report.get("verdict") in FINDINGS:
+    if report.get("verdict") in FINDINGS and not is_input_problem(report):
         collected = report.get("versions") or (versions() if versions else "(not collected)")
         bug_report = render_bug_report(report, collected, repro_text)
     written = []
@@ -81,6 +82,8 @@ def rerender(out_dir: Path) -> list[Path]:
     """``bisect-accuracy report OUT``: the views again, from ``OUT/report.json`` (left unchanged),
     written under the folder's lock without setting the run aside."""
     report = load_report(out_dir)
+    if repro_edited(report, out_dir):
+        mark_edited(report)  # report.json stays as the run wrote it; the views say what changed
     add_view_paths(report, out_dir)
     with OutputFolder(out_dir, reuse=True) as folder:
         return write_views(report, folder, versions=lambda: "(collected when re-rendering, not by the run)\n"

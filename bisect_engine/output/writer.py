@@ -27,7 +27,8 @@ from ..verdict.graphs import reference_inputs
 from ..verdict.recipes import input_recipes
 from ..verdicts import FINDINGS
 from .bug_report import collect_versions
-from .folder import OutputFolder
+from .folder import OutputError, OutputFolder
+from .integrity import private_repro, sha256
 from .report import build_report, finding_repro_spec, repro_target
 from .repro import SIDECAR_NAME, Interpreters, RenderedRepro, render, verify_repro
 from .trace import emit_findings, note_trace
@@ -61,7 +62,10 @@ def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder
             # collect_env takes seconds: it runs while the repro is written and verified
             versions = pool.submit(collect_versions) if report["verdict"] in FINDINGS else None
             if with_repro and not result.interrupted:
-                _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+                try:
+                    _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+                except OutputError as error:  # a full disk at the end: the verdict still stands
+                    report["not_written"] = [str(error)]
             if versions is not None:
                 report["versions"] = versions.result()
     except Interrupted as interrupt:
@@ -79,9 +83,12 @@ def write_report_and_views(folder: OutputFolder, report: dict[str, Any]) -> dict
     where torch's structured trace is recorded, the report and its findings go into it too."""
     add_view_paths(report, folder.path)
     note_trace(report)
-    folder.write_report(report)
-    emit_findings(report)
-    write_views(report, folder)
+    try:
+        folder.write_report(report)
+        emit_findings(report)
+        write_views(report, folder)
+    except OutputError as error:  # the finished analysis is kept: the CLI prints it and what is missing
+        report["not_written"] = [*(report.get("not_written") or []), str(error)]
     return report
 
 
@@ -91,14 +98,19 @@ def _write_repro(result: RunResult, report: dict[str, Any], output: OutputOption
     spec = finding_repro_spec(result, recipes)
     if spec is None:
         return
-    path = write_repro(render(spec), folder)
-    report["repro"] = {"path": str(path), "status": "UNVERIFIED", "runs": [], "inputs": inputs_note}
+    rendered = render(spec)
+    path = write_repro(rendered, folder)
+    digest = sha256(rendered.script.encode())
+    report["repro"] = {"path": str(path), "status": "UNVERIFIED", "runs": [], "inputs": inputs_note, "sha256": digest}
     if output.verify_runs > 0:
         started = time.perf_counter()
+        sidecar = (SIDECAR_NAME, rendered.sidecar) if rendered.sidecar is not None else None
         with (progress or Progress(enabled=False)).step(f"verifying repro in {output.verify_runs} fresh process(es)"):
-            check = verify_repro(path, output.verify_runs, timeout_s=max(timeout_s or 600.0, 30.0),
-                                 interpreters=interpreters)
-        report["repro"] = {**check.to_json(), "inputs": inputs_note}
+            with private_repro(rendered.script, sidecar, REPRO_FILE) as private:  # never the file in OUT
+                check = verify_repro(private, output.verify_runs, timeout_s=max(timeout_s or 600.0, 30.0),
+                                     interpreters=interpreters)
+        report["repro"] = {**check.to_json(), "path": str(path), "inputs": inputs_note, "sha256": digest,
+                           "verified": "a private copy of the rendered text, with this sha256"}
         report["stats"]["repro_seconds"] = round(time.perf_counter() - started, 2)
 
 

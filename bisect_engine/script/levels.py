@@ -14,6 +14,7 @@ import torch (or anything else outside the standard library).
 from __future__ import annotations
 
 import enum
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ MAX_COMPILES_VARIABLE = ENV_PREFIX + "MAX_COMPILES"
 TIMEOUT_VARIABLE = ENV_PREFIX + "TIMEOUT"
 SUMMARY_WAIT_VARIABLE = ENV_PREFIX + "SUMMARY_WAIT"
 MAX_RECORD_VARIABLE = ENV_PREFIX + "MAX_RECORD_MB"
+MAX_RECORD_FILES_VARIABLE = ENV_PREFIX + "MAX_RECORD_FILES"
 ROOT_PID_VARIABLE = ENV_PREFIX + "ROOT_PID"  # set by the first process of a session; its children write apart
 DEFAULT_OUT = "bisect-accuracy-out"
 
@@ -70,6 +72,7 @@ class ScriptSettings:
     summary_wait_s: float = 30.0  # how long rank 0 waits for the other ranks' status at exit
     force: bool = False  # use an output folder holding files named like ours that we did not write
     max_record_mb: float = 256.0  # level 1: stop saving call inputs past this many MB
+    max_record_files: int = 100  # level 1: ... or past this many saved calls
     trace: bool = False  # --trace: torch's structured trace of the run kept in OUT/trace/
 
     def checks_call(self, call: int) -> bool:
@@ -94,9 +97,12 @@ def level_from_environment(environ: Mapping[str, str] = os.environ) -> Level:
 def settings_from_environment(environ: Mapping[str, str] = os.environ) -> ScriptSettings:
     """Settings from ``BISECT_ACCURACY_*`` variables; ``ValueError`` on a malformed value."""
     level = level_from_environment(environ)
+    out_dir = Path(environ.get(OUT_VARIABLE, "").strip() or DEFAULT_OUT)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{OUT_VARIABLE}={str(out_dir)!r}: expected a folder (or a path to create one); it names a file")
     return ScriptSettings(
         level=level,
-        out_dir=Path(environ.get(OUT_VARIABLE, "").strip() or DEFAULT_OUT),
+        out_dir=out_dir,
         check_every=_int(environ, CHECK_EVERY_VARIABLE, 0),
         stop_on_divergence=_flag(environ, STOP_VARIABLE),
         verify_runs=_int(environ, VERIFY_RUNS_VARIABLE, 3),
@@ -105,20 +111,21 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Script
         timeout_s=_number(environ, TIMEOUT_VARIABLE),
         summary_wait_s=_or(_number(environ, SUMMARY_WAIT_VARIABLE), 30.0),
         max_record_mb=_or(_number(environ, MAX_RECORD_VARIABLE), 256.0),
+        max_record_files=_int(environ, MAX_RECORD_FILES_VARIABLE, 100),
     )
 
 
-def _number(environ: Mapping[str, str], name: str) -> float | None:
-    """The variable as a non-negative number, None when unset."""
+def _number(environ: Mapping[str, str], name: str, accepted: str = "a number such as 2.5") -> float | None:
+    """The variable as a finite non-negative number, None when unset."""
     text = environ.get(name, "").strip()
     if not text:
         return None
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{name}={text!r}: expected a number") from None
-    if value < 0:
-        raise ValueError(f"{name}={text!r}: must not be negative")
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}={text!r}: expected {accepted} (a finite number, 0 or more)")
     return value
 
 
@@ -127,9 +134,10 @@ def _or(value: float | None, default: float) -> float:
 
 
 def _int(environ: Mapping[str, str], name: str, default: int) -> int:
-    value = _number(environ, name)
+    value = _number(environ, name, "a whole number such as 3")
     if value is not None and value != int(value):
-        raise ValueError(f"{name}={value}: expected a whole number")
+        raise ValueError(f"{name}={environ.get(name, '').strip()!r}: expected a whole number such as 3 "
+                         "(a finite number, 0 or more)")
     return default if value is None else int(value)
 
 

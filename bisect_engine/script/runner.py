@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import runpy
+import os
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +57,34 @@ def _as_main(path: Path, argv: Sequence[str]) -> Iterator[None]:
         sys.path[:] = saved_path
 
 
+OS_EXIT_NOTE = "bisect-accuracy: note: the program ended itself with os._exit"
+
+
+class ProgramExit(BaseException):
+    """The program called ``os._exit(code)`` in its main thread: the run ends there, but this tool
+    still finishes its report and summary first (a forked child or another thread exits as usual)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _os_exit_reported() -> Iterator[None]:
+    real, pid = os._exit, os.getpid()
+
+    def reported_exit(code: int) -> None:
+        if os.getpid() != pid or threading.current_thread() is not threading.main_thread():
+            real(code)
+        raise ProgramExit(code)
+
+    os._exit = reported_exit  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def exit_status(code: Any) -> tuple[int, str | None]:
     """What Python makes of ``SystemExit(code)``: (status, message for stderr)."""
     if code is None:
@@ -75,9 +105,12 @@ def script_traceback(error: BaseException, path: Path) -> str:
 
 def _run_as_main(path: Path, argv: Sequence[str]) -> tuple[int, str | None, bool, str | None]:
     """(exit status, message, stopped at a divergence, signal) of running the file as ``__main__``."""
-    with _as_main(path, argv):
+    with _as_main(path, argv), _os_exit_reported():
         try:
             runpy.run_path(str(path.resolve()), run_name="__main__")
+        except ProgramExit as exit:
+            return exit.code, (f"{OS_EXIT_NOTE}({exit.code}); "
+                               "its calls checked until then are in the report"), False, None
         except DivergenceStop:
             return 1, None, True, None
         except SystemExit as exit:
@@ -134,6 +167,8 @@ def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
 
     session = active[0].session if active else Session(settings, script, argv, "cli", progress, rank, folder)
     session.interrupted = interrupted
+    if message and message.startswith(OS_EXIT_NOTE):
+        session.ended_early = f"os._exit({exit_code})"
     report = session.finish(exit_code)
     return ScriptOutcome(exit_code, report, stopped, message, session.internal_error or next(iter(failures), None),
                          interrupted)

@@ -43,7 +43,8 @@ from ..verdict.fx_eval import clone_value
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum)
 from ..verdict.inductor_adapter import compiles_routed_through, nondefault_inductor_config
-from .levels import (MAX_RECORD_VARIABLE, ROOT_PID_VARIABLE, Level, ScriptSettings, clear_environment,
+from .levels import (MAX_RECORD_FILES_VARIABLE, MAX_RECORD_VARIABLE,
+                     ROOT_PID_VARIABLE, Level, ScriptSettings, clear_environment,
                      settings_from_environment)
 from ..progress import Progress
 from ..output.folder import FolderBusy, OutputError, OutputFolder
@@ -184,6 +185,7 @@ class Session:
         self.recorded_bytes = 0
         self.recording_stopped: str | None = None
         self.interrupted: str | None = None  # the signal that ended the program, if one did
+        self.ended_early: str | None = None  # "os._exit(N)": the program ended itself, skipping its exit
         self.graphs: list[GraphRecord] = []
         self.calls = 0
         self.calls_checked = 0
@@ -463,9 +465,12 @@ class Session:
             return
         buffer = io.BytesIO()
         torch.save(clone_value(list(inputs)), buffer)
-        if self.recorded_bytes + buffer.tell() > self.settings.max_record_mb * 2**20:
-            self.recording_stopped = (f"inputs no longer saved after {self.recorded_bytes / 2**20:.1f} MB "
-                                      f"(limit {self.settings.max_record_mb:g} MB: {MAX_RECORD_VARIABLE})")
+        saved = sum(1 for name in folder.files if name.startswith("graphs/") and name.endswith(".pt"))
+        over_count = saved >= self.settings.max_record_files
+        if over_count or self.recorded_bytes + buffer.tell() > self.settings.max_record_mb * 2**20:
+            self.recording_stopped = (f"inputs no longer saved after {self.recorded_bytes / 2**20:.1f} MB in {saved} "
+                                      f"file(s) (limits {self.settings.max_record_mb:g} MB: {MAX_RECORD_VARIABLE}, "
+                                      f"{self.settings.max_record_files} files: {MAX_RECORD_FILES_VARIABLE})")
             log.warning("%s", self.recording_stopped)
             return
         self.recorded_bytes += buffer.tell()
@@ -500,6 +505,7 @@ class Session:
             "internal_error": self.internal_error,
             "recording_stopped": self.recording_stopped,
             "interrupted": self.interrupted,
+            "ended_early": self.ended_early,
             "processes": self.other_processes(),
             "graphs": [g.to_json() for g in self.graphs],
             # torch.export + AOTInductor ran: compiled by Inductor, never seen by script mode
