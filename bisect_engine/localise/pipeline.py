@@ -45,6 +45,7 @@ from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.sizes import context_at
 from ..verdict.replay import injected_whole_verdict
 from .culprit_code import kept_kernels
+from .hop import descend_into_hop
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
 
@@ -92,6 +93,8 @@ class GraphResult:
     # (not compiled: the confirmed culprit's compiled value, injected into an eager replay of the
     # graph, makes its outputs diverge by the same rule; see _culprit_first)
     whole_by: str = "compile"
+    # A culprit HOP node (cond, flex_attention, invoke_subgraph): the op inside it (strategies.inside.Inside)
+    inside: Any = None
 
     @property
     def eager_nan(self) -> str | None:
@@ -251,6 +254,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     finding = result.finding
     if finding is None:
         _carry_departures(result)
+    descend_into_hop(finding, judge, search, progress)
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem") and finding.amplification is None:
         _attribute(finding, search, progress)
@@ -268,6 +272,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
             # (a shared block, a decode loop) may meet values its first call never showed.
             compiler.stage = "localise"
             finding = _later_calls(result, judge, options, progress, on_divergence)
+            descend_into_hop(finding, judge, search, progress)
         compiler.stage = "subsystem"
         if finding is not None:
             if options.runs("subsystem") and finding.amplification is None:
