@@ -402,6 +402,8 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
         on_divergence()
     with progress.step(f"{graph.name}: per-node verdicts"):
         result.nodes = check_nodes(context, search)
+    if result.crash and _crash_is_ours(result, run_result, options, progress):
+        _crash_as_harness(result, run_result)
     if result.crash:
         _confirm_node(result, result.crash[0], search, progress)
     elif result.nodes.culprits:
@@ -528,6 +530,23 @@ def _harness_fallback(graph: CapturedGraph, context: GraphContext, whole: Subgra
         return context, whole, None
     harness = {"problem": whole.error, "fallback": "views_as_reshapes", "changed": changed, "judged": True}
     return new_context, retried, harness
+
+
+def _crash_is_ours(result: GraphResult, run_result: RunResult, options: EngineOptions, progress: Progress) -> bool:
+    """A node that crashes alone in our recompile is our harness's, never a compiler crash, when
+    the compiler took the whole graph (it compiled), or the user's torch.compile of the model works."""
+    if result.whole.outcome is not Outcome.CRASH:
+        return True
+    return run_result.model_level_check and _real_compile_works(run_result, options, progress)
+
+
+def _crash_as_harness(result: GraphResult, run_result: RunResult) -> None:
+    """Said in ``harness`` (the node, the error); the nodes that crashed alone are left unjudged."""
+    assert result.nodes is not None
+    node, error = result.nodes.crashes[0]
+    result.harness = {**(result.harness or {}), "problem": f"{node} alone: {error}", "node": node,
+                      "judged": result.whole.outcome is not Outcome.CRASH, "real_compile": run_result.model_level}
+    result.nodes = dataclasses.replace(result.nodes, crashes=())
 
 
 def _real_compile_works(run_result: RunResult, options: EngineOptions, progress: Progress) -> bool:
