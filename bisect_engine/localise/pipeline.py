@@ -45,7 +45,7 @@ from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.sizes import context_at
 from ..verdict.replay import injected_whole_verdict
 from .culprit_code import kept_kernels
-from .hop import descend_into_hop
+from .hop import attribute_inside, descend_into_hop
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
 
@@ -257,7 +257,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     descend_into_hop(finding, judge, search, progress)
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem") and finding.amplification is None:
-        _attribute(finding, search, progress)
+        attribute_inside(finding, judge, search, progress) or _attribute(finding, search, progress)
     if finding is not None:
         _symbolic_sizes(finding, search, compiler, progress)
     if finding is None and not model_level_check:
