@@ -7,7 +7,7 @@ from torch import nn
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 DEVICES = ["cpu"]
-SUITE = "ci"  # "ci": run by make test; "full": BISECT_CORPUS=all
+SUITE = "full"  # "ci": run by make test; "full": BISECT_CORPUS=all
 EXPECTED = {"verdict": "clean"}
 
 
