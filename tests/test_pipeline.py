@@ -116,8 +116,19 @@ def test_max_compiles_caps_every_stage_and_the_report_says_which(spec, captured,
     assert "search stopped: --max-compiles" in summary(report)
 
 
+class CrashesEverywhere(FakeCompiler):
+    """The relu kernel raises in every compile that holds relu, the user's torch.compile of the
+    model (a Dynamo graph calling torch.relu) included: a real compiler crash."""
+
+    def compile(self, graph_module: Any, example_inputs: Any, **options: Any) -> Any:
+        if any(node.target in (torch.relu, torch.nn.functional.relu) for node in graph_module.graph.nodes):
+            self.compiles += 1
+            raise RuntimeError("planted compile error\nsecond line of the message")
+        return super().compile(graph_module, example_inputs, **options)
+
+
 def test_a_crash_is_a_finding_with_its_error(spec, captured) -> None:
-    compiler = FakeCompiler(("relu",), _relu_kernel(captured), crash=True)
+    compiler = CrashesEverywhere(("relu",), _relu_kernel(captured), crash=True)
     result, report = _run(spec, captured, compiler, stop_after="localise")
     assert report["verdict"] == "crash"
     culprit = report["culprit"]
@@ -154,3 +165,24 @@ def test_a_culprit_whose_error_never_reaches_the_outputs_leaves_the_verdict_to_t
     assert report["verdict"] == "clean" and report["culprit"] is None
     assert compiler.by_stage == {"localise": 2, "model_check": 1}
     assert report["graphs"][0]["whole_by"] == "compile" and report["not_checked"] == []
+
+
+class CrashesAlone(FakeCompiler):
+    """Compiles relu wrongly... never: it raises only when relu reads a placeholder (compiled alone,
+    as our per-node check cuts it); the whole graph, as the user's compile sees it, compiles."""
+
+    def compile(self, graph_module: Any, example_inputs: Any, **options: Any) -> Any:
+        for node in graph_module.graph.nodes:
+            if node.target is torch.ops.aten.relu.default and node.args[0].op == "placeholder":
+                self.compiles += 1
+                raise RuntimeError("planted: relu alone does not compile")
+        return super().compile(graph_module, example_inputs, **options)
+
+
+def test_a_node_that_crashes_only_in_our_cut_is_harness_never_a_crash(spec, captured) -> None:
+    result, report = _run(spec, captured, CrashesAlone(("nothing",)), culprit_first=False, oracle="strict")
+    assert report["verdict"] == "clean", summary(report)
+    (harness,) = report["harness"]
+    assert "relu alone" in harness["problem"] and harness["judged"] is True
+    assert report["culprit"] is None
+    assert "harness: our recompile" in summary(report)

@@ -58,6 +58,9 @@ def load_module(path: Path) -> ModuleType:
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot import {path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
+    # Registered as an imported module is: Dynamo (torch.cond and flex attention compile their
+    # branches when run eagerly) and dataclasses look the file's functions up by module name.
+    sys.modules[spec.name] = module
     sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(module)

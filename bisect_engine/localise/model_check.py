@@ -37,13 +37,18 @@ def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_
             with Upcast():
                 return _forward_and_grads(model, inputs, loss_fn, seed)
         except Exception:  # noqa: BLE001 - some op refuses fp64 under the mode: parameters-only fp64
-            pass
+            # An eager torch.cond / flex attention compiles its body with Dynamo; an attempt under the
+            # mode leaves a cache entry that then fails the plain run (the caller resets anyway).
+            torch._dynamo.reset()
     torch.manual_seed(seed)
     parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
     for parameter in parameters:
         parameter.grad = None
     arguments = fresh_inputs(tuple(inputs))  # each side its own copy: the model may write to its inputs
-    output = model(*arguments)
+    # Without a loss the model runs as the capture ran it, under no_grad (an inference graph; flex
+    # attention on CPU refuses inputs that require grad).
+    with torch.set_grad_enabled(loss_fn is not None and torch.is_grad_enabled()):
+        output = model(*arguments)
     values = [v for v in pytree.tree_leaves(output) if isinstance(v, torch.Tensor)]
     if loss_fn is not None:
         loss = loss_fn(output)

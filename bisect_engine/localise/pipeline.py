@@ -46,6 +46,7 @@ from ..verdict.sizes import context_at
 from ..verdict.replay import injected_whole_verdict
 from .below_tolerance import BelowTolerance, below_tolerance
 from .culprit_code import kept_kernels
+from .hop import attribute_inside, descend_into_hop
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
 
@@ -96,6 +97,8 @@ class GraphResult:
     # outputs within tolerance, compiled's error clearly above eager's: the per-node check's ops
     # wrong alone, said beside a clean verdict (see localise/below_tolerance.py)
     below: BelowTolerance | None = None
+    # A culprit HOP node (cond, flex_attention, invoke_subgraph): the op inside it (strategies.inside.Inside)
+    inside: Any = None
 
     @property
     def eager_nan(self) -> str | None:
@@ -255,9 +258,10 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     finding = result.finding
     if finding is None:
         _carry_departures(result)
+    descend_into_hop(finding, judge, search, progress)
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem") and finding.amplification is None:
-        _attribute(finding, search, progress)
+        attribute_inside(finding, judge, search, progress) or _attribute(finding, search, progress)
     if finding is not None:
         _symbolic_sizes(finding, search, compiler, progress)
     if finding is None and not model_level_check:
@@ -272,6 +276,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
             # (a shared block, a decode loop) may meet values its first call never showed.
             compiler.stage = "localise"
             finding = _later_calls(result, judge, options, progress, on_divergence)
+            descend_into_hop(finding, judge, search, progress)
         compiler.stage = "subsystem"
         if finding is not None:
             if options.runs("subsystem") and finding.amplification is None:
@@ -402,6 +407,8 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
         on_divergence()
     with progress.step(f"{graph.name}: per-node verdicts"):
         result.nodes = check_nodes(context, search)
+    if result.crash and _crash_is_ours(result, run_result, options, progress):
+        _crash_as_harness(result, run_result)
     if result.crash:
         _confirm_node(result, result.crash[0], search, progress)
     elif result.nodes.culprits:
@@ -528,6 +535,23 @@ def _harness_fallback(graph: CapturedGraph, context: GraphContext, whole: Subgra
         return context, whole, None
     harness = {"problem": whole.error, "fallback": "views_as_reshapes", "changed": changed, "judged": True}
     return new_context, retried, harness
+
+
+def _crash_is_ours(result: GraphResult, run_result: RunResult, options: EngineOptions, progress: Progress) -> bool:
+    """A node that crashes alone in our recompile is our harness's, never a compiler crash, when
+    the compiler took the whole graph (it compiled), or the user's torch.compile of the model works."""
+    if result.whole.outcome is not Outcome.CRASH:
+        return True
+    return run_result.model_level_check and _real_compile_works(run_result, options, progress)
+
+
+def _crash_as_harness(result: GraphResult, run_result: RunResult) -> None:
+    """Said in ``harness`` (the node, the error); the nodes that crashed alone are left unjudged."""
+    assert result.nodes is not None
+    node, error = result.nodes.crashes[0]
+    result.harness = {**(result.harness or {}), "problem": f"{node} alone: {error}", "node": node,
+                      "judged": result.whole.outcome is not Outcome.CRASH, "real_compile": run_result.model_level}
+    result.nodes = dataclasses.replace(result.nodes, crashes=())
 
 
 def _real_compile_works(run_result: RunResult, options: EngineOptions, progress: Progress) -> bool:

@@ -17,6 +17,7 @@ import torch.utils._pytree
 
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import digest
+from .inside import apply_inside, inside_lines
 from .amplified import amplification_json, amplification_lines, amplified_repro_spec, differences_lines
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
@@ -117,6 +118,7 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
         culprit["shapes"] = graph.shapes
     if graph.amplification is not None and culprit["kind"] == "amplified":
         culprit.update(amplification_json(graph.amplification, lambda n: describe_node(result, graph, n)))
+    apply_inside(culprit, graph.inside if made_by == "compiler" else None)
     return culprit
 
 
@@ -616,6 +618,7 @@ def summary(report: dict[str, Any]) -> str:
                          "Inductor's AOT Autograd (the rewrite below, replayed eagerly, changes the outputs)")
         if len(culprit["ops"]) > 1 and culprit["kind"] != "pre_grad":
             lines.append(f"  window:  {', '.join(culprit['ops'])}")
+        lines += inside_lines(culprit)
         lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")
         if "forward_op" in culprit:
             lines.append(f"  backward of {culprit['forward_op']['op']} (forward node {culprit['forward_op']['node']})")

@@ -29,6 +29,7 @@ from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
 from . import repro_runtime
 from .integrity import die_with_parent_code, private_folder, sweep_stale_folders
+from .repro_modules import init_code, subgraph_classes
 from ..verdict.graphs import Subgraph
 from ..verdict.kernels import Kernel
 
@@ -71,6 +72,8 @@ class ReproSpec:
     # A subgraph of a graph compiled with symbolic sizes: each input's sizes and strides as
     # expression text (see verdict.shapes); the repro compiles it symbolically too. None: static.
     symbolic: tuple[Any, ...] | None = None
+    # The classes of the higher-order ops' subgraphs ``Repro`` holds as attributes (repro_modules).
+    subgraph_classes: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def repro_spec(
     recipes: list[dict[str, Any]] | None = None,
     kernels: tuple[Kernel, ...] = (),
 ) -> ReproSpec:
-    forward_code = subgraph.graph_module.code.strip()
+    forward_code = init_code(subgraph.graph_module) + subgraph.graph_module.code.strip()
     return ReproSpec(
         title=title,
         finding=tuple(finding),
@@ -131,6 +134,7 @@ def repro_spec(
         recipes=None if recipes is None else tuple(tuple(sorted(r.items())) for r in recipes),
         kernels=kernel_quotes(kernels),
         symbolic=_compiled_shapes(subgraph, values),
+        subgraph_classes=subgraph_classes(subgraph.graph_module),
     )
 
 
@@ -349,6 +353,8 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + notes
         + _kernel_block(spec.kernels)
         + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable)
+        + ("\n# The higher-order ops' subgraphs, as Repro's attributes.\n" + spec.subgraph_classes
+           if spec.subgraph_classes else "")
         + _BODY.format(
             what=("The torch-level (Dynamo) graph, before Inductor's pre-grad passes: torch.compile runs them on it."
                   if spec.expect == "pre_grad" else

@@ -61,7 +61,9 @@ def digest(tensor: torch.Tensor) -> TensorDigest:
 
 def bit_hash(tensor: torch.Tensor) -> str:
     """An exact, position-sensitive hash of a tensor's bits, as 16 hex digits."""
-    flat = tensor.detach().contiguous().reshape(-1)
+    # A fresh dense copy: ``contiguous()`` keeps a size-1 dim's stride (a flex attention block
+    # mask's (1, 1, 1) int tensor), and a byte view needs a unit stride.
+    flat = tensor.detach().reshape(-1).clone(memory_format=torch.contiguous_format)
     if flat.dtype == torch.bool:
         flat = flat.to(torch.uint8)
     raw = flat.view(torch.uint8)

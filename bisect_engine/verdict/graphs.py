@@ -102,6 +102,32 @@ def is_random(node: fx.Node) -> bool:
     return not (is_dropout and arguments.get("p") == 0)
 
 
+def is_submodule_attr(node: fx.Node) -> bool:
+    """A ``get_attr`` node that holds a module: a higher-order op's subgraph (``true_graph_0``,
+    a flex attention score_mod, ``subgraph_0``). Every cut keeps it an attribute, never an input:
+    AOT Autograd takes tensors and symbols as inputs, not GraphModules."""
+    if node.op != "get_attr":
+        return False
+    root = node.graph.owning_module
+    try:
+        value = _attribute(root, str(node.target)) if root is not None else None
+    except AttributeError:
+        return False
+    return isinstance(value, torch.nn.Module)
+
+
+def _attribute(root: Any, target: str) -> Any:
+    value = root
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def fed_inputs(node: fx.Node) -> list[fx.Node]:
+    """The nodes a cut feeds ``node`` through placeholders: its inputs less the subgraph attributes."""
+    return [source for source in node.all_input_nodes if not is_submodule_attr(source)]
+
+
 def is_mutating(node: fx.Node) -> bool:
     schema = getattr(node.target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
@@ -241,15 +267,18 @@ def build_subgraph(
     # Placeholders first, so each keeps its producer's name and no copied node can shadow it.
     placeholders: dict[fx.Node, fx.Node] = {}
     for node in ordered:
-        for source in node.all_input_nodes:
+        for source in fed_inputs(node):
             if (isolate or source not in inside_values) and source not in placeholders:
                 # An isolated node's input that is also computed here gets a name of its own.
                 name = f"{source.name}_in" if source in inside_values else source.name
                 placeholders[source] = graph.placeholder(name)
                 placeholders[source].meta.update(source.meta)
     inside: dict[fx.Node, fx.Node] = {}
+    attributes = _copy_attributes(graph, ordered)
 
     def lookup(source: fx.Node) -> fx.Node:
+        if source in attributes:
+            return attributes[source]
         return placeholders[source] if (isolate or source not in inside) else inside[source]
 
     for node in ordered:
@@ -271,6 +300,17 @@ def build_subgraph(
         output_names=tuple(value.name for value in output_nodes),
         node_names=tuple(node.name for node in ordered),
     )
+
+
+def _copy_attributes(graph: fx.Graph, nodes: Iterable[fx.Node]) -> dict[fx.Node, fx.Node]:
+    """The subgraph attributes the nodes read, as ``get_attr`` nodes of ``graph`` (after its
+    placeholders); ``fx.GraphModule(root, graph)`` then copies each module from the root."""
+    attributes: dict[fx.Node, fx.Node] = {}
+    for node in nodes:
+        for source in node.all_input_nodes:
+            if is_submodule_attr(source) and source not in attributes:
+                attributes[source] = graph.node_copy(source)
+    return attributes
 
 
 def _escapes(value: fx.Node, chosen: set[str]) -> bool:
@@ -299,6 +339,8 @@ def node_signature(node: fx.Node, values: dict[str, Any]) -> tuple[Any, ...] | N
     order: dict[fx.Node, int] = {}
 
     def describe(arg: Any) -> Any:
+        if isinstance(arg, fx.Node) and is_submodule_attr(arg):
+            return ("attribute", str(arg.target))  # one subgraph: the same module, every node
         if isinstance(arg, fx.Node):
             if arg.name not in values:
                 raise KeyError(arg.name)
@@ -399,14 +441,14 @@ class Copies:
     graph_module: fx.GraphModule
     plan: CopyPlan
     # per copy: its outputs (None for a single-output node, else the getitem index); its
-    # placeholders are its node's ``all_input_nodes``, in order
+    # placeholders are its node's ``fed_inputs``, in order
     output_slots: tuple[tuple[int | None, ...], ...]
 
     def inputs(self, view: GraphView, values: dict[str, Any], call: int) -> list[Any]:
         """The placeholder values for one call: each copy reads its member's reference inputs."""
         return [values[source.name]
                 for copy in range(len(self.plan.members))
-                for source in view.nodes[self.plan.feed(copy, call)].all_input_nodes]
+                for source in fed_inputs(view.nodes[self.plan.feed(copy, call)])]
 
     def assign(self, view: GraphView, call: int, outputs: Sequence[Any]) -> dict[str, Any]:
         """Map one call's outputs to the value-node names of the members judged on that call."""
@@ -436,14 +478,15 @@ def build_copies(view: GraphView, plan: CopyPlan) -> Copies:
     for index, members in enumerate(plan.members):
         node = view.nodes[members[0]]
         placeholders = {}
-        for source in node.all_input_nodes:
+        for source in fed_inputs(node):
             placeholders[source] = graph.placeholder(f"c{index}_{source.name}")
             placeholders[source].meta.update(source.meta)
         copies.append((node, placeholders))
+    attributes = _copy_attributes(graph, [node for node, _ in copies])
     outputs: list[fx.Node] = []
     output_slots: list[tuple[int | None, ...]] = []
     for node, placeholders in copies:
-        copy = graph.node_copy(node, placeholders.__getitem__)
+        copy = graph.node_copy(node, lambda source: attributes.get(source) or placeholders[source])
         slots: list[int | None] = []
         for value in value_nodes(node):
             if not is_tensor_value(value):

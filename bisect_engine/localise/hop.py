@@ -1,0 +1,72 @@
+"""A culprit that is a higher-order op: the search descends into its subgraphs (strategies.inside)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from ..progress import Progress
+from ..verdict.candidate import GraphCandidate, Switch
+from ..verdict.compare import Outcome
+from ..strategies.inside import descend, hop_name
+from ..strategies.subsystems import attribute
+from .judge import Judge
+
+
+def descend_into_hop(finding: Any, judge: Judge, search: Any, progress: Progress) -> None:
+    """``finding.inside``: the op inside the culprit HOP's subgraph that is wrong alone (a node
+    culprit only: a crash or a window has no one op to look inside)."""
+    if finding is None or finding.crash or finding.culprit_kind != "node" or len(finding.culprit_nodes) != 1:
+        return
+    (name,) = finding.culprit_nodes
+    context = finding.context
+    if hop_name(context.view.nodes[name]) is None:
+        return
+    with progress.step(f"{context.name}: inside {name}"):
+        finding.inside = descend(context, name, search, judge.add)
+
+
+def attribute_inside(finding: Any, judge: Judge, search: Any, progress: Progress) -> bool:
+    """The subsystem behind the op named inside a HOP, judged on that op alone in its subgraph (the
+    HOP as a whole has no switch of its own); a lowering fallback is then tried on the HOP node
+    itself (one compile) and the note says whether it fixes it there. False: no op inside named
+    (the caller attributes the HOP)."""
+    inside = getattr(finding, "inside", None) if finding is not None else None
+    if inside is None or inside.op is None or inside.graph not in judge.contexts:
+        return False
+    with progress.step(f"{inside.graph}: subsystem bisection"):
+        attribution = attribute(judge.contexts[inside.graph], (inside.node,), search)
+        if attribution is not None:
+            note, fixes = _where(attribution, inside, finding.context.name, search)
+            workaround = attribution.workaround if fixes else (
+                f"# none known: the switch ({attribution.name}) does not apply inside {inside.hop}")
+            finding.attribution = dataclasses.replace(
+                attribution, workaround=workaround, note=f"{attribution.note}; {note}" if attribution.note else note)
+    return True
+
+
+def _where(attribution: Any, inside: Any, graph: str, search: Any) -> tuple[str, bool]:
+    """Whether the switch found on the op alone also fixes the HOP node (lowerings: checked), and
+    the note that says so."""
+    alone = f"found on {inside.op} compiled alone, outside {inside.hop}"
+    ops = [_op(name) for name in attribution.name.split(", ")] if attribution.kind == "lowering" else []
+    if not ops or None in ops:
+        return f"{alone}; not checked on the {inside.hop} node itself", True
+    switch = Switch("lowering", attribution.name, fallbacks=frozenset(ops))
+    verdict = search.judge(GraphCandidate(graph, frozenset([inside.hop_node]), switch=switch,
+                                          purpose="subsystem on the hop"))
+    if verdict.outcome is Outcome.MATCH:
+        return f"{alone}; the fallback fixes the {inside.hop} node too (checked)", True
+    return (f"{alone}; the fallback does not fix the {inside.hop} node (checked: {verdict.outcome.value}): "
+            f"the {inside.subgraph} is generated inside the HOP's own code, so no workaround is known"), False
+
+
+def _op(name: str) -> Any:
+    """``aten.sin.default`` -> torch.ops.aten.sin.default (None: not an op)."""
+    value: Any = torch.ops
+    for part in name.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value

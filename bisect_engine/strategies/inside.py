@@ -1,0 +1,143 @@
+"""Inside a higher-order op: which op of its subgraph makes it wrong.
+
+A ``cond``, ``flex_attention`` or ``invoke_subgraph`` node is judged as one op (its subgraphs run
+in fp64 for the reference; eager flex attention on CPU is a dense math formulation that runs in
+fp64 too). When it is wrong, each subgraph it runs becomes a graph of its own, traced by
+``make_fx`` on the values it is called with in this graph, and every node of it is judged alone
+(the same per-node check, the same rule). The op named is the first wrong one there; the HOP is
+its context (:class:`Inside`). A subgraph whose ops are all right alone leaves the HOP named
+(the fault is in how Inductor lowers the HOP itself: the flex template, the cond codegen).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+
+from ..verdict.graphs import CapturedGraph, is_submodule_attr, op_name, source_location
+from ..verdict.oracle import GraphContext
+from .nodes import check_nodes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inside:
+    """The op inside a HOP's subgraph that is wrong alone (``op`` None: none is)."""
+
+    hop: str  # "flex_attention", "cond", "invoke_subgraph"
+    hop_node: str
+    subgraph: str  # its role: "score_mod", "mask_mod", "true_branch", "false_branch", "body"
+    attribute: str  # the get_attr target holding it (sdpa_score0, true_graph_0, subgraph_0)
+    graph: str  # the name its per-node check is judged under
+    op: str | None = None
+    node: str | None = None
+    source: str | None = None
+    checked: int = 0
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hop": self.hop, "hop_node": self.hop_node, "subgraph": self.subgraph, "attribute": self.attribute,
+                "op": self.op, "node": self.node, "source": self.source, "checked_nodes": self.checked,
+                "note": self.note}
+
+
+def hop_name(node: fx.Node) -> str | None:
+    """The HOP's name (``flex_attention``), or None for an ordinary op."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+        return None
+    return str(node.target.name())
+
+
+def subgraph_calls(node: fx.Node, values: dict[str, Any]) -> list[tuple[str, str, list[Any]]]:
+    """(role, attribute, inputs) for each subgraph the HOP node runs, on this call's values."""
+    hop = hop_name(node)
+    read = lambda arg: values[arg.name] if isinstance(arg, fx.Node) else arg  # noqa: E731
+    if hop == "cond":
+        taken = bool(read(node.args[0]))
+        branch = node.args[1] if taken else node.args[2]
+        return [("true_branch" if taken else "false_branch", str(branch.target), [read(a) for a in node.args[3]])]
+    if hop == "invoke_subgraph":
+        return [("body", str(node.args[0].target), [read(a) for a in node.args[2:]])]
+    if hop == "flex_attention":
+        return _flex_calls(node, read)
+    return []
+
+
+def _flex_calls(node: fx.Node, read: Callable[[Any], Any]) -> list[tuple[str, str, list[Any]]]:
+    """The score_mod called on every score at once: the scores ``q @ k^T * scale`` and broadcast
+    index tensors (b, h, q_idx, kv_idx), as the dense math formulation calls it."""
+    query, key, score_mod = read(node.args[0]), read(node.args[1]), node.args[3]
+    scale = read(node.args[5])
+    if not (isinstance(score_mod, fx.Node) and is_submodule_attr(score_mod)):
+        return []
+    heads, kv_heads = query.shape[1], key.shape[1]
+    key = key.repeat_interleave(heads // kv_heads, dim=1) if kv_heads != heads else key
+    scores = (query @ key.transpose(-2, -1)) * (scale if scale is not None else query.shape[-1] ** -0.5)
+    b, h, m, n = scores.shape
+    index = [torch.arange(size, dtype=torch.int32).view(*[size if d == i else 1 for d in range(4)])
+             for i, size in enumerate((b, h, m, n))]
+    buffers = [read(a) for a in node.args[7]]
+    return [("score_mod", str(score_mod.target), [scores, *index, *buffers])]
+
+
+def _module(root: fx.GraphModule, attribute: str) -> Any:
+    module = root
+    for part in attribute.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def traced_subgraph(root: fx.GraphModule, attribute: str, inputs: list[Any], name: str, index: int) -> CapturedGraph:
+    """The subgraph as an aten graph of its own, traced on these inputs (shapes in its metadata)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    module = _module(root, attribute)
+    with torch.no_grad():
+        traced = make_fx(module)(*inputs)
+    return CapturedGraph(name=name, kind="forward", index=index, graph_module=traced, inputs=list(inputs), called=True)
+
+
+def descend(context: GraphContext, node_name: str, search: Any, register: Callable[[GraphContext], None]) -> Inside | None:
+    """The op inside HOP node ``node_name`` that is wrong alone; None when the node is no HOP.
+    ``register`` makes a subgraph's context known to the search's judge."""
+    node = context.view.nodes[node_name]
+    hop = hop_name(node)
+    if hop is None:
+        return None
+    found: Inside | None = None
+    for role, attribute, inputs in subgraph_calls(node, context.eager_values):
+        name = f"{context.name}.{node_name}.{attribute}"
+        try:
+            captured = traced_subgraph(context.captured.graph_module, attribute, inputs, name, context.captured.index)
+            inner = GraphContext.from_captured(captured, context.tolerance, context.rng_strict, context.seed,
+                                               reference=context.reference)
+        except Exception as error:  # noqa: BLE001 - the HOP stays named; the note says why
+            log.debug("tracing %s failed", name, exc_info=True)
+            note = f"its {role} could not be traced alone ({type(error).__name__}: {str(error)[:200]})"
+            found = found or Inside(hop, node_name, role, attribute, name, note=note)
+            continue
+        register(inner)
+        nodes = check_nodes(inner, search)
+        culprit = nodes.culprits[0] if nodes.culprits else None
+        if culprit is None:
+            found = found or Inside(hop, node_name, role, attribute, name, checked=len(nodes.checked),
+                                    note=f"every op of its {role} is right alone: the fault is in how the HOP is lowered")
+            continue
+        inner_node = inner.view.nodes[culprit]
+        return Inside(hop, node_name, role, attribute, name, op=op_name(inner_node), node=culprit,
+                      source=_source(_module(context.captured.graph_module, attribute), inner_node),
+                      checked=len(nodes.checked))
+    return found
+
+
+def _source(subgraph: Any, inner_node: fx.Node) -> str | None:
+    """Where the inner op was written: the retraced subgraph keeps no stack; the captured one's
+    node of the same op may (None: unknown)."""
+    for node in getattr(subgraph, "graph", fx.Graph()).nodes:
+        if node.target is inner_node.target and source_location(node)[0]:
+            return source_location(node)[0]
+    return None
