@@ -232,6 +232,8 @@ def _script_status(outcome: Any) -> int:
         return EXIT_FOUND
     if outcome.interrupted:
         return outcome.exit_code
+    if outcome.report["verdict"] == "incomplete":
+        return EXIT_INCOMPLETE  # a graph whose checked calls compared nothing: no verdict on it
     if script["graphs_compiled"] == 0:
         # Nothing checked is never a pass: a script that succeeded without compiling is a usage
         # error; one that failed keeps its own status (its failure comes first).
