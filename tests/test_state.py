@@ -173,3 +173,16 @@ def test_a_clean_compiled_adamw_step_is_clean_and_stepped_once(tmp_path: Path) -
     assert run.stdout == plain.stdout  # the same losses and the same final weights: one step each
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["verdict"] == "clean" and report["script"]["calls_checked"] >= 1
+
+
+def test_the_gemm_template_flip_is_tried_only_under_max_autotune() -> None:
+    import torch._inductor.config as inductor_config
+
+    from bisect_engine.strategies.subsystems import CONFIG_FLIPS, CONFIG_NOTES, _is_set
+
+    flip = next(s for s in CONFIG_FLIPS if s.name == "max_autotune_gemm_backends")
+    assert flip.patch_dict == {"max_autotune_gemm_backends": "ATEN"} and "GEMM template" in CONFIG_NOTES[flip.name]
+    with inductor_config.patch(max_autotune=False, max_autotune_gemm=False):
+        assert not _is_set(flip)
+    with inductor_config.patch(max_autotune=True):
+        assert _is_set(flip)

@@ -113,8 +113,10 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
             get_batches = _batches_on(get_batches, target)
     original, compiled, backend = unwrap_compiled(model)
     options = compiled_options(compiled)
+    config = {**config, **{k: v for k, v in options.items() if _literal(v)}}  # the repro's config too
+    unrenderable = [*unrenderable, *(k for k, v in options.items() if not _literal(v) and k not in unrenderable)]
     return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
-                     get_batches if callable(get_batches) else None, {**config, **options}, unrenderable,
+                     get_batches if callable(get_batches) else None, config, unrenderable,
                      get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled),
                      options)
 
@@ -124,6 +126,16 @@ def compiled_dynamic(compiled: Any) -> bool | None:
     the first compile), so our capture and model check compile with the same dynamism."""
     dynamic = getattr(_compile_context(compiled), "_dynamic", None) if compiled is not None else None
     return dynamic if isinstance(dynamic, bool) else None
+
+
+def _literal(value: Any) -> bool:
+    """Renderable as Python source (the repro writes the config as a literal)."""
+    import ast
+
+    try:
+        return bool(ast.literal_eval(repr(value)) == value)
+    except (ValueError, SyntaxError):
+        return False
 
 
 def compiled_options(compiled: Any) -> dict[str, Any]:
