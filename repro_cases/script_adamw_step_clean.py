@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+SUITE = "full"  # run by BISECT_CORPUS=all (tests/test_state.py); the fast tests cover one step taken once
 EXPECTED = {"verdict": "clean"}
 
 

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 from torch._inductor.codegen import cpp as inductor_cpp
 
 PLANTED = {"config": {}, "also_sets": {"fx_graph_cache": False, "functorch.enable_autograd_cache": False}}
+SUITE = "ci"
 EXPECTED = {"verdict": "divergent", "op": "aten._foreach_sqrt.default", "graph": "forward_0", "kind": "node",
             "written": "parameter up.weight"}
 

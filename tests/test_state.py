@@ -120,6 +120,7 @@ def test_a_call_that_compares_nothing_is_not_checked(session_factory: Callable[.
     report = session.finish(0)
     assert report["verdict"] == "incomplete" and report["script"]["calls_checked"] == 0
     assert report["script"]["graphs"][0]["outcome"] == "not_checked"
+    assert report["script"]["graphs_not_checked"] == ["graph_0"]
     assert "not checked: graph_0" in script_summary({**report, "report_path": "r"})
 
 
@@ -165,6 +166,7 @@ def test_a_compiled_adamw_step_with_a_wrong_sqrt_is_found_and_reproduced(tmp_pat
 
 
 @pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="SUITE full: BISECT_CORPUS=all runs it")
 def test_a_clean_compiled_adamw_step_is_clean_and_stepped_once(tmp_path: Path) -> None:
     run = _cli(ADAMW_CLEAN, tmp_path / "out")
     plain = subprocess.run([sys.executable, str(ADAMW_CLEAN), "--steps", "2"], capture_output=True, text=True,

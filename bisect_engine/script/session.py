@@ -507,6 +507,7 @@ class Session:
             "level": int(self.settings.level), "level_name": self.settings.level.label,
             "check_every": self.settings.check_every, "stop_on_divergence": self.settings.stop_on_divergence,
             "graphs_compiled": len(self.graphs), "graphs_checked": sum(1 for g in self.graphs if g.checks),
+            "graphs_not_checked": [g.name for g in self.graphs if g.outcome == "not_checked"],
             "calls": self.calls, "calls_checked": self.calls_checked, "engine_compiles": self.engine_compiles,
             "tool_seconds": round(self.tool_seconds, 3),
             "first_divergence_call": self.divergence.to_json() if self.divergence else None,
