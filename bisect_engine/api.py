@@ -8,10 +8,11 @@ report of what was learned, with verdict ``interrupted``; the exception then goe
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import Interrupted
 from .load.memory import check_memory
@@ -27,6 +28,19 @@ from .output.writer import OutputOptions, write_outputs, write_report_and_views
 from .progress import Progress
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def user_compile_options(spec: Any) -> Iterator[None]:
+    """Inductor's config patched with what the user's ``torch.compile(mode=, options=)`` stands
+    for (as Inductor's own wrapper patches it around each compile), undone on leaving."""
+    if not spec.compile_options:
+        yield
+        return
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(spec.compile_options):
+        yield
 
 
 def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions(),
@@ -47,7 +61,8 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
         try:
             engine = run_scanned if spec.get_batches else run
             try:
-                result = engine(spec, options, progress, compiler, on_divergence=interpreters.start)
+                with user_compile_options(spec):  # the user's mode= / options=, in every compile we make
+                    result = engine(spec, options, progress, compiler, on_divergence=interpreters.start)
             except Interrupted as interrupt:  # before the engine had a result (loading, capture, a scan)
                 report = bare_report(spec.path, "interrupted")
                 report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}

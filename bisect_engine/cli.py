@@ -396,6 +396,9 @@ def _script_status(outcome: Any) -> int:
         from .script.messages import AOTI_NOT_CHECKED
         click.echo(f"bisect-accuracy: {AOTI_NOT_CHECKED}", err=True)
         return EXIT_INCOMPLETE if outcome.exit_code == 0 else outcome.exit_code
+    if outcome.report["verdict"] == "incomplete":
+        # a graph whose checked calls compared nothing: no verdict on it (a failing script's own status first)
+        return EXIT_INCOMPLETE if outcome.exit_code == 0 else outcome.exit_code
     if script["graphs_compiled"] == 0:
         # Nothing checked is never a pass: a script that succeeded without compiling is a usage
         # error; one that failed keeps its own status (its failure comes first).

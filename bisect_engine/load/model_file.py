@@ -43,6 +43,9 @@ class ModelSpec:
     backend: str | None = None
     # the ``dynamic=`` that compiled object was given (None: Dynamo's default, automatic dynamic)
     dynamic: bool | None = None
+    # the Inductor config its ``mode=`` / ``options=`` stand for (mode="max-autotune":
+    # {"max_autotune": True, ...}); every compile of ours runs under it (see api.bisect_file)
+    compile_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def custom_backend(self) -> bool:
@@ -112,9 +115,13 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
         if callable(get_batches):
             get_batches = _batches_on(get_batches, target)
     original, compiled, backend = unwrap_compiled(model)
+    options = compiled_options(compiled)
+    config = {**config, **{k: v for k, v in options.items() if _literal(v)}}  # the repro's config too
+    unrenderable = [*unrenderable, *(k for k, v in options.items() if not _literal(v) and k not in unrenderable)]
     return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
                      get_batches if callable(get_batches) else None, config, unrenderable,
-                     get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled))
+                     get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled),
+                     options)
 
 
 def exported_module(model: Any) -> Any:
@@ -130,6 +137,36 @@ def compiled_dynamic(compiled: Any) -> bool | None:
     the first compile), so our capture and model check compile with the same dynamism."""
     dynamic = getattr(_compile_context(compiled), "_dynamic", None) if compiled is not None else None
     return dynamic if isinstance(dynamic, bool) else None
+
+
+def _literal(value: Any) -> bool:
+    """Renderable as Python source (the repro writes the config as a literal)."""
+    import ast
+
+    try:
+        return bool(ast.literal_eval(repr(value)) == value)
+    except (ValueError, SyntaxError):
+        return False
+
+
+def compiled_options(compiled: Any) -> dict[str, Any]:
+    """The Inductor config the user's ``torch.compile(mode=..., options=...)`` stands for, as
+    Inductor's wrapper holds it (``mode="max-autotune"``: ``max_autotune``,
+    ``coordinate_descent_tuning``, ``triton.cudagraphs``; ``options=``: as given); {} for the
+    default mode, another backend or no compile. ``fullgraph=`` is not among them: it only turns
+    graph breaks into errors, so a compile that ran gives the same graphs without it."""
+    import torch
+
+    seen = getattr(_compile_context(compiled), "callback", None) if compiled is not None else None
+    for _ in range(8):
+        if isinstance(seen, torch._TorchCompileInductorWrapper):
+            config = getattr(seen, "config", None)
+            return {str(k): v for k, v in config.items()} if isinstance(config, dict) else {}
+        inner = getattr(seen, "_torchdynamo_orig_backend", None)
+        if inner is None or inner is seen:
+            break
+        seen = inner
+    return {}
 
 
 def user_backend(compiled: Any) -> Callable[..., Any] | None:

@@ -68,10 +68,13 @@ def _set_rng_states(states: list[torch.Tensor]) -> None:
         torch.cuda.set_rng_state_all(states[1:])
 
 
-def input_label(graph_module: fx.GraphModule, position: int) -> str:
-    """``input 3 (L_self_modules_up_parameters_weight_)``: Dynamo names inputs by their source."""
-    names = [node.target for node in graph_module.graph.nodes if node.op == "placeholder"]
-    return f"input {position} ({names[position]})" if position < len(names) else f"input {position}"
+def input_label(graph_module: fx.GraphModule, position: int, labels: dict[str, str] | None = None) -> str:
+    """``input 3 (L_self_modules_up_parameters_weight_)``: Dynamo names inputs by their source;
+    ``labels`` names some by what the program calls them (a lifted optimizer state tensor)."""
+    names = [str(node.target) for node in graph_module.graph.nodes if node.op == "placeholder"]
+    if position >= len(names):
+        return f"input {position}"
+    return f"input {position} ({(labels or {}).get(names[position], names[position])})"
 
 
 def flat_values(value: Any) -> list[Any]:
@@ -117,15 +120,17 @@ def _fp64_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> tuple[
 
 
 def judge_call(graph_module: fx.GraphModule, references: References, compiled_outputs: Any,
-               compiled_inputs: Sequence[Any], tolerance: Tolerance = Tolerance()) -> CallVerdict:
-    """The compiled call's outputs, and the inputs it wrote to, against eager and fp64."""
+               compiled_inputs: Sequence[Any], tolerance: Tolerance = Tolerance(),
+               labels: dict[str, str] | None = None) -> CallVerdict:
+    """The compiled call's outputs, and the inputs it wrote to, against eager and fp64 (no
+    verdict at all, ``outputs`` empty, when the call returns nothing and writes nothing)."""
     compiled = flat_values(compiled_outputs)
     fp64 = references.fp64 if references.fp64 is not None else references.eager
     names = [f"output {i}" for i in range(len(references.eager))]
     eager_values, fp64_values, compiled_values = list(references.eager), list(fp64), compiled
     if len(compiled) == len(references.eager):
         for i in references.mutated:
-            names.append(f"{input_label(graph_module, i)}, written in place")
+            names.append(f"{input_label(graph_module, i, labels)}, written in place")
             eager_values.append(references.eager_inputs[i])
             reference = references.fp64_inputs[i] if references.fp64 is not None else references.eager_inputs[i]
             fp64_values.append(reference)

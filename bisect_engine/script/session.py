@@ -42,6 +42,8 @@ from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum)
+from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
+from ..verdict.state import tensor_attributes
 from ..verdict.inductor_adapter import compiles_routed_through, nondefault_inductor_config
 from .levels import (MAX_RECORD_FILES_VARIABLE, MAX_RECORD_VARIABLE,
                      ROOT_PID_VARIABLE, Level, ScriptSettings, clear_environment,
@@ -73,6 +75,10 @@ class GraphRecord:
     notes: list[str] = field(default_factory=list)  # e.g. why eager, not fp64, was the reference
     compile_id: str | None = None  # the Dynamo compile that made it ("0/0")
     compiler: Any = None  # the backend that compiled it (a user's backend is localised inside it)
+    live_state: dict[str, Any] = field(default_factory=dict)  # tensors it holds (get_attr), the live ones
+    state_targets: list[str] | None = None  # those lifted to inputs (see state_check); None: not yet decided
+    unlifted: fx.GraphModule | None = None  # the graph's own form while the lifting is tentative
+    state_labels: dict[str, str] = field(default_factory=dict)  # lifted input -> the program's name for it
 
     @property
     def name(self) -> str:
@@ -125,8 +131,10 @@ class CheckingBackend:
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         reference = copy.deepcopy(graph_module)  # Inductor's pre-grad passes rewrite the graph in place
+        live_state = tensor_attributes(graph_module)  # the live tensors (an optimizer's state), never written
         compiled = self.inner(graph_module, example_inputs)
         record = self.session.add_graph(reference, self.compiler_name, self.inductor_options)
+        record.live_state = live_state
         from ..load.capture import current_compile_id
 
         record.compile_id = current_compile_id()
@@ -229,22 +237,33 @@ class Session:
 
     def _checked_call(self, record: GraphRecord, compiled: Callable[..., Any], args: Sequence[Any]) -> Any:
         """Reference runs first (the compiled call may write to its inputs), then the real call."""
-        pristine = self._guarded(record, lambda: clone_value(list(args)))
-        references = self._guarded(record, lambda: reference_outputs(record.graph_module, pristine))
+        arguments = call_arguments(record, args)  # a graph's tensors written in place are judged as inputs
+        pristine = self._guarded(record, lambda: clone_value(arguments))
+        references = self._guarded(record, lambda: settle(record, reference_outputs(record.graph_module, pristine),
+                                                          len(args)))
         outputs = compiled(*args)
         if references is None:
             return outputs
         if references.fp64_error and references.fp64_error not in record.notes:
             record.notes.append(references.fp64_error)
-        verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, args))
+        arguments, pristine = (arguments, pristine) if record.state_targets else (list(args), pristine[:len(args)])
+        verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, arguments,
+                                                           labels=state_labels(record)))
         if verdict is not None:
-            positions = grad_positions(args) if _trains(outputs) and not references.random else []
+            trains = _trains(outputs) and not references.random and not record.state_targets
+            positions = grad_positions(args) if trains else []
             self._judged(record, compiled, verdict, references.random, pristine, positions)
         return outputs
 
     def _judged(self, record: GraphRecord, compiled: Callable[..., Any], verdict: CallVerdict, random: bool,
                 pristine: list[Any], positions: list[int]) -> None:
-        """Act on a checked call's verdict; in a training step, check its gradients too."""
+        """Act on a checked call's verdict; in a training step, check its gradients too. A call
+        that compared nothing (no output, no tensor written) is not checked, never a match."""
+        if not verdict.outputs:
+            record.outcome = "not_checked" if record.outcome == "unchecked" else record.outcome
+            if NOTHING_COMPARED not in record.notes:
+                record.notes.append(NOTHING_COMPARED)
+            return
         record.checks += 1
         self.calls_checked += 1
         if verdict.outcome is not Outcome.MATCH:
@@ -494,6 +513,7 @@ class Session:
             "level": int(self.settings.level), "level_name": self.settings.level.label,
             "check_every": self.settings.check_every, "stop_on_divergence": self.settings.stop_on_divergence,
             "graphs_compiled": len(self.graphs), "graphs_checked": sum(1 for g in self.graphs if g.checks),
+            "graphs_not_checked": [g.name for g in self.graphs if g.outcome == "not_checked"],
             "calls": self.calls, "calls_checked": self.calls_checked, "engine_compiles": self.engine_compiles,
             "tool_seconds": round(self.tool_seconds, 3),
             "first_divergence_call": self.divergence.to_json() if self.divergence else None,
@@ -554,8 +574,8 @@ class Session:
         if self.divergence is not None:
             return "divergent"  # seen, but the report of it was never completed
         if self.settings.level is Level.RECORD or not self.calls_checked:
-            return "unchecked"
-        return "clean"
+            return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "unchecked"
+        return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "clean"
 
     def other_processes(self) -> list[dict[str, Any]]:
         """The reports other processes of this session wrote (``OUT/pid<pid>``), for the root's report."""
@@ -611,9 +631,9 @@ def script_summary(report: dict[str, Any]) -> str:
     script = report["script"]
     counts = (f"{script['graphs_compiled']} graph(s) compiled, {script['graphs_checked']} checked, "
               f"{script['calls_checked']} of {script['calls']} call(s) checked")
-    if report["verdict"] in ("clean", "unchecked"):
-        what = "recorded" if report["verdict"] == "unchecked" else "clean"
-        return f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}"
+    if report["verdict"] in ("clean", "unchecked", "incomplete"):
+        what = {"unchecked": "recorded", "incomplete": "not every graph checked"}.get(report["verdict"], "clean")
+        return f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}" + not_checked_lines(script)
     lines = [summary(report)]
     first = script["first_divergence_call"]
     if first:

@@ -51,7 +51,14 @@ CONFIG_FLIPS = (
     Switch.config("config", "cpp.simdlen", {"cpp.simdlen": 1}),  # no vectorisation
     Switch.config("config", "split_reductions", {"split_reductions": False}),
     Switch.config("config", "max_fusion_size", {"max_fusion_size": 1}),  # no fusion
+    # max-autotune's GEMM templates (C++ on CPU, Triton on GPU) off: ATen's GEMM only
+    Switch.config("config", "max_autotune_gemm_backends", {"max_autotune_gemm_backends": "ATEN"}),
 )
+# What a flip that fixes it says about the compiler, beyond "flipping it matches eager".
+CONFIG_NOTES = {
+    "max_autotune_gemm_backends": "the C++/Triton GEMM template max-autotune chose is wrong; the ATen GEMM "
+                                  "fallback is right (workaround: max_autotune_gemm_backends='ATEN')",
+}
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,8 @@ def _is_set(switch: Switch) -> bool:
 
     if switch.name.startswith(("post_grad_custom", "joint_custom", "pre_grad_custom")):
         return getattr(inductor_config, switch.name) is not None
+    if switch.name == "max_autotune_gemm_backends":  # only templates max-autotune tunes can be wrong there
+        return bool(inductor_config.max_autotune or inductor_config.max_autotune_gemm)
     return True
 
 
@@ -215,7 +224,8 @@ class SubsystemSearch:
             if own.outcome is Outcome.CRASH and crash_key(own.error) == crash_key(flipped.error):
                 return None
         switch = self.first_fixing_switch(CONFIG_FLIPS)
-        return Attribution("config", switch.name, config_workaround(switch.patch_dict)) if switch else None
+        return Attribution("config", switch.name, config_workaround(switch.patch_dict),
+                           CONFIG_NOTES.get(switch.name, "")) if switch else None
 
 
 def _decomposition_workaround(drop: str) -> str:
