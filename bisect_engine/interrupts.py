@@ -59,7 +59,7 @@ def _signals(sigint: bool) -> Iterator[None]:
         if raised:  # the second signal: no more waiting
             os._exit(128 + signum)
         raised.append(signum)
-        raise Interrupted(signum, SIGNALS[signum])
+        raise Interrupted(signum, SIGNALS[signal.Signals(signum)])
 
     for signum in chosen:
         signal.signal(signum, handler)

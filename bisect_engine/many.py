@@ -103,7 +103,7 @@ def local_executor(jobs: int) -> Callable[[Sequence[tuple[str, str]], Sequence[s
 
 def ray_executor(address: str | None) -> Callable[[Sequence[tuple[str, str]], Sequence[str]], list[ModelRun]]:
     try:
-        import ray  # type: ignore[import-not-found]
+        import ray
     except ImportError as error:
         raise UsageError("--executor ray needs Ray: pip install 'bisect-accuracy[ray]'") from error
 

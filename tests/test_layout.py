@@ -96,3 +96,10 @@ def test_one_list_of_verdicts() -> None:
                                                             for t in node.targets)
                       for node in ast.parse(path.read_text()).body)]
     assert not copies, copies
+
+
+def test_the_package_type_checks() -> None:
+    """mypy (configured in pyproject.toml) finds no error in the package."""
+    result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -74,7 +74,8 @@ class CaptureBackend:
         compiled = self._traced(graph_module, example_inputs)
         if not self.inputs_of_first_call:
             return compiled
-        index, called = len(self.dynamo_graphs) - 1, []
+        index = len(self.dynamo_graphs) - 1
+        called: list[Any] = []
 
         def first_call_kept(*args: Any) -> Any:
             if not called:

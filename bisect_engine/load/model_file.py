@@ -190,6 +190,7 @@ def unwrap_compiled(model: Any) -> tuple[Any, Any, str | None]:
     either way; but calling the compiled object is *not* eager, and its backend may be the user's."""
     from torch._dynamo.eval_frame import OptimizedModule, innermost_fn
 
+    original: Any
     if isinstance(model, OptimizedModule):
         original = model._orig_mod
     elif getattr(model, "_torchdynamo_orig_callable", None) is not None:

@@ -242,6 +242,12 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     return result
 
 
+def _search_of(result: RunResult) -> RunSearch:
+    """The run's one search (``run_captured`` makes it before any graph is examined)."""
+    assert result.search is not None, "the engine runs only on a RunResult made by run_captured"
+    return result.search
+
+
 def budget_message(exhausted: BudgetExhausted, options: EngineOptions, compiler: Compiler) -> str:
     limit = (f"--max-compiles {options.max_compiles} reached ({compiler.compiles} compiles)"
              if exhausted.reason == "max_compiles" else f"--timeout {options.timeout_s:g} s reached")
@@ -250,7 +256,7 @@ def budget_message(exhausted: BudgetExhausted, options: EngineOptions, compiler:
 
 def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress: Progress,
               model_level_check: bool, on_divergence: Callable[[], None] | None) -> None:
-    search, compiler = result.search, result.compiler
+    search, compiler = _search_of(result), result.compiler
     compiler.stage = "localise"
     for graph in result.captured:
         if _examine(graph, result, judge, options, progress, on_divergence).has_finding:
@@ -261,7 +267,8 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     descend_into_hop(finding, judge, search, progress)
     compiler.stage = "subsystem"
     if finding is not None and options.runs("subsystem") and finding.amplification is None:
-        attribute_inside(finding, judge, search, progress) or _attribute(finding, search, progress)
+        if not attribute_inside(finding, judge, search, progress):
+            _attribute(finding, search, progress)
     if finding is not None:
         _symbolic_sizes(finding, search, compiler, progress)
     if finding is None and not model_level_check:
@@ -371,7 +378,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
              progress: Progress, on_divergence: Callable[[], None] | None) -> GraphResult:
     """Judge one graph; its result joins ``run_result`` as soon as the whole graph is judged, so a
     budget that runs out later still leaves what was learned."""
-    search = run_result.search
+    search = _search_of(run_result)
     try:
         context = GraphContext.from_captured(graph, options.graph_tolerance, options.rng == "strict", options.seed,
                                              reference=options.reference)
@@ -556,7 +563,7 @@ def _crash_as_harness(result: GraphResult, run_result: RunResult) -> None:
 
 def _real_compile_works(run_result: RunResult, options: EngineOptions, progress: Progress) -> bool:
     with progress.step("our recompile crashed and no node crashes alone: does torch.compile of the model work?"):
-        verdict = run_result.search.judge(model_candidate(run_result, options))
+        verdict = _search_of(run_result).judge(model_candidate(run_result, options))
     run_result.model_level = verdict.outcome.value
     return verdict.outcome is not Outcome.CRASH
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
+import torch
 from tqdm import tqdm
 
 from ..errors import ModelError, UsageError
@@ -71,11 +72,12 @@ def run_scanned(spec: ModelSpec, options: EngineOptions, progress: Progress, com
 
 def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress, compiler: Compiler,
            on_divergence: Any) -> RunResult:
-    finding = scan_steps(spec.model, batches, spec.loss_fn, spec.get_optimizer, compiler, options.tolerance,
+    assert spec.loss_fn is not None  # run_scanned takes this path only with a loss_fn
+    finding = scan_steps(cast(torch.nn.Module, spec.model), batches, spec.loss_fn, spec.get_optimizer, compiler, options.tolerance,
                          options.seed, _bar(progress, "scanning training steps"))
     if finding is None:
         return _clean(spec, compiler, {"steps_scanned": len(batches)})
-    model = copy.deepcopy(spec.model)
+    model = cast(torch.nn.Module, copy.deepcopy(spec.model))  # training steps: get_model() is a Module
     model.load_state_dict(finding.state)
     dims = recompiled_dims(batches, finding.step) if spec.dynamic is not False else []  # see _batches_flow
     result = run(dataclasses.replace(spec, model=model, inputs=marked_dynamic(finding.batch, dims)), options, progress,

@@ -141,7 +141,8 @@ class OutputFolder:
     def _set_aside_earlier_files(self) -> None:
         """Move an earlier run's files (and, with ``force``, foreign ones) to ``previous/<n>``."""
         vouched = {str(k): str(v) for k, v in (self._manifest().get("files") or {}).items()}
-        ours, foreign = [], []
+        ours: list[Path] = []
+        foreign: list[Path] = []
         for entry in sorted(self.path.iterdir(), key=lambda p: p.name):
             if not _is_ours_by_name(entry.name) or self._of_this_session(entry):
                 continue

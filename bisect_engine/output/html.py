@@ -120,7 +120,8 @@ def _culprit_card(culprit: dict[str, Any]) -> str:
     pairs += _error_pairs(culprit.get("error"))
     confirmed = culprit.get("confirmed_alone")
     alone = {True: '<span class="bad">still fails (confirmed)</span>',
-             False: "matches: it fails only beside its neighbours"}.get(confirmed, "not checked")
+             False: "matches: it fails only beside its neighbours"}.get(bool(confirmed), "not checked") \
+        if confirmed is not None else "not checked"
     spread = f" · spreads to {len(culprit['propagators'])} node(s) downstream" if culprit.get("propagators") else ""
     if culprit.get("made_by") == "model":
         pairs.append(("made by", '<b>the model</b>: eager does it too, not a compiler bug'))

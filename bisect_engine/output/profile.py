@@ -178,7 +178,10 @@ def _culprit_lines(rows: list[NodeRow], slot: float) -> str:
 
 def _points(rows: list[NodeRow], slot: float, axis: LogAxis) -> str:
     radius = min(3.4, max(1.2, slot * 0.42))
-    eager, compiled, failing, nonfinite = [], [], [], []
+    eager: list[str] = []
+    compiled: list[str] = []
+    failing: list[str] = []
+    nonfinite: list[str] = []
     for row in rows:
         x = x_of(row.index, slot)
         for value, count, into, side in ((row.eager, row.eager_nonfinite, eager, "eager"),

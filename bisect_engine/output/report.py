@@ -473,7 +473,7 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         ("module", described["module"] or "<top>"),
         ("model", result.spec.path.name),
     ]
-    notes = []
+    notes: list[str] = []
     if graph.amplification is not None and graph.culprit_kind == "amplified":
         amplified = amplified_repro_spec(
             graph.context, graph.amplification, lambda n: describe_node(result, graph, n),
@@ -486,8 +486,8 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         notes.append(f"subsystem: {attribution['kind']} {attribution['name']}: {subsystem_sentence(attribution)}")
         notes += ["workaround:"] + [f"    {line}" for line in attribution["workaround"].splitlines()]
     sized = graph.sized_context or graph.context  # the smallest failing size, where swept
-    if graph.sweeps:
-        chosen = headline(graph.sweeps)
+    chosen = headline(graph.sweeps)
+    if chosen is not None:
         finding.append(("shapes", f"symbolic ({graph.shapes or 'static not checked'}); {chosen.symbol} = "
                                   f"{_repro_size(graph)} here; failing {chosen.symbol} in "
                                   f"{', '.join(f'{lo}..{hi}' for lo, hi in chosen.failing) or 'none'} "

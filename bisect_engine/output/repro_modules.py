@@ -9,6 +9,7 @@ Pure: the same graph gives the same text.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -21,7 +22,7 @@ def _submodules(graph_module: torch.nn.Module) -> list[tuple[str, fx.GraphModule
     for node in graph.nodes if graph is not None else ():
         if node.op != "get_attr" or node.target in found:
             continue
-        value = graph_module
+        value: Any = graph_module
         for part in str(node.target).split("."):
             value = getattr(value, part, None)
         if isinstance(value, fx.GraphModule):

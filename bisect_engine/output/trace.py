@@ -52,7 +52,8 @@ def recording_trace(folder: OutputFolder, enabled: bool) -> Iterator[None]:
         return
     from torch._logging._internal import TorchLogsFormatter, trace_log
 
-    with tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES, mode="w+", encoding="utf-8", dir=folder.path) as buffer:
+    with tempfile.SpooledTemporaryFile(max_size=SPILL_BYTES, mode="w+", encoding="utf-8",
+                                       dir=str(folder.path)) as buffer:
         handler = _KeptTraceHandler(buffer, str(folder.path / TRACE_FILE))  # type: ignore[arg-type]
         handler.setFormatter(TorchLogsFormatter(trace=True))
         level = trace_log.level

@@ -556,7 +556,7 @@ class Session:
 
     def _write_status(self, final: bool) -> None:
         folder = self.output_folder() if self.rank is not None else None
-        if folder is None:
+        if folder is None or self.rank is None:
             return
         folder.write_json(STATUS_FILE, {
             "rank": self.rank.rank, "pid": os.getpid(), "final": final,

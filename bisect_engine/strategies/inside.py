@@ -55,13 +55,14 @@ def hop_name(node: fx.Node) -> str | None:
 def subgraph_calls(node: fx.Node, values: dict[str, Any]) -> list[tuple[str, str, list[Any]]]:
     """(role, attribute, inputs) for each subgraph the HOP node runs, on this call's values."""
     hop = hop_name(node)
+    arguments: Any = node.args  # the HOP's own argument layout, read by position below
     read = lambda arg: values[arg.name] if isinstance(arg, fx.Node) else arg  # noqa: E731
     if hop == "cond":
-        taken = bool(read(node.args[0]))
-        branch = node.args[1] if taken else node.args[2]
-        return [("true_branch" if taken else "false_branch", str(branch.target), [read(a) for a in node.args[3]])]
+        taken = bool(read(arguments[0]))
+        branch = arguments[1] if taken else arguments[2]
+        return [("true_branch" if taken else "false_branch", str(branch.target), [read(a) for a in arguments[3]])]
     if hop == "invoke_subgraph":
-        return [("body", str(node.args[0].target), [read(a) for a in node.args[2:]])]
+        return [("body", str(arguments[0].target), [read(a) for a in arguments[2:]])]
     if hop == "flex_attention":
         return _flex_calls(node, read)
     return []
@@ -70,8 +71,9 @@ def subgraph_calls(node: fx.Node, values: dict[str, Any]) -> list[tuple[str, str
 def _flex_calls(node: fx.Node, read: Callable[[Any], Any]) -> list[tuple[str, str, list[Any]]]:
     """The score_mod called on every score at once: the scores ``q @ k^T * scale`` and broadcast
     index tensors (b, h, q_idx, kv_idx), as the dense math formulation calls it."""
-    query, key, score_mod = read(node.args[0]), read(node.args[1]), node.args[3]
-    scale = read(node.args[5])
+    arguments: Any = node.args
+    query, key, score_mod = read(arguments[0]), read(arguments[1]), arguments[3]
+    scale = read(arguments[5])
     if not (isinstance(score_mod, fx.Node) and is_submodule_attr(score_mod)):
         return []
     heads, kv_heads = query.shape[1], key.shape[1]
@@ -80,7 +82,7 @@ def _flex_calls(node: fx.Node, read: Callable[[Any], Any]) -> list[tuple[str, st
     b, h, m, n = scores.shape
     index = [torch.arange(size, dtype=torch.int32).view(*[size if d == i else 1 for d in range(4)])
              for i, size in enumerate((b, h, m, n))]
-    buffers = [read(a) for a in node.args[7]]
+    buffers = [read(a) for a in arguments[7]]
     return [("score_mod", str(score_mod.target), [scores, *index, *buffers])]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import torch
 import torch.fx as fx
@@ -108,7 +108,8 @@ def _aten_ops(after: fx.GraphModule, node: fx.Node, inputs: list[Any]) -> tuple[
             interpreter.run(*[clone_value(v) for v in inputs])
             args = fx.node.map_arg(node.args, lambda n: interpreter.env[n])
             kwargs = fx.node.map_arg(node.kwargs, lambda n: interpreter.env[n])
-            traced = make_fx(lambda *a: node.target(*a, **kwargs))(*args)
+            target = cast(Callable[..., Any], node.target)
+            traced = make_fx(lambda *a: target(*a, **kwargs))(*args)
     except Exception as error:  # noqa: BLE001 - the op stays unnamed; the rewrite is still shown
         log.debug("could not trace %s to aten: %s", node.name, error)
         return ()
@@ -210,9 +211,9 @@ def localise_pre_grad(captured: Sequence[CapturedGraph], tolerance: Tolerance = 
             continue
         diffs = [float((a.double() - b.double()).abs().max()) for a, b in zip(outputs_before, outputs_after)
                  if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.numel()]
-        nodes = tuple(RewrittenNode((new or old).name, _line(old) if old is not None else None,
+        nodes = tuple(RewrittenNode(cast(fx.Node, new or old).name, _line(old) if old is not None else None,
                                     _line(new) if new is not None else None,
-                                    source_location(new if new is not None else old)[0],
+                                    source_location(cast(fx.Node, new if new is not None else old))[0],
                                     _aten_ops(after, new, inputs) if new is not None else ())
                       for old, new in pairs)
         cut = repro_cut(original, inputs, {old.name for old, _ in pairs if old is not None}, tolerance)

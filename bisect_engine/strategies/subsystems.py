@@ -214,8 +214,8 @@ class SubsystemSearch:
         """All flips at once first (one compile when none helps: still wrong, or still raising the
         culprit's own error), then one at a time."""
         combined: dict[str, Any] = {k: v for s in CONFIG_FLIPS for k, v in s.patch}
-        switch = Switch.config("config", "all flips", combined)
-        flipped = self.search.judge(GraphCandidate(self.context.name, self.nodes, switch=switch, purpose="subsystem all flips"))
+        every = Switch.config("config", "all flips", combined)
+        flipped = self.search.judge(GraphCandidate(self.context.name, self.nodes, switch=every, purpose="subsystem all flips"))
         if flipped.outcome is Outcome.MISMATCH:
             return None
         if flipped.outcome is Outcome.CRASH:

@@ -182,7 +182,7 @@ def _compare_floating(
     unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
     compiled_error = (compiled64[usable] - ref_used).abs() / unit
     eager_error = (eager64[usable] - ref_used).abs() / unit
-    verdict = dict(
+    verdict: dict[str, Any] = dict(
         compiled_rms_ulps=float(compiled_error.square().mean().sqrt()),
         eager_rms_ulps=float(eager_error.square().mean().sqrt()),
         compiled_max_ulps=float(compiled_error.max()),

@@ -10,7 +10,7 @@ import copy
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import torch
 import torch.fx as fx
@@ -101,7 +101,7 @@ class Compiler:
                 )
         finally:
             self.seconds += time.perf_counter() - start
-        return compiled
+        return cast(Callable[..., Any], compiled)  # compile_fx returns the compiled callable here
 
     def _example(self, graph_module: fx.GraphModule, inputs: list[Any], shapes: str) -> list[Any]:
         signature = shape_signature(graph_module) if shapes == "as_captured" else None

@@ -6,7 +6,7 @@ every emitted ``repro.py``, so a repro computes its references with exactly the 
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -64,15 +64,20 @@ class _RecordingInterpreter(fx.Interpreter):
         self.values[node.name] = clone_value(result)
         return result
 
+    @staticmethod
+    def _target(node: fx.Node) -> Callable[..., Any]:
+        assert callable(node.target), node.format_node()  # call_function nodes only
+        return node.target
+
     def _run_fp64(self, node: fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(node)
         try:
-            return node.target(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs)))
+            return self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs)))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
             log.debug("fp64 failed for %s: %s", node.name, error)
             args = fx.node.map_arg(node.args, self._in_model_dtype)
             kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
-            return to_fp64(node.target(*args, **kwargs))
+            return to_fp64(self._target(node)(*args, **kwargs))
 
     def _in_model_dtype(self, source: fx.Node) -> Any:
         """An input's fp64 value cast back to the dtype the graph recorded for it."""

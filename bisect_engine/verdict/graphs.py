@@ -14,7 +14,7 @@ import operator
 import re
 from dataclasses import dataclass
 from dataclasses import field
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence, cast
 
 import networkx as nx
 import torch
@@ -232,9 +232,9 @@ class GraphView:
 
 def _producers(node: fx.Node) -> list[fx.Node]:
     """The compute (or placeholder) nodes a node reads, seeing through getitem."""
-    producers = []
+    producers: list[fx.Node] = []
     for source in node.all_input_nodes:
-        producers.append(source.args[0] if source.target is operator.getitem else source)
+        producers.append(cast(fx.Node, source.args[0]) if source.target is operator.getitem else source)
     return producers
 
 
@@ -357,7 +357,7 @@ def node_signature(node: fx.Node, values: dict[str, Any]) -> tuple[Any, ...] | N
         kwargs = describe(dict(node.kwargs))
     except KeyError:
         return None
-    used = tuple(sorted(v.args[1] for v in value_nodes(node) if v is not node))
+    used = tuple(sorted(cast(int, v.args[1]) for v in value_nodes(node) if v is not node))
     return (node.target, args, kwargs, used)
 
 
@@ -497,7 +497,7 @@ def build_copies(view: GraphView, plan: CopyPlan) -> Copies:
             else:
                 item = graph.node_copy(value, lambda source: copy)
                 outputs.append(item)
-                slots.append(value.args[1])
+                slots.append(cast(int, value.args[1]))
         output_slots.append(tuple(slots))
     graph.output(tuple(outputs))
     graph.lint()

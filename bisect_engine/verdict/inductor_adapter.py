@@ -71,7 +71,7 @@ def nondefault_inductor_config() -> tuple[dict[str, Any], list[str]]:
     renderable: dict[str, Any] = {}
     other: list[str] = []
     current = inductor_config.get_config_copy()
-    for key, entry in sorted(inductor_config._config.items()):
+    for key, entry in sorted(inductor_config._config.items()):  # type: ignore[attr-defined]  # no public list of entries
         override = entry.user_override
         override = override.get() if isinstance(override, contextvars.ContextVar) else override  # torch >= 2.12
         if override is _UNSET_SENTINEL or key.startswith("_") or key not in current:
@@ -133,11 +133,11 @@ def compiles_routed_through(wrap: Callable[[Any], Any]) -> Iterator[None]:
             kwargs["backend"] = wrap(kwargs.get("backend", "inductor"))
         return original(*args, **kwargs)
 
-    dynamo.optimize = optimize
+    dynamo.optimize = optimize  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        dynamo.optimize = original
+        dynamo.optimize = original  # type: ignore[attr-defined]
 
 
 def check_cache_dir() -> None:
@@ -173,7 +173,7 @@ def pre_grad_passes(graph_module: torch.fx.GraphModule, example_inputs: list[Any
 
 @contextlib.contextmanager
 def graphs_reaching_inductor(torch_level: Callable[[Any, list[Any]], Any],
-                             aten_level: Callable[[Any, list[Any]], Any]) -> Iterator[None]:
+                             aten_level: Callable[[Any, list[Any], bool], Any]) -> Iterator[None]:
     """While a user's backend runs, every graph it hands Inductor goes to ``torch_level`` (what
     ``compile_fx`` receives, ``standalone_compile``'s included: a torch-level graph, before the
     pre-grad passes) or ``aten_level`` (what ``compile_fx_inner`` receives from the user's own AOT
@@ -187,14 +187,14 @@ def graphs_reaching_inductor(torch_level: Callable[[Any, list[Any]], Any],
     def torch_level_entry(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(model, torch.fx.GraphModule) and not module.graph_returns_tuple(model):
             # a piece of a split graph returning one value: made to return a tuple, as compile_fx does
-            return module.make_graph_return_tuple(model, list(example_inputs), torch_level)
+            return module.make_graph_return_tuple(model, list(example_inputs), torch_level)  # type: ignore[call-arg]
         return torch_level(model, list(example_inputs))
 
     def aten_level_entry(graph_module: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
         return aten_level(graph_module, list(example_inputs), bool(kwargs.get("is_backward")))
 
-    module._maybe_wrap_and_compile_fx_main = torch_level_entry
-    module._compile_fx_inner = aten_level_entry
+    module._maybe_wrap_and_compile_fx_main = torch_level_entry  # type: ignore[assignment]
+    module._compile_fx_inner = aten_level_entry  # type: ignore[assignment]
     try:
         yield
     finally:

@@ -73,7 +73,8 @@ class ParsedCode:
 
 def parse_output_code(source: str) -> ParsedCode:
     """Kernel definitions, commented calls and the ``call`` function of a wrapper module."""
-    parsed, lines, comments, index = ParsedCode(), source.splitlines(), [], 0
+    parsed, lines, index = ParsedCode(), source.splitlines(), 0
+    comments: list[str] = []
     while index < len(lines):
         line = lines[index]
         definition = _DEFINITION.match(line)

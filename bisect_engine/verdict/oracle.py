@@ -122,7 +122,7 @@ class GraphContext:
         if not subgraph.node_names:
             return SubgraphVerdict(Outcome.INVALID, error="empty subgraph")
         own_inputs = inputs is not None
-        inputs = inputs if own_inputs else reference_inputs(subgraph, self.eager_values)
+        inputs = inputs if inputs is not None else reference_inputs(subgraph, self.eager_values)
         code: list[OutputCode] | None = [] if keep_code else None
         try:
             compiled = compiler.compile(
@@ -276,9 +276,10 @@ def combined_scale(node: fx.Node, values: dict[str, Any]) -> float:
         return _rms(args[0]) * math.sqrt(max(terms, 1.0))
     if name in MATMUL_OPERANDS:
         first, second = MATMUL_OPERANDS[name]
-        if len(args) > second and isinstance(args[first], torch.Tensor) and isinstance(args[second], torch.Tensor) \
-                and args[first].dim() >= 1:
-            return _rms(args[first]) * _rms(args[second]) * math.sqrt(args[first].shape[-1])
+        left = args[first] if len(args) > second else None
+        right = args[second] if len(args) > second else None
+        if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor) and left.dim() >= 1:
+            return _rms(left) * _rms(right) * math.sqrt(left.shape[-1])
     return 0.0
 
 

@@ -62,7 +62,7 @@ def _data_dependent_node(node: torch.fx.Node) -> bool:
     if torch.Tag.data_dependent_output not in tags and torch.Tag.dynamic_output_shape not in tags:
         return False
     if node.target is torch.ops.aten.index.Tensor:  # data-dependent only with a boolean mask
-        indices = node.args[1] if len(node.args) > 1 else ()
+        indices: Any = node.args[1] if len(node.args) > 1 else ()
         values = [getattr(i, "meta", {}).get("val") for i in indices if i is not None]
         return any(not isinstance(v, torch.Tensor) or v.dtype in (torch.bool, torch.uint8) for v in values)
     return True
