@@ -79,3 +79,33 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
         finally:
             interpreters.close()
             progress.close()
+
+
+def record_environment(model_path: str | Path, out_dir: Path, value_cap: int, device: str | None = None) -> dict[str, Any]:
+    """``bisect-accuracy record``: the environment bundle of a model file (see load/bundle.py)."""
+    from .localise.env_record import record
+
+    spec = load_model_spec(model_path, device)
+    return record(spec, Path(out_dir), value_cap, device=device or "cpu")
+
+
+def compare_environment(bundle_path: Path, out_dir: Path | None, model_path: Path | None = None,
+                        settings: tuple[str, ...] = (), device: str | None = None) -> tuple[Any, list[str]]:
+    """``bisect-accuracy compare``: the comparison with the bundle's environment, and the summary
+    lines (files written to ``out_dir`` when given)."""
+    from .load.bundle import read_bundle
+    from .localise.env_settings import applied, parse_settings
+    from .localise.environments import check_model, compare
+    from .output.env_report import summary_lines, write_comparison
+
+    bundle = read_bundle(bundle_path)
+    model = Path(model_path or bundle.manifest["model"].get("path", "")).resolve()
+    check_model(bundle, model)
+    flips = parse_settings(settings)
+    with applied(flips):
+        spec = load_model_spec(model, device)
+        comparison, repros = compare(bundle, spec, device=device or "cpu")
+    lines = summary_lines(comparison)
+    if out_dir is not None:
+        lines += [f"wrote {path}" for path in write_comparison(Path(out_dir), comparison, repros, bundle)]
+    return comparison, lines

@@ -477,6 +477,58 @@ def uninstall_hook_command() -> None:
                else "bisect-accuracy: no start-up hook installed")
 
 
+@main.command("record")
+@click.argument("model_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="The bundle folder to write (manifest.json, values.pt).")
+@click.option("--value-cap", type=click.IntRange(min=0), default=1_000_000, show_default=True,
+              help="Tensors with more elements are recorded as digests only.")
+@click.option("--device", default=None, help="Run the model there (e.g. cuda).")
+def record_command(model_file: Path, out_dir: Path, value_cap: int, device: str | None) -> None:
+    """Record what this environment computes for every op of MODEL_FILE (for `compare` elsewhere)."""
+    from .api import record_environment
+
+    manifest = _guarded(lambda: record_environment(model_file, out_dir, value_cap, device))
+    nodes = sum(len(g["nodes"]) for g in manifest["graphs"])
+    click.echo(f"bisect-accuracy: recorded {len(manifest['graphs'])} graph(s), {nodes} ops, "
+               f"torch {manifest['environment']['torch']}: {out_dir}")
+
+
+@main.command("compare")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write comparison.json and the bisection repro of the first changed op here.")
+@click.option("--model", "model_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The model file (default: the path the bundle was recorded from).")
+@click.option("--setting", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Flip an Inductor config key (max_autotune=True) or tf32=on|off for this side.")
+@click.option("--device", default=None, help="Run the model there (e.g. cuda).")
+def compare_command(bundle: Path, out_dir: Path | None, model_file: Path | None, settings: tuple[str, ...],
+                    device: str | None) -> None:
+    """Recompute a recorded bundle here; name each op whose eager or compiled result changed.
+    Exit 0 no change, 1 changes found, 2 bad input."""
+    from .api import compare_environment
+
+    comparison, lines = _guarded(lambda: compare_environment(bundle, out_dir, model_file, settings, device))
+    for line in lines:
+        click.echo(line)
+    sys.exit(EXIT_FOUND if comparison.changed else EXIT_CLEAN)
+
+
+def _guarded(call: Any) -> Any:
+    """Run ``call``; bad input is one line and exit 2, never a traceback."""
+    from .errors import BisectError
+
+    try:
+        return call()
+    except BisectError as error:
+        click.echo(f"bisect-accuracy: error: {error}", err=True)
+        sys.exit(EXIT_USAGE)
+    except Exception as error:
+        click.echo(f"bisect-accuracy: internal error: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}", err=True)
+        sys.exit(EXIT_INTERNAL)
+
+
 # Set by a model-file run: its process may end without the interpreter's C-level teardown.
 _FAST_EXIT = False
 # When the command started (time.monotonic()): --timeout counts from here.
