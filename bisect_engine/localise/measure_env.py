@@ -50,7 +50,7 @@ def measure(context: GraphContext, compiler: Compiler, label: str) -> NodeValues
     keep = lambda values: {k: v for k, v in values.items() if k in outputs}  # noqa: E731
     try:
         verdict = context.judge_nodes(names, compiler, label=label)
-    except BudgetExhausted as error:
-        return NodeValues(keep(eager), keep(fp64), {}, f"budget: {error}")
-    error = verdict.error if verdict.outcome is Outcome.CRASH else ""
-    return NodeValues(keep(eager), keep(fp64), dict(verdict.compiled_values), error)
+    except BudgetExhausted as exhausted:
+        return NodeValues(keep(eager), keep(fp64), {}, f"budget: {exhausted}")
+    crashed = verdict.error if verdict.outcome is Outcome.CRASH else ""
+    return NodeValues(keep(eager), keep(fp64), dict(verdict.compiled_values), crashed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx as fx
@@ -97,7 +97,7 @@ def render_repro(change: OpChange, node: fx.Node, plain_inputs: dict[str, Any], 
 def _slot(node: fx.Node, value_name: str) -> int | None:
     for user in node.users:
         if user.name == value_name:
-            return int(user.args[1])
+            return int(cast(int, user.args[1]))
     return None
 
 

@@ -1,0 +1,133 @@
+"""What changed between two environments (``record`` / ``compare``), hermetic on one torch:
+environment B is a second interpreter whose start-up (a ``sitecustomize``) plants three changes
+(tests/env_cases): Inductor's tanh lowering (compiled side), the ATen CPU kernel of exp (eager
+side), and F.silu written out (another graph). Each is named with its side and direction; the same
+environment reports no change; each changed op's bisection repro exits 1 under B and 0 under A in
+fresh processes; bad bundles are one line and exit 2."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "tests" / "env_cases"
+MODEL = CASES / "model.py"
+
+
+def _environment(plant: bool, site: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
+    environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="envs-cache-")  # a planted lowering is never served from a cache
+    if plant:
+        environ["PYTHONPATH"] = os.pathsep.join([str(site), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return environ
+
+
+def _cli(args: list[str], *, plant: bool = False, site: Path = Path()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bisect_engine.cli", *args], capture_output=True, text=True,
+                          env=_environment(plant, site), timeout=900)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("site_b")
+    (folder / "sitecustomize.py").write_text(f"import runpy\nrunpy.run_path({str(CASES / 'plant_all.py')!r})\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "A"
+    recorded = _cli(["record", str(MODEL), "--out", str(out)])
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    assert (out / "manifest.json").is_file() and (out / "values.pt").is_file()
+    return out
+
+
+@pytest.fixture(scope="module")
+def changed(bundle: Path, site: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    out = tmp_path_factory.mktemp("compare") / "B"
+    run = _cli(["compare", str(bundle), "--out", str(out)], plant=True, site=site)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    return json.loads((out / "comparison.json").read_text()), out
+
+
+def _changes(comparison: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["op"]: c for g in comparison["graphs"] for c in g["changes"]}
+
+
+def test_the_same_environment_reports_no_change(bundle: Path, tmp_path: Path) -> None:
+    run = _cli(["compare", str(bundle), "--out", str(tmp_path / "same")])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    comparison = json.loads((tmp_path / "same" / "comparison.json").read_text())
+    assert comparison["changed"] is False and not _changes(comparison)
+    assert not any(g["structure"] for g in comparison["graphs"])
+
+
+def test_a_changed_lowering_is_named_on_the_compiled_side(changed: tuple[Any, Path]) -> None:
+    change = _changes(changed[0])["aten.tanh.default"]
+    assert change["side"] == "compiled" and change["direction"] == "farther"
+
+
+def test_a_changed_aten_kernel_is_named_on_the_eager_side(changed: tuple[Any, Path]) -> None:
+    change = _changes(changed[0])["aten.exp.default"]
+    assert change["side"] == "eager" and change["direction"] == "farther"
+
+
+def test_a_changed_graph_is_said_before_values_are_judged(changed: tuple[Any, Path]) -> None:
+    structure = [line for g in changed[0]["graphs"] for line in g["structure"]]
+    assert any("silu" in line and "sigmoid" in line for line in structure), structure
+    assert set(_changes(changed[0])) <= {"aten.tanh.default", "aten.exp.default", "aten.sigmoid.default",
+                                         "aten.mul.Tensor"}  # nothing unplanted is called changed
+
+
+@pytest.mark.parametrize("op", ["aten.tanh.default", "aten.exp.default"])
+def test_the_bisection_repro_exits_1_under_b_and_0_under_a(changed: tuple[Any, Path], site: Path, op: str) -> None:
+    change = _changes(changed[0])[op]
+    repro = changed[1] / "bisect" / f"{change['graph']}_{change['node']}" / "bisect_repro.py"
+    assert repro.is_file()
+    copy = Path(tempfile.mkdtemp(prefix="bisect-repro-"))
+    shutil.copytree(repro.parent, copy, dirs_exist_ok=True)  # standalone: runs away from the tool's tree
+    under_b = subprocess.run([sys.executable, "bisect_repro.py"], cwd=copy, capture_output=True, text=True,
+                             env=_environment(True, site), timeout=300)
+    under_a = subprocess.run([sys.executable, "bisect_repro.py"], cwd=copy, capture_output=True, text=True,
+                             env=_environment(False, site), timeout=300)
+    assert (under_b.returncode, under_a.returncode) == (1, 0), under_b.stdout + under_b.stderr + under_a.stderr
+
+
+def _bad(bundle: Path, tmp_path: Path, how: str) -> Path:
+    broken = tmp_path / how
+    shutil.copytree(bundle, broken)
+    manifest = broken / "manifest.json"
+    if how == "missing":
+        (broken / "values.pt").unlink()
+    elif how == "truncated":
+        manifest.write_text(manifest.read_text()[:200])
+    elif how == "newer":
+        data = json.loads(manifest.read_text())
+        data["format_version"] = data.get("format_version", 1) + 100
+        manifest.write_text(json.dumps(data))
+    return broken
+
+
+@pytest.mark.parametrize("how", ["missing", "truncated", "newer", "nowhere"])
+def test_a_bad_bundle_is_one_line_and_exit_2(bundle: Path, tmp_path: Path, how: str) -> None:
+    target = tmp_path / "nowhere" if how == "nowhere" else _bad(bundle, tmp_path, how)
+    run = _cli(["compare", str(target)])
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
+
+
+def test_a_bundle_from_another_model_is_refused(bundle: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.py"
+    other.write_text(MODEL.read_text().replace("nn.Linear(16, 4)", "nn.Linear(16, 5)"))
+    run = _cli(["compare", str(bundle), "--model", str(other)])
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
