@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean benchmark scaling overhead
+.PHONY: demo test venv clean benchmark scaling overhead envs-compare
 
 venv: $(STAMP)
 
@@ -40,6 +40,10 @@ scaling: $(STAMP)
 
 overhead: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
+
+# Record under torch 2.13.0, compare under 2.14.1 (a second venv, ~5.5 GB; not part of make test).
+envs-compare: $(STAMP)
+	benchmarks/envs_compare.sh
 
 clean:
 	rm -rf $(VENV) out *.egg-info
