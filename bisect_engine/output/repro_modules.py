@@ -9,10 +9,11 @@ Pure: the same graph gives the same text.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import torch
 import torch.fx as fx
+
+from ..verdict.graphs import attribute_at
 
 
 def _submodules(graph_module: torch.nn.Module) -> list[tuple[str, fx.GraphModule]]:
@@ -22,9 +23,7 @@ def _submodules(graph_module: torch.nn.Module) -> list[tuple[str, fx.GraphModule
     for node in graph.nodes if graph is not None else ():
         if node.op != "get_attr" or node.target in found:
             continue
-        value: Any = graph_module
-        for part in str(node.target).split("."):
-            value = getattr(value, part, None)
+        value = attribute_at(graph_module, str(node.target))
         if isinstance(value, fx.GraphModule):
             found[str(node.target)] = value
     return list(found.items())

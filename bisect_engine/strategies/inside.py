@@ -17,7 +17,7 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from ..verdict.graphs import CapturedGraph, is_submodule_attr, op_name, source_location
+from ..verdict.graphs import CapturedGraph, attribute_at, is_submodule_attr, op_name, source_location
 from ..verdict.oracle import GraphContext
 from .nodes import check_nodes
 
@@ -87,9 +87,9 @@ def _flex_calls(node: fx.Node, read: Callable[[Any], Any]) -> list[tuple[str, st
 
 
 def _module(root: fx.GraphModule, attribute: str) -> Any:
-    module = root
-    for part in attribute.split("."):
-        module = getattr(module, part)
+    module = attribute_at(root, attribute)
+    if module is None:
+        raise AttributeError(f"{type(root).__name__} has no attribute {attribute}")
     return module
 
 

@@ -109,17 +109,14 @@ def is_submodule_attr(node: fx.Node) -> bool:
     if node.op != "get_attr":
         return False
     root = node.graph.owning_module
-    try:
-        value = _attribute(root, str(node.target)) if root is not None else None
-    except AttributeError:
-        return False
-    return isinstance(value, torch.nn.Module)
+    return isinstance(attribute_at(root, str(node.target)), torch.nn.Module)
 
 
-def _attribute(root: Any, target: str) -> Any:
+def attribute_at(root: Any, target: str) -> Any:
+    """What a ``get_attr`` target (``"sub.weight"``) names on ``root``; None where any part is missing."""
     value = root
     for part in target.split("."):
-        value = getattr(value, part)
+        value = getattr(value, part, None)
     return value
 
 

@@ -10,21 +10,15 @@ never written by the tool.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import torch
 import torch.fx as fx
 
+from .graphs import attribute_at
+
 # the prefix Dynamo gives lifted attributes' placeholders; kept in the names so labels can say
 # "state" for them (see :func:`attribute_label`)
 STATE_PREFIX = "state__"
-
-
-def _get(graph_module: fx.GraphModule, target: str) -> Any:
-    value: Any = graph_module
-    for part in target.split("."):
-        value = getattr(value, part, None)
-    return value
 
 
 def tensor_attributes(graph_module: fx.GraphModule) -> dict[str, torch.Tensor]:
@@ -33,7 +27,7 @@ def tensor_attributes(graph_module: fx.GraphModule) -> dict[str, torch.Tensor]:
     found: dict[str, torch.Tensor] = {}
     for node in graph_module.graph.nodes:
         if node.op == "get_attr" and isinstance(target := str(node.target), str):
-            value = _get(graph_module, target)
+            value = attribute_at(graph_module, target)
             if isinstance(value, torch.Tensor):
                 found[target] = value
     return found
@@ -55,7 +49,7 @@ def lift_attributes(graph_module: fx.GraphModule, targets: list[str]) -> fx.Grap
     lifted = {}
     for target in targets:
         lifted[target] = graph.placeholder(placeholder_name(target))
-        value = _get(graph_module, target)
+        value = attribute_at(graph_module, target)
         lifted[target].meta["example_value"] = value
         lifted[target].meta["val"] = value
     for node in nodes:
