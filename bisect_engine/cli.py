@@ -119,11 +119,7 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
     context = click.get_current_context()
     if _several_models(model_file, script_args):
         sys.exit(_run_many([model_file, *map(Path, script_args)], context, out_dir, jobs, executor, ray_address))
-    many_only = [flag for name, flag in MANY_ONLY.items() if name in _typed(context)]
-    if many_only:
-        click.echo(f"bisect-accuracy: error: {', '.join(many_only)} "
-                   f"{'is' if len(many_only) == 1 else 'are'} for several model files or a folder", err=True)
-        sys.exit(EXIT_USAGE)
+    _refuse_typed(context, MANY_ONLY, "several model files or a folder")
     if not model_file.is_file():
         click.echo(f"bisect-accuracy: error: no such model file or script: {model_file}", err=True)
         sys.exit(EXIT_USAGE)
@@ -132,13 +128,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
             click.echo("bisect-accuracy: error: --device is for model files; a plain script places its own "
                        "tensors", err=True)
             sys.exit(EXIT_USAGE)
-        model_only = [flag for name, flag in MODEL_FILE_ONLY.items() if name in _typed(context)]
-        if model_only:
-            click.echo(f"bisect-accuracy: error: {', '.join(model_only)} "
-                       f"{'is' if len(model_only) == 1 else 'are'} for model files; script mode judges each "
-                       "compiled call by its own rule (outputs vs eager and fp64, the program's own random "
-                       "draws and seed, real inputs)", err=True)
-            sys.exit(EXIT_USAGE)
+        _refuse_typed(context, MODEL_FILE_ONLY, "model files; script mode judges each compiled call by its own rule "
+                      "(outputs vs eager and fp64, the program's own random draws and seed, real inputs)")
         chosen = Level(level) if level else (Level.REPRO if stage == "repro" else Level.LOCALISE)
         settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
@@ -176,6 +167,15 @@ MODEL_FILE_ONLY = {"oracle": "--oracle", "rng": "--rng", "seed": "--seed", "rand
 
 # Options of a run over several model files (or a folder); the rest are passed on to each model's run.
 MANY_ONLY = {"jobs": "--jobs", "executor": "--executor", "ray_address": "--ray-address"}
+
+
+def _refuse_typed(context: click.Context, options: dict[str, str], meant_for: str) -> None:
+    """Exit 2 with one line when the user typed any of ``options`` (name -> flag) where they do not apply."""
+    given = [flag for name, flag in options.items() if name in _typed(context)]
+    if given:
+        click.echo(f"bisect-accuracy: error: {', '.join(given)} {'is' if len(given) == 1 else 'are'} for {meant_for}",
+                   err=True)
+        sys.exit(EXIT_USAGE)
 
 
 def _typed(context: click.Context) -> list[str]:
@@ -218,9 +218,10 @@ def _run_many(paths: list[Path], context: click.Context, out_dir: Path, jobs: in
 def _passed_on(context: click.Context) -> list[str]:
     """The options the user typed, as arguments for each model's own run."""
     keep_out = {"model_file", "script_args", "out_dir", "quiet", *MANY_ONLY}
+    typed = set(_typed(context))
     arguments: list[str] = []
     for param in context.command.params:
-        if param.name in keep_out or param.name not in _typed(context) or not isinstance(param, click.Option):
+        if param.name in keep_out or param.name not in typed or not isinstance(param, click.Option):
             continue
         flag = max(param.opts, key=len)
         value = context.params[param.name]
