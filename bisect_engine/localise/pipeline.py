@@ -264,13 +264,9 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
     finding = result.finding
     if finding is None:
         _carry_departures(result)
-    descend_into_hop(finding, judge, search, progress)
+    else:
+        _follow_up(finding, judge, search, compiler, options, progress)
     compiler.stage = "subsystem"
-    if finding is not None and options.runs("subsystem") and finding.amplification is None:
-        if not attribute_inside(finding, judge, search, progress):
-            _attribute(finding, search, progress)
-    if finding is not None:
-        _symbolic_sizes(finding, search, compiler, progress)
     if finding is None and not model_level_check:
         # script mode: the program's call diverged, and every graph the backend hands Inductor matches
         _backend_rewrite(result, options, progress)
@@ -283,13 +279,10 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
             # (a shared block, a decode loop) may meet values its first call never showed.
             compiler.stage = "localise"
             finding = _later_calls(result, judge, options, progress, on_divergence)
-            descend_into_hop(finding, judge, search, progress)
-        compiler.stage = "subsystem"
         if finding is not None:
-            if options.runs("subsystem") and finding.amplification is None:
-                _attribute(finding, search, progress)
-            _symbolic_sizes(finding, search, compiler, progress)
+            _follow_up(finding, judge, search, compiler, options, progress)
             return
+        compiler.stage = "subsystem"
         if result.model_level == "mismatch" and _backend_rewrite(result, options, progress):
             return
         if result.model_level == "mismatch" and options.runs("subsystem"):
@@ -299,6 +292,18 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
                 with progress.step("replaying the pre-grad passes eagerly"):
                     rewrite = localise_pre_grad(result.captured, options.tolerance)
                 result.pre_grad = dataclasses.replace(rewrite, by=result.model_attribution.name) if rewrite else None
+
+
+def _follow_up(finding: GraphResult, judge: Judge, search: RunSearch, compiler: Compiler, options: EngineOptions,
+               progress: Progress) -> None:
+    """A finding's own steps, wherever it was found: the op inside a HOP node, then the subsystem
+    (of that op, when there is one), then the sizes it fails at."""
+    descend_into_hop(finding, judge, search, progress)
+    compiler.stage = "subsystem"
+    if options.runs("subsystem") and finding.amplification is None:
+        if not attribute_inside(finding, judge, search, progress):
+            _attribute(finding, search, progress)
+    _symbolic_sizes(finding, search, compiler, progress)
 
 
 def _backend_rewrite(result: RunResult, options: EngineOptions, progress: Progress) -> bool:
