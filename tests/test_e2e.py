@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # BISECT_TEST_DEVICE=cuda runs every case whose DEVICES lists cuda with `--device cuda` (its model,
 # inputs and batches moved there): the same engine, Triton kernels instead of C++ ones.
 DEVICE = os.environ.get("BISECT_TEST_DEVICE", "cpu")
+# BISECT_TEST_TF32=1 lets every process of a case (model, tool, repro) run float32 matmuls and
+# convolutions in TF32, as a user who set allow_tf32 does: the verdicts must not change.
+TF32 = os.environ.get("BISECT_TEST_TF32", "0") == "1"
 
 
 def _is_model_case(path: Path) -> bool:
@@ -78,6 +81,8 @@ def _planting_env(case: Path, site_dir: Path) -> dict[str, str]:
         f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
         "_module = _u.module_from_spec(_spec)\n"
         "_spec.loader.exec_module(_module)\n"
+        + ("import torch as _torch\n_torch.backends.cuda.matmul.allow_tf32 = True\n"
+           "_torch.backends.cudnn.allow_tf32 = True\n" if TF32 else "")
     )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site_dir), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
