@@ -31,6 +31,14 @@ DEVICE = os.environ.get("BISECT_TEST_DEVICE", "cpu")
 TF32 = os.environ.get("BISECT_TEST_TF32", "0") == "1"
 
 
+def _expected(case: Path) -> dict[str, Any]:
+    """A case's EXPECTED, with its EXPECTED_CUDA (say) laid over it on that device: what differs
+    there by nature, never by leniency (Triton's compile error is not a CppCompileError; a key set
+    to None is not asserted there)."""
+    expected = {**_literal(case, "EXPECTED"), **_literal(case, f"EXPECTED_{DEVICE.split(':')[0].upper()}", {})}
+    return {key: value for key, value in expected.items() if value is not None}
+
+
 def _is_model_case(path: Path) -> bool:
     """Model files (get_model + EXPECTED); plain-script cases belong to test_script_mode.py."""
     text = path.read_text()
@@ -114,7 +122,7 @@ def _run_case(case: Path, base: Path) -> CaseRun:
 def _removable(case: Path) -> bool:
     """A planted compiler bug the repro can be run without (not the model's own NaN, not
     Inductor's real behaviour, as in the RNG case: PLANTED = None)."""
-    return _literal(case, "PLANTED", None) is not None and not _literal(case, "EXPECTED").get("nan_eager_op")
+    return _literal(case, "PLANTED", None) is not None and not _expected(case).get("nan_eager_op")
 
 
 def _run_without_bug(case: Path, repro: Path) -> subprocess.CompletedProcess[str]:
@@ -158,7 +166,7 @@ def _ids() -> list[str]:
 @pytest.mark.parametrize("stem", _ids())
 def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> None:
     run = case_runs[stem]
-    expected = _literal(run.case, "EXPECTED")
+    expected = _expected(run.case)
     if "exit" in expected:  # a usage error: the exit status and a message that says why
         assert run.exit_code == expected["exit"], run.output
         assert expected["message"] in run.output and "Traceback" not in run.output, run.output
@@ -254,7 +262,7 @@ def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> 
 
 def _has_repro(stem: str) -> bool:
     case = next(c for c in CASES if c.stem == stem)
-    expected = _literal(case, "EXPECTED")
+    expected = _expected(case)
     return expected.get("verdict") in ("divergent", "nan") and expected.get("op") is not None and expected.get("repro", True)
 
 
@@ -283,7 +291,7 @@ def test_nothing_is_written_outside_the_output_folder(case_runs: dict[str, CaseR
 # -- the culprit's kernel and the trace, on the relu case ---------------------------------------
 
 # What the planted bug makes of relu(x) in each backend's kernel (x + 1).
-PLANTED_RELU = {"cpu": "tmp0 + decltype(tmp0)(1)", "cuda": " + 1"}
+PLANTED_RELU = {"cpu": "tmp0 + decltype(tmp0)(1)", "cuda": "tmp0 + 1"}
 
 
 def test_the_culprits_kernel_is_the_generated_one_that_computes_it(case_runs: dict[str, CaseRun]) -> None:

@@ -21,6 +21,7 @@ from ..verdict.compare import Outcome, Tolerance, compare_values, worst
 from ..verdict.compiler import Compiler, budget_cause, cause_of
 from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.oracle import SubgraphVerdict
+from ..verdict.precision import allowed_units
 from ..verdict.upcast import Upcast
 
 # End to end, a model's error is the sum of every op's: per-op reorderings (a reduction split one
@@ -94,7 +95,10 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
         fp64 = _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True)
     patches, decompositions, fallbacks = compile_arguments(switch)
 
+    allowed: list[float] = []  # the reduced precisions the user allowed to ops of the compiled graphs
+
     def backend(graph_module: torch.fx.GraphModule, example: list[Any]) -> Any:
+        allowed.extend(allowed_units(graph_module))
         return compiler.compile(graph_module, example, label=f"model:{switch.name or 'as is'}", aten_graph=False,
                                 config_patches=patches, decompositions=decompositions, fallbacks=fallbacks)
 
@@ -118,7 +122,10 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
         return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
     finally:
         torch._dynamo.reset()
-    verdicts = compare_values(eager, fp64, compiled, _end_to_end(tolerance))
+    # An output downstream of a TF32 convolution or matmul carries its roundings (see
+    # GraphContext._output_units): every output is measured in the coarsest precision allowed.
+    units = [max(allowed) if allowed else None] * len(eager)
+    verdicts = compare_values(eager, fp64, compiled, _end_to_end(tolerance), units)
     outputs = {f"model output {i}": v for i, v in enumerate(verdicts)}
     return SubgraphVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
 

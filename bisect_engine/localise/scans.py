@@ -20,6 +20,7 @@ from ..verdict.compare import Outcome, Tolerance, compare_values
 from ..errors import ModelError, UsageError
 from ..verdict.compiler import Compiler, budget_cause
 from ..verdict.fx_eval import fresh_inputs, to_fp64
+from ..verdict.precision import allowed_units
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +39,24 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [v.detach().clone() for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
 
 
-def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance) -> Check:
-    verdicts = compare_values(eager, fp64, compiled, tolerance)
+def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance,
+          unit: float | None = None) -> Check:
+    """``unit``: the coarsest precision the user allowed to an op of the compiled model (TF32),
+    which every output downstream of it carries (see :func:`allowed_units`)."""
+    verdicts = compare_values(eager, fp64, compiled, tolerance, [unit] * len(eager))
     nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
     return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite)
 
 
-def compiled_copy(model: Callable[..., Any], compiler: Compiler) -> Callable[..., Any]:
-    """``torch.compile`` through Inductor's entry point, compiles counted."""
-    return torch.compile(model, backend=lambda gm, example: compiler.compile(gm, example, label="scan", aten_graph=False))
+def compiled_copy(model: Callable[..., Any], compiler: Compiler, allowed: list[float] | None = None) -> Callable[..., Any]:
+    """``torch.compile`` through Inductor's entry point, compiles counted; ``allowed`` collects the
+    reduced precisions the user allowed to ops of the graphs it compiles."""
+    def backend(graph_module: torch.fx.GraphModule, example: list[Any]) -> Any:
+        if allowed is not None:
+            allowed.extend(allowed_units(graph_module))
+        return compiler.compile(graph_module, example, label="scan", aten_graph=False)
+
+    return torch.compile(model, backend=backend)
 
 
 def fp64_copy(model: Callable[..., Any]) -> Callable[..., Any]:
@@ -75,7 +85,8 @@ class BatchFinding:
 def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, tolerance: Tolerance,
                  seed: int, progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> BatchFinding | None:
     """The first batch on which compiled disagrees with eager or NaN/Inf appears (early exit)."""
-    compiled, model64 = compiled_copy(model, compiler), fp64_copy(model)
+    allowed: list[float] = []
+    compiled, model64 = compiled_copy(model, compiler, allowed), fp64_copy(model)
     scanned = 0
     for index, batch in enumerate(progress(batches)):
         batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
@@ -89,9 +100,10 @@ def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Co
                 if budget_cause(error) is not None:
                     raise
                 return BatchFinding(index, batch, None, False, scanned, False, f"{type(error).__name__}: {error}")
-        check = judge(eager_out, fp64_out, compiled_out, tolerance)
+        unit = max(allowed, default=None)
+        check = judge(eager_out, fp64_out, compiled_out, tolerance, unit)
         if check.failed:
-            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, tolerance, seed)
+            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, tolerance, seed, unit)
             return BatchFinding(index, batch, samples, independent, scanned, check.nonfinite)
     return None
 
@@ -165,16 +177,17 @@ def take_samples(batch: Sequence[Any], samples: Sequence[int]) -> tuple[Any, ...
 
 def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: list[torch.Tensor],
                     fp64: list[torch.Tensor], compiled: list[torch.Tensor], tolerance: Tolerance,
-                    seed: int) -> tuple[tuple[int, ...] | None, bool]:
+                    seed: int, unit: float | None = None) -> tuple[tuple[int, ...] | None, bool]:
     """Rows whose outputs fail, and whether the model treats samples independently.
 
     Independence is checked eagerly: the failing rows run on their own must give the rows they
     gave inside the batch. When they do not (batch norm in training, attention across the batch),
-    no sample subset is claimed.
+    no sample subset is claimed. Rows alone may take another kernel than the batch: where the
+    user allowed TF32 (``unit``), they agree to that precision, not to float32's.
     """
     size = batch_size(batch)
     rows = [i for i in range(size or 0)
-            if _row_fails(i, size, eager, fp64, compiled, tolerance)]
+            if _row_fails(i, size, eager, fp64, compiled, tolerance, unit)]
     if not rows or size is None:
         return None, False
     with torch.no_grad():
@@ -182,16 +195,25 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
     inside = [t.index_select(0, torch.tensor(rows, device=t.device)) if t.dim() > 0 and t.shape[0] == size else t
               for t in eager]
     independent = len(alone) == len(inside) and all(
-        a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True) for a, b in zip(alone, inside))
+        a.shape == b.shape and _agree(a, b, unit) for a, b in zip(alone, inside))
     return (tuple(rows), True) if independent else (None, False)
 
 
 def _row_fails(row: int, size: int | None, eager: list[torch.Tensor], fp64: list[torch.Tensor],
-               compiled: list[torch.Tensor], tolerance: Tolerance) -> bool:
+               compiled: list[torch.Tensor], tolerance: Tolerance, unit: float | None = None) -> bool:
     def pick(values: list[torch.Tensor]) -> list[torch.Tensor]:
         return [t[row] for t in values if t.dim() > 0 and t.shape[0] == size]
 
-    return judge(pick(eager), pick(fp64), pick(compiled), tolerance).failed
+    return judge(pick(eager), pick(fp64), pick(compiled), tolerance, unit).failed
+
+
+def _agree(alone: torch.Tensor, inside: torch.Tensor, unit: float | None) -> bool:
+    """The same rows computed alone and inside the batch, eagerly: equal to float32's rounding, or
+    to 16 units of the precision the user allowed, at the tensor's scale."""
+    if not unit or not alone.is_floating_point():
+        return torch.allclose(alone, inside, rtol=1e-5, atol=1e-6, equal_nan=True)
+    scale = float(inside.detach().double().abs().max()) if inside.numel() else 0.0
+    return torch.allclose(alone, inside, rtol=16 * unit, atol=16 * unit * scale, equal_nan=True)
 
 
 # ---- training steps -------------------------------------------------------------------------
@@ -253,7 +275,8 @@ def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable
     eager = _Trainer(copy.deepcopy(model), make_optimizer, loss_fn)
     reference = _Trainer(copy.deepcopy(model).to(torch.float64), make_optimizer, loss_fn, upcast=True)
     compiled_model = copy.deepcopy(model)
-    compiled = _Trainer(compiled_model, make_optimizer, loss_fn, forward=compiled_copy(compiled_model, compiler))
+    allowed: list[float] = []
+    compiled = _Trainer(compiled_model, make_optimizer, loss_fn, forward=compiled_copy(compiled_model, compiler, allowed))
     for step, batch in enumerate(progress(batches)):
         batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
         snapshot = copy.deepcopy(eager.model.state_dict())
@@ -263,7 +286,7 @@ def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable
             raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
                              f"{type(error).__name__}: {error}") from error
         results = [first] + [trainer.step(batch, seed + step) for trainer in (reference, compiled)]
-        parts = [(part, judge(results[0][part], results[1][part], results[2][part], tolerance))
+        parts = [(part, judge(results[0][part], results[1][part], results[2][part], tolerance, max(allowed, default=None)))
                  for part in ("loss", "gradients", "parameters")]
         failed = tuple(part for part, check in parts if check.failed)
         if failed:

@@ -18,10 +18,34 @@ _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 
 def clone_value(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return faithful_copy(value.detach())
     if isinstance(value, (tuple, list)):
         return type(value)(clone_value(v) for v in value)
     return value
+
+
+# A strided view is copied with its layout while the storage span it covers is at most this many
+# times its elements; a wider span (one column of a large matrix) is copied dense instead.
+SPAN_LIMIT = 4
+
+
+def faithful_copy(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A copy of ``tensor`` (cast to ``dtype``) with its sizes and strides.
+
+    ``clone()`` and ``to()`` keep the strides of a dense tensor but lay out an expanded or padded
+    view afresh, and some kernels check their inputs' strides: memory-efficient attention refuses
+    a bias whose row stride is not a multiple of 4 (an expanded, padded mask on CUDA). A value
+    recorded from an eager run and fed again must be laid out as the op first saw it, so such a
+    view is copied as the storage span it covers and viewed with its own strides."""
+    dtype = dtype or tensor.dtype
+    if tensor.layout != torch.strided or tensor.is_contiguous() or tensor.numel() == 0 or any(s < 0 for s in tensor.stride()):
+        return tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    dense = tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
+    if dense.stride() == tensor.stride() or span > SPAN_LIMIT * tensor.numel():
+        return dense
+    covered = torch.as_strided(tensor, (span,), (1,), tensor.storage_offset()).to(dtype, copy=True)
+    return torch.as_strided(covered, tensor.shape, tensor.stride(), 0)
 
 
 def fresh_inputs(values: Any) -> Any:
@@ -86,13 +110,13 @@ class _RecordingInterpreter(fx.Interpreter):
         if not isinstance(value, torch.Tensor) or value.dtype != torch.float64:
             return value
         # No record (a hand-built graph): float32, the dtype every floating kernel has.
-        return value.to(recorded.dtype if isinstance(recorded, torch.Tensor) else torch.float32)
+        return faithful_copy(value, recorded.dtype if isinstance(recorded, torch.Tensor) else torch.float32)
 
 
 
 def to_fp64(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dtype in _FLOATING:
-        return value.detach().to(torch.float64)
+        return faithful_copy(value.detach(), torch.float64)
     if isinstance(value, (tuple, list)):
         return type(value)(to_fp64(v) for v in value)
     if isinstance(value, dict):

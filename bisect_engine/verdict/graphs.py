@@ -130,6 +130,22 @@ def is_mutating(node: fx.Node) -> bool:
     return bool(schema is not None and schema.is_mutable)
 
 
+# Outputs of attention kernels that are bookkeeping, not results: the dropout RNG state they return
+# for the backward (an uninitialised scalar when dropout is off) and unused placeholders.
+_BOOKKEEPING_RETURNS = {"philox_seed", "philox_offset", "rng_state", "unused", "debug_attn_mask"}
+
+
+def is_bookkeeping(value: fx.Node) -> bool:
+    """A ``getitem`` of an op's return that its schema names as RNG state or an unused slot
+    (``philox_seed`` of ``_scaled_dot_product_efficient_attention``): never judged as a result."""
+    if value.target is not operator.getitem or not value.args or not isinstance(value.args[0], fx.Node):
+        return False
+    schema = getattr(value.args[0].target, "_schema", None)
+    index = value.args[1]
+    returns = schema.returns if schema is not None else ()
+    return isinstance(index, int) and 0 <= index < len(returns) and returns[index].name in _BOOKKEEPING_RETURNS
+
+
 def is_uninitialised(node: fx.Node) -> bool:
     return str(node.target) in _UNINITIALISED
 

@@ -11,6 +11,7 @@ instead (:func:`allowed_precision`), and the verdict names the setting. Pure: re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -55,3 +56,18 @@ def allowed_precision(target: Any, value: Any) -> Allowed | None:
     if name in _CONVOLUTIONS and value.device.type == "cuda" and torch.backends.cudnn.allow_tf32:
         return Allowed("torch.backends.cudnn.allow_tf32 = False", TF32)
     return None
+
+
+def allowed_units(graph_module: torch.fx.GraphModule) -> list[float]:
+    """The unit roundoffs the user allowed below float32 to ops of a Dynamo graph (TF32
+    convolutions and matmuls: :func:`allowed_precision`). The checks that judge a whole model's
+    outputs measure them in the coarsest: an output downstream of such an op carries its roundings."""
+    units = []
+    for node in graph_module.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        target = node.target if node.op == "call_function" else SimpleNamespace(__name__=node.target)
+        allowed = allowed_precision(target, node.meta.get("example_value", node.meta.get("val")))
+        if allowed is not None:
+            units.append(allowed.unit)
+    return units
