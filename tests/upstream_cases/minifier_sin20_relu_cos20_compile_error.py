@@ -17,7 +17,8 @@ PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error",
 EXPECTED = {"verdict": "crash", "op": "aten.relu.default", "graph": "forward_0", "kind": "node",
             "error_contains": "CppCompileError", "compiles_at_most": 12}
 # Triton's planted compile error is Python source that does not parse.
-EXPECTED_CUDA = {"error_contains": "SyntaxError"}
+# CUDA's subsystem search flips Triton's settings too: 15 compiles measured on an H100 (12 on CPU).
+EXPECTED_CUDA = {"error_contains": "SyntaxError", "compiles_at_most": 16}
 
 
 def plant():
