@@ -15,12 +15,15 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from conftest import E2E_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 # BISECT_TEST_DEVICE=cuda runs every case whose DEVICES lists cuda with `--device cuda` (its model,
@@ -98,6 +101,14 @@ def _planting_env(case: Path, site_dir: Path) -> dict[str, str]:
 
 
 def _run_case(case: Path, base: Path) -> CaseRun:
+    started = time.perf_counter()
+    try:
+        return _run_case_untimed(case, base)
+    finally:
+        E2E_SECONDS[case.stem] = time.perf_counter() - started
+
+
+def _run_case_untimed(case: Path, base: Path) -> CaseRun:
     out_dir = base / case.stem / "out"
     workdir = base / case.stem / "cwd"
     workdir.mkdir(parents=True)
