@@ -238,7 +238,7 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
     with signals_interrupt(deadline=watchdog_deadline(options.timeout_s)):
         try:
             from .api import bisect_file
-            from .output.report import summary
+            from .output.summary import summary
             from .progress import Progress
 
             report = bisect_file(model_file, options, output, Progress(enabled=not quiet), device, _STARTED)

@@ -99,7 +99,7 @@ def test_the_repro_quotes_a_kernel_as_comments_that_cannot_break_the_script() ->
 
 
 def test_the_summary_names_the_culprits_kernel() -> None:
-    from bisect_engine.output.report import summary
+    from bisect_engine.output.summary import summary
 
     report = json.loads((FIXTURES / "report_divergent.json").read_text())
     report["culprit"]["kernels"] = [Kernel("cpp_fused_relu_0", "cpp", "a\nb", ("relu",), "provenance").to_json()]

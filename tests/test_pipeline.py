@@ -13,7 +13,8 @@ from bisect_engine.load.capture import capture
 from bisect_engine.load.model_file import ModelSpec
 from bisect_engine.localise.options import EngineOptions
 from bisect_engine.localise.pipeline import RunResult, run_captured
-from bisect_engine.output.report import build_report, summary
+from bisect_engine.output.report import build_report
+from bisect_engine.output.summary import summary
 from bisect_engine.progress import Progress
 from bisect_engine.search import Budget
 from fakes import FakeCompiler, kernel

@@ -18,7 +18,8 @@ from bisect_engine.localise.options import EngineOptions
 from bisect_engine.localise.pipeline import RunResult, run_captured
 from bisect_engine.output.folder import OutputFolder
 from bisect_engine.output import writer
-from bisect_engine.output.report import build_report, summary
+from bisect_engine.output.report import build_report
+from bisect_engine.output.summary import summary
 from bisect_engine.output.writer import OutputOptions, write_outputs
 from bisect_engine.progress import Progress
 from fakes import FakeCompiler, kernel

@@ -154,7 +154,7 @@ def test_18_force_never_moves_a_folder_the_manifest_does_not_list(tmp_path: Path
 
 
 def test_18_force_moves_a_foreign_file_and_the_summary_does_not_call_it_an_earlier_run(tmp_path: Path) -> None:
-    from bisect_engine.output.report import summary
+    from bisect_engine.output.summary import summary
 
     (tmp_path / "repro.py").write_text("mine\n")
     with OutputFolder(tmp_path, force=True) as folder:

@@ -17,8 +17,8 @@ import torch.utils._pytree
 
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import digest
-from .inside import apply_inside, inside_lines
-from .amplified import amplification_json, amplification_lines, amplified_repro_spec, differences_lines
+from .inside import apply_inside
+from .amplified import amplification_json, amplified_repro_spec
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
 from ..load.model_file import ModelSpec
@@ -27,7 +27,7 @@ from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
 from ..verdict.compiler import Compiler
 from .repro import Expect, ReproSpec, repro_spec, torch_level_repro_spec
-from .wording import subsystem_sentence, ulps
+from .wording import subsystem_sentence
 
 SCHEMA_VERSION = 1
 
@@ -605,166 +605,3 @@ def _gpu() -> str:
         return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     except Exception:  # noqa: BLE001 - a broken driver is no reason to lose the report
         return "none"
-
-
-def summary(report: dict[str, Any]) -> str:
-    """A few lines for a human: verdict, op, where it is, the evidence, the numbers."""
-    lines = [f"bisect-accuracy: {report['verdict']}"]
-    culprit = report.get("culprit")
-    if culprit:
-        lines.append(f"  culprit: {culprit['op']}  (node {culprit['node']}, graph {culprit['graph']}, {culprit['kind']})")
-        if culprit["kind"] == "pre_grad":
-            lines.append(f"  pass:    {culprit['pass'] or 'a pre-grad pass'} rewrote it on the torch-level graph, before "
-                         "Inductor's AOT Autograd (the rewrite below, replayed eagerly, changes the outputs)")
-        if len(culprit["ops"]) > 1 and culprit["kind"] != "pre_grad":
-            lines.append(f"  window:  {', '.join(culprit['ops'])}")
-        lines += inside_lines(culprit)
-        lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")
-        if "forward_op" in culprit:
-            lines.append(f"  backward of {culprit['forward_op']['op']} (forward node {culprit['forward_op']['node']})")
-        error = culprit.get("error")
-        if error:
-            lines.append(
-                f"  error:   compiled {ulps(error['compiled_rms_ulps'])} ulps RMS vs eager {ulps(error['eager_rms_ulps'])}"
-                f" (against {error.get('reference', 'fp64')}; {error['reason']})"
-            )
-        crash = culprit.get("crash")
-        if crash:
-            first = crash["message"].splitlines()[0] if crash["message"] else ""
-            lines.append(f"  raised:  {crash['exception']}: {first}")
-        if culprit["propagators"]:
-            lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
-        lines += _kernel_lines(culprit.get("kernels") or [], with_repro=bool(report.get("repro")))
-        others = [f for f in report.get("findings") or [] if not f.get("headline")]
-        if others:
-            listed = ", ".join(f"{f['op']} ({f['node']}{'' if f.get('reaches_output') is not False else ', does not reach the outputs'})"
-                               for f in others[:5])
-            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
-            lines.append(f"  also wrong alone: {listed}{more} (report.json findings)")
-        if culprit["kind"] == "amplified":
-            lines += amplification_lines(culprit)
-        if culprit.get("reaches_output") is False:
-            lines.append("  its error does not reach the model's outputs in an eager replay (masked or compared away)")
-    lines += below_tolerance_lines(report)
-    for detail in (report.get("step_detail"), report.get("batch_detail")):
-        if isinstance(detail, dict) and detail.get("cleared"):
-            lines.append(f"  scan:    {detail['cleared']}")
-    if report.get("step") is not None:
-        lines.append(f"  training step: {report['step']} (first to diverge: {', '.join(report['step_detail']['diverged_in'])})")
-    if isinstance(report.get("batch"), dict):
-        batch = report["batch"]
-        samples = f", samples {batch['samples']}" if batch["samples"] is not None else " (samples not independent)"
-        lines.append(f"  batch:   {batch['index']}{samples}")
-    subsystem = report.get("subsystem")
-    if subsystem:
-        lines.append(f"  subsystem: {subsystem['kind']} {subsystem['name']}: {subsystem_sentence(subsystem)}")
-        if subsystem.get("note"):
-            lines.append(f"  note:    {subsystem['note']}")
-        lines.append("  workaround:\n" + "\n".join(f"    {line}" for line in subsystem["workaround"].splitlines()))
-    nan = report.get("nan")
-    for fed in report.get("inputs_nonfinite") or []:
-        lines.append(f"  input:   argument {fed['argument']}{fed['path'] or ''} holds {fed['nan']} NaN and "
-                     f"{fed['inf']} Inf (the data fed to the model)")
-    if nan and nan.get("made_by") == "input":
-        fed = ", ".join(f"{i['input']} ({i['nan']} NaN, {i['inf']} Inf)" for i in nan.get("inputs", []))
-        lines.append(f"  NaN/Inf come from the inputs, not from an op: {fed}; the compiler is not at fault")
-    if nan:
-        for side in ("eager", "compiled"):
-            where = nan.get(side)
-            text = f"{where['op']} (node {where['node']}, {where['source'] or '?'})" if where else "none"
-            lines.append(f"  first NaN/Inf in {side}: {text}")
-            if where:
-                lines.append(f"    cause: {where['cause']}; fix: {where['fix']}")
-                if "backward_of" in where:
-                    lines.append(f"    {where['backward_of']}")
-    lines += differences_lines(report.get("differences") or [])
-    for skipped in report.get("not_checked") or []:
-        if skipped["check"] == "whole_graph_compile":
-            lines.append(f"  not compiled: {skipped['graph']} as a whole; the culprit's compiled value, replayed "
-                         "eagerly, makes its outputs diverge")
-    for harness in report.get("harness") or []:
-        done = (f"judged the graph with its views as reshapes ({harness['views_rewritten']} rewritten) instead"
-                if harness["judged"] else "its whole compile was not judged (each node was, and the model through torch.compile)")
-        lines.append(f"  harness: our recompile of {harness['graph']} failed where torch.compile works "
-                     f"({harness['problem'] or 'error'}); not a compiler finding: {done}")
-    pre_grad = report.get("pre_grad")
-    if pre_grad:
-        lines.append(f"  {'rewrite by the ' + pre_grad['by'] if str(pre_grad.get('by')).startswith('backend ') else 'pre-grad rewrite'}"
-                     f" in the torch-level graph of {pre_grad['graph']} changes its outputs eagerly "
-                     f"(max abs diff {pre_grad['max_abs_diff']:.3g}); aten op: {pre_grad['aten_op'] or '?'}")
-        for node in pre_grad["rewritten"][:5]:
-            lines.append(f"    {node['before'] or '(new)'}  ->  {node['after'] or '(removed)'}   at {node['source'] or '?'}")
-    backend = report.get("model_backend")
-    inside = report.get("backend_graphs")
-    if inside and inside.get("note"):
-        lines.append(f"  backend: {inside['backend']} (the user's): {inside['note']}; the Dynamo graphs were captured "
-                     "the plain way and compiled with Inductor (the model-level check ran the backend as it is)")
-    elif inside:
-        lines.append(f"  backend: {inside['backend']} (the user's) kept: the {len(inside['captured'])} graph(s) it hands "
-                     "Inductor were intercepted inside it and searched"
-                     + ("; the model-level check ran it as it is" if report.get("model_level") else ""))
-    elif backend and backend != "inductor":
-        lines.append(f"  backend: the model comes compiled with backend {backend}: the model-level check ran it as it is "
-                     "(eager: the model it wraps); the captured graphs were compiled with Inductor")
-    if backend and backend != "inductor" and (not inside or inside.get("note")) and \
-            report["verdict"] == "not_reproducible" and not report.get("subsystem"):
-        lines.append(f"  no Inductor switch changes it: the difference may be made by the backend {backend} itself")
-    if report["verdict"] == "not_reproducible":
-        lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
-        if report.get("stale_artifact"):
-            lines.append(f"  note: {report['stale_artifact']}")
-    if report["verdict"] == "interrupted":
-        where = report.get("interrupted") or {}
-        lines.append(f"  interrupted by {where.get('signal', 'a signal')} during the {where.get('stage', '?')} stage;"
-                     " what was learned so far is above")
-    if report["verdict"] == "incomplete":
-        lines.append("  no verdict: the budget ran out before every graph was judged")
-    kept, foreign = (report.get("output") or {}).get("previous"), (report.get("output") or {}).get("moved_foreign")
-    if kept:
-        lines.append(f"  files this tool did not write ({', '.join(foreign)}) moved to {kept}" if foreign
-                     else f"  earlier run kept in {kept}")
-    repro = report.get("repro")
-    if repro:
-        lines.append(f"  repro:   {repro['path']}  ({repro['status']} {repro.get('reproduced', '')} in fresh processes)")
-    if report.get("budget"):
-        lines.append(f"  search stopped: {report['budget']}")
-    stats = report["stats"]
-    stages = ", ".join(f"{k} {v}" for k, v in stats.get("compiles_by_stage", {}).items())
-    lines.append(f"  stats:   {stats['compiles']} Inductor compiles ({stages}), {stats['seconds']} s")
-    if report.get("html_path"):
-        lines.append(f"  html:    {report['html_path']}")
-    if report.get("bug_report_path"):
-        lines.append(f"  issue:   {report['bug_report_path']}  (a GitHub issue body)")
-    trace = report.get("trace") or {}
-    if trace.get("path"):
-        lines.append(f"  trace:   {trace['path']}  (tlparse it: our findings are the bisect_accuracy_* artifacts)")
-    return "\n".join(lines)
-
-
-def below_tolerance_lines(report: dict[str, Any]) -> list[str]:
-    """The clean verdict's ops wrong on their own (see ``below_tolerance_json``)."""
-    below = [f for f in report.get("findings") or [] if f.get("below_tolerance") and "error" in f]
-    if not below or report.get("culprit"):
-        return []
-    first = below[0]
-    output = first["graph_output_error"]
-    more = f" (and {len(below) - 1} more op(s): report.json findings)" if len(below) > 1 else ""
-    reach = "" if first.get("reaches_output") is not False else "; alone, its error stays within the outputs' tolerance"
-    return [f"  outputs within tolerance ({first['graph']} output {output['output']}: compiled "
-            f"{ulps(output['compiled_rms_ulps'])} ulps RMS vs eager {ulps(output['eager_rms_ulps'])}); "
-            f"{first['op']} is wrong on its own ({ulps(first['error']['compiled_rms_ulps'])} ulps vs "
-            f"{ulps(first['error']['eager_rms_ulps'])}, node {first['node']}, {first.get('source') or '?'}){more}{reach}; "
-            "--oracle strict makes it the verdict"]
-
-
-def _kernel_lines(kernels: list[dict[str, Any]], with_repro: bool) -> list[str]:
-    """The culprit's generated kernel(s): name, language, size, and where to read the source."""
-    if not kernels:
-        return []
-    first = kernels[0]
-    more = f" (+{len(kernels) - 1} more)" if len(kernels) > 1 else ""
-    kind = f"{first['kind']}, " if first.get("kind") else ""
-    size = f"{first['lines']} lines, " if first.get("lines") else ""
-    return [f"  kernel:  {first.get('name')}{more}  ({kind}{size}nodes "
-            f"{', '.join(first.get('nodes') or []) or '?'}; source in report.html"
-            f"{' and repro.py' if with_repro else ''})"]

@@ -626,7 +626,7 @@ def _no_model(*_args: Any) -> None:
 
 def script_summary(report: dict[str, Any]) -> str:
     """A few lines for stderr: the engine's summary when it localised, the script's counts."""
-    from ..output.report import summary
+    from ..output.summary import summary
 
     script = report["script"]
     counts = (f"{script['graphs_compiled']} graph(s) compiled, {script['graphs_checked']} checked, "
