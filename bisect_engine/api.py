@@ -18,7 +18,8 @@ from .errors import Interrupted
 from .load.memory import check_memory
 from .load.model_file import load_model_spec
 from .localise.options import EngineOptions
-from .localise.pipeline import new_compiler, run
+from .localise.pipeline import RunResult, new_compiler, run
+from .localise.repro_inputs import REAL, ReproInputs, checked_random_inputs
 from .localise.scan_flow import run_scanned
 from .output.folder import OutputFolder
 from .output.report import bare_report
@@ -63,13 +64,14 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
             try:
                 with user_compile_options(spec):  # the user's mode= / options=, in every compile we make
                     result = engine(spec, options, progress, compiler, on_divergence=interpreters.start)
+                    inputs = _repro_inputs(result, output, with_repro)
             except Interrupted as interrupt:  # before the engine had a result (loading, capture, a scan)
                 report = bare_report(spec.path, "interrupted")
                 report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}
                 write_report_and_views(folder, report)
                 raise
             remaining = None if options.timeout_s is None else options.timeout_s - compiler.budget.elapsed_s
-            report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining)
+            report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining, inputs)
             if result.interrupted:
                 raise Interrupted(result.interrupted["signum"], result.interrupted["signal"])
             return report
@@ -79,6 +81,18 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
         finally:
             interpreters.close()
             progress.close()
+
+
+def _repro_inputs(result: RunResult, output: OutputOptions, with_repro: bool) -> ReproInputs:
+    """--random-inputs: whether the finding reproduces on random draws (one compile, before
+    anything is written); an interrupt here ends the run as one during the search would."""
+    if not (output.random_inputs and with_repro) or result.interrupted:
+        return REAL
+    try:
+        return checked_random_inputs(result)
+    except Interrupted as interrupt:
+        result.interrupted = {"signal": interrupt.name, "signum": interrupt.signum, "stage": "repro"}
+        return REAL
 
 
 def record_environment(model_path: str | Path, out_dir: Path, value_cap: int, device: str | None = None) -> dict[str, Any]:

@@ -26,7 +26,8 @@ from ..localise.pipeline import GraphResult, RunResult
 from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
 from ..verdict.compiler import Compiler
-from .repro import Expect, ReproSpec, repro_spec, torch_level_repro_spec
+from ..localise.repro_inputs import repro_target
+from .repro import ReproSpec, repro_spec, torch_level_repro_spec
 from .wording import subsystem_sentence
 
 SCHEMA_VERSION = 1
@@ -431,23 +432,6 @@ def bare_report(model: Path | str, verdict: str, seconds: float = 0.0) -> dict[s
     report = build_report(result)
     report["verdict"] = verdict
     return report
-
-
-def repro_target(result: RunResult) -> tuple[GraphResult, tuple[str, ...], Expect] | None:
-    """The graph, nodes and expectation a repro of the run's finding is made of."""
-    graph = result.finding
-    if graph is None:
-        return None
-    # What the repro must show comes from the finding's own subgraph, never from the whole graph.
-    crashed = graph.crash is not None or (graph.window_verdict is not None and graph.window_verdict.outcome is Outcome.CRASH)
-    expect: Expect = "crash" if crashed else "mismatch"
-    names = graph.culprit_nodes
-    if not names and graph.eager_nan:
-        names, expect = (graph.eager_nan,), "eager_nonfinite"
-    elif not names and graph.compiled_nan:
-        names = (graph.compiled_nan,)
-    # NaN/Inf the inputs bring (no op makes them): nothing compiled to repro.
-    return (graph, names, expect) if names else None
 
 
 def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None = None) -> ReproSpec | None:

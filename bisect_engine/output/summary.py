@@ -123,7 +123,7 @@ def nan_lines(report: dict[str, Any]) -> list[str]:
         fed_inputs = ", ".join(f"{i['input']} ({i['nan']} NaN, {i['inf']} Inf)" for i in nan.get("inputs", []))
         lines.append(f"  NaN/Inf come from the inputs, not from an op: {fed_inputs}; the compiler is not at fault")
     for side in ("eager", "compiled") if nan else ():
-        where = nan.get(side)
+        where = (nan or {}).get(side)
         text = f"{where['op']} (node {where['node']}, {where['source'] or '?'})" if where else "none"
         lines.append(f"  first NaN/Inf in {side}: {text}")
         if where:

@@ -20,16 +20,12 @@ from typing import Any
 from ..errors import Interrupted
 from ..localise.pipeline import RunResult
 from ..progress import Progress
-from ..search import BudgetExhausted
-from ..verdict.candidate import GraphCandidate
-from ..verdict.compare import Outcome
-from ..verdict.graphs import reference_inputs
-from ..verdict.recipes import input_recipes
+from ..localise.repro_inputs import REAL, ReproInputs
 from ..verdicts import FINDINGS
 from .bug_report import collect_versions
 from .folder import OutputError, OutputFolder
 from .integrity import private_repro, sha256
-from .report import build_report, finding_repro_spec, repro_target
+from .report import build_report, finding_repro_spec
 from .repro import SIDECAR_NAME, Interpreters, RenderedRepro, render, verify_repro
 from .trace import emit_findings, note_trace
 from .views import add_view_paths, write_views
@@ -53,9 +49,10 @@ class OutputOptions:
 
 def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder, with_repro: bool = True,
                   progress: Progress | None = None, interpreters: Interpreters | None = None,
-                  timeout_s: float | None = None) -> dict[str, Any]:
+                  timeout_s: float | None = None, inputs: ReproInputs = REAL) -> dict[str, Any]:
     """``OUT/report.json``, and with ``with_repro`` the verified repro of the finding
-    (``timeout_s``: what is left of the run's time for verification)."""
+    (``timeout_s``: what is left of the run's time for verification; ``inputs``: the repro's
+    inputs, decided before output: nothing here compiles)."""
     report = build_report(result)
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -63,7 +60,7 @@ def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder
             versions = pool.submit(collect_versions) if report["verdict"] in FINDINGS else None
             if with_repro and not result.interrupted:
                 try:
-                    _write_repro(result, report, output, folder, progress, interpreters, timeout_s)
+                    _write_repro(result, report, output, folder, progress, interpreters, timeout_s, inputs)
                 except OutputError as error:  # a full disk at the end: the verdict still stands
                     report["not_written"] = [str(error)]
             if versions is not None:
@@ -93,9 +90,10 @@ def write_report_and_views(folder: OutputFolder, report: dict[str, Any]) -> dict
 
 
 def _write_repro(result: RunResult, report: dict[str, Any], output: OutputOptions, folder: OutputFolder,
-                 progress: Progress | None, interpreters: Interpreters | None, timeout_s: float | None) -> None:
-    recipes, inputs_note = checked_recipes(result) if output.random_inputs else (None, "real")
-    spec = finding_repro_spec(result, recipes)
+                 progress: Progress | None, interpreters: Interpreters | None, timeout_s: float | None,
+                 inputs: ReproInputs) -> None:
+    inputs_note = inputs.note
+    spec = finding_repro_spec(result, list(inputs.recipes) if inputs.recipes is not None else None)
     if spec is None:
         return
     rendered = render(spec)
@@ -119,25 +117,3 @@ def write_repro(rendered: RenderedRepro, folder: OutputFolder) -> Path:
     if rendered.sidecar is not None:
         folder.write_bytes(SIDECAR_NAME, rendered.sidecar)
     return path
-
-
-def checked_recipes(result: RunResult) -> tuple[list[dict[str, Any]] | None, str]:
-    """Random stand-ins for the repro's inputs, only if the finding still reproduces with them
-    (one candidate through the run's search: one compile); else the real inputs, and why."""
-    target = repro_target(result)
-    if target is None or result.search is None:
-        return None, "real"
-    graph, names, expect = target
-    if expect == "eager_nonfinite":
-        return None, "real (a NaN the model makes needs its real inputs)"
-    subgraph = graph.context.subgraph(names)
-    recipes = input_recipes(reference_inputs(subgraph, graph.context.eager_values))
-    try:
-        verdict = result.search.judge(GraphCandidate(graph.context.name, frozenset(names), inputs="random",
-                                                     purpose="random inputs"))
-    except BudgetExhausted:
-        return None, "real (the budget ran out before random inputs could be checked)"
-    wanted = Outcome.CRASH if expect == "crash" else Outcome.MISMATCH
-    if verdict.outcome is wanted:
-        return recipes, "random (checked to reproduce)"
-    return None, f"real (random inputs did not reproduce: {verdict.outcome.value})"
