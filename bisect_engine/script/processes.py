@@ -103,6 +103,17 @@ def written_since(root: Path, started: float) -> bool:
         return False
 
 
+def process_started_at(fallback: float) -> float:
+    """When this process started (wall clock, Linux ``/proc``), else ``fallback``: a program that
+    was already running when another wrote ``OUT`` is a companion of it, not a later run."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot
+        since_start = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return min(fallback, time.time() - since_start)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return fallback
+
+
 def lock_holder(root: Path) -> int | None:
     """The pid holding ``root``'s lock, or None when it is free (or unreadable)."""
     try:

@@ -51,7 +51,7 @@ from ..output.folder import FolderBusy, OutputError, OutputFolder
 from ..output.trace import emit_findings, note_trace, recording_trace
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, aoti_compiled, log_to_stderr
-from .processes import cover, cover_root, process_lines, process_reports, should_cover_root, written_since
+from .processes import cover, cover_root, process_lines, process_reports, process_started_at, should_cover_root, written_since
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,8 @@ class Session:
         self.tool_seconds = 0.0  # time spent in the tool's own work (not the program's)
         self._busy = False
         self._started = time.perf_counter()
-        self.started_at = time.time()  # wall clock: a report written in OUT since then is another process's
+        # a report written in OUT since this process started is another program's, running beside it
+        self.started_at = process_started_at(time.time())
         self.trace_recording = contextlib.ExitStack()  # --trace: closed (the trace kept) by finish()
 
     # -- compiling and calling -------------------------------------------------------------
