@@ -41,7 +41,7 @@ def work(planted):
 if __name__ == "__main__":
     g = torch.compile(lambda x: torch.tanh(x) * 2, backend="eager")
     print("parent", float(g(torch.ones(3)).sum()))
-    child = multiprocessing.get_context("spawn").Process(target=work, args=(True,))
+    child = multiprocessing.get_context(START_METHOD).Process(target=work, args=(True,))
     child.start()
     child.join()
     raise SystemExit(child.exitcode)
@@ -137,10 +137,13 @@ def test_without_the_pth_hook_a_private_sitecustomize_starts_it_and_then_the_pro
 # -- real processes -------------------------------------------------------------------------------
 
 
-def test_a_spawned_childs_wrong_kernel_is_not_clean_through_the_cli(tmp_path: Path) -> None:
-    """Row 3: before, `clean`, exit 0, the child never checked nor named."""
+@pytest.mark.e2e
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_a_spawned_childs_wrong_kernel_is_not_clean_through_the_cli(tmp_path: Path, start_method: str) -> None:
+    """Row 3: before, `clean`, exit 0, the child never checked nor named (spawn: it never started
+    the hook; fork: it wrote into the parent's folder, whose clean report then replaced it)."""
     script, out = tmp_path / "spawning.py", tmp_path / "out"
-    script.write_text(SPAWNING)
+    script.write_text(SPAWNING.replace("START_METHOD", repr(start_method)))
     run = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(script), "--out", str(out),
                           "--level", "2", "-q"], capture_output=True, text=True, timeout=600, env=_environment())
     assert run.returncode == 1, run.stderr
@@ -151,9 +154,11 @@ def test_a_spawned_childs_wrong_kernel_is_not_clean_through_the_cli(tmp_path: Pa
     assert f"process {child['pid']}: divergent; report: {child['report']}" in run.stderr
 
 
+@pytest.mark.e2e
 def test_a_spawned_childs_wrong_kernel_is_the_top_level_verdict_in_environment_mode(tmp_path: Path) -> None:
+    """Before: the child was checked (the .pth hook), but the top-level verdict was the parent's `clean`."""
     script, out = tmp_path / "spawning.py", tmp_path / "out"
-    script.write_text(SPAWNING)
+    script.write_text(SPAWNING.replace("START_METHOD", "'spawn'"))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                          env=_environment(BISECT_ACCURACY_LEVEL="2", BISECT_ACCURACY_OUT=str(out)))
     assert run.returncode == 0, run.stderr  # the hook never changes the program's status
@@ -162,6 +167,7 @@ def test_a_spawned_childs_wrong_kernel_is_the_top_level_verdict_in_environment_m
     assert [p["verdict"] for p in top["script"]["processes"]] == ["divergent"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("bug_ends", ["first", "last"])
 def test_two_programs_on_one_out_get_one_verdict_and_each_names_its_own_report(tmp_path: Path, bug_ends: str) -> None:
     """Row 9: before, the one ending last set the other's report aside and wrote `clean` on top

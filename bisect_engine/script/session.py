@@ -206,6 +206,7 @@ class Session:
         self.engine_compiles = 0  # Inductor compiles the engine made (localising, random graphs)
         self.tool_seconds = 0.0  # time spent in the tool's own work (not the program's)
         self._busy = False
+        self.closed = False  # the session's backend wrapping has ended (a later fork is not ours)
         self._started = time.perf_counter()
         # a report written in OUT since this process started is another program's, running beside it
         self.started_at = process_started_at(time.time())
@@ -586,6 +587,16 @@ class Session:
             return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "unchecked"
         return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "clean"
 
+    def forked(self) -> None:
+        """This process is a fork of the session's (multiprocessing's fork start method): it checks
+        its own calls from here on and writes apart, ``OUT/pid<pid>`` (at its divergence: a forked
+        worker ends by ``os._exit``), never into the parent's open folder."""
+        if self.closed or self.rank is not None:
+            return
+        self.out_dir, self.folder, self.folder_error = self.root / f"pid{os.getpid()}", None, None
+        self.divergence, self.report, self.localised, self.stopped = None, None, False, False
+        self.trace_recording = contextlib.ExitStack()  # the parent's trace stays the parent's
+
     def other_processes(self) -> list[dict[str, Any]]:
         """The reports other processes of this session wrote (``OUT/pid<pid>``), for the root's report."""
         return process_reports(self.root) if self.out_dir == self.root else []
@@ -666,6 +677,7 @@ class ActiveSession:
 
     def close(self) -> None:
         self.stack.close()
+        self.session.closed = True
 
 
 def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], mode: str,
@@ -673,6 +685,7 @@ def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], m
                   folder: OutputFolder | None = None, child: bool = False) -> ActiveSession:
     """A session, and every ``torch.compile`` from now on routed through its checking backend."""
     session = Session(settings, script, argv, mode, progress, rank, folder, child)
+    os.register_at_fork(after_in_child=session.forked)
     stack = contextlib.ExitStack()
     stack.enter_context(compiles_routed_through(session.wrap_backend))
     if folder is not None:  # --trace (the CLI opens the folder first), kept when the session finishes
