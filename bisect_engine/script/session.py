@@ -51,7 +51,8 @@ from ..output.folder import FolderBusy, OutputError, OutputFolder
 from ..output.trace import emit_findings, note_trace, recording_trace
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, aoti_compiled, log_to_stderr
-from .processes import cover, cover_root, process_lines, process_reports, process_started_at, should_cover_root, written_since
+from .processes import (cover, cover_root, process_lines, process_reports, process_started_at, should_cover_root,
+                        written_since)
 
 log = logging.getLogger(__name__)
 
@@ -593,6 +594,8 @@ class Session:
         worker ends by ``os._exit``), never into the parent's open folder."""
         if self.closed or self.rank is not None:
             return
+        if self.folder is not None:
+            self.folder.close()  # this process's copy of the lock's descriptor; the parent keeps the lock
         self.out_dir, self.folder, self.folder_error = self.root / f"pid{os.getpid()}", None, None
         self.divergence, self.report, self.localised, self.stopped = None, None, False, False
         self.trace_recording = contextlib.ExitStack()  # the parent's trace stays the parent's
