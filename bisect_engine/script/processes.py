@@ -147,8 +147,8 @@ def child_environment(settings: ScriptSettings, root_pid: int) -> dict[str, str]
     """The ``BISECT_ACCURACY_*`` variables that give a child process the same checks."""
     environ = {LEVEL_VARIABLE: str(int(settings.level)), OUT_VARIABLE: str(settings.out_dir.absolute()),
                ROOT_PID_VARIABLE: str(root_pid), CHECK_EVERY_VARIABLE: str(settings.check_every),
-               VERIFY_RUNS_VARIABLE: str(settings.verify_runs),
-               MAX_RECORD_VARIABLE: repr(settings.max_record_mb), MAX_RECORD_FILES_VARIABLE: str(settings.max_record_files)}
+               VERIFY_RUNS_VARIABLE: str(settings.verify_runs), MAX_RECORD_VARIABLE: repr(settings.max_record_mb),
+               MAX_RECORD_FILES_VARIABLE: str(settings.max_record_files)}
     if settings.stop_on_divergence:
         environ[STOP_VARIABLE] = "1"
     if settings.max_compiles:
