@@ -19,10 +19,17 @@ from .integrity import mark_edited, repro_edited
 REPORT_NAME, HTML_NAME, BUG_REPORT_NAME, REPRO_NAME = "report.json", "report.html", "bug_report.md", "repro.py"
 
 
+def bug_report_here(report: dict[str, Any]) -> bool:
+    """A finding of this folder's own (never an input problem; a top-level report whose verdict
+    comes from another process points at that process's folder, which holds the bug report)."""
+    return (report.get("verdict") in FINDINGS and not is_input_problem(report)
+            and report.get("verdict_from") != "processes")
+
+
 def add_view_paths(report: dict[str, Any], out_dir: Path) -> None:
     """``html_path`` and, for a finding, ``bug_report_path``: where :func:`write_views` writes."""
     report["html_path"] = str(out_dir / HTML_NAME)
-    if report.get("verdict") in FINDINGS and not is_input_problem(report):
+    if bug_report_here(report):
         report["bug_report_path"] = str(out_dir / BUG_REPORT_NAME)
     else:
         report.pop("bug_report_path", None)
@@ -37,7 +44,7 @@ def write_views(report: dict[str, Any], folder: OutputFolder,
     """
     repro_text = read_repro(report, folder.path)
     bug_report = None
-    if report.get("verdict") in FINDINGS and not is_input_problem(report):
+    if bug_report_here(report):
         collected = report.get("versions") or (versions() if versions else "(not collected)")
         bug_report = render_bug_report(report, collected, repro_text)
     written = []

@@ -26,6 +26,7 @@ from ..output.folder import OutputFolder
 from .messages import DivergenceStop
 from .watch import TRIGGER, AfterImport
 from .levels import ScriptSettings
+from .processes import hook_travels
 from .ranks import rank_from_environment
 
 if TYPE_CHECKING:
@@ -157,7 +158,9 @@ def run_script(path: Path, argv: Sequence[str], settings: ScriptSettings,
             failures.append(f"starting the session: {type(error).__name__}: {error}")
             log.error("%s", traceback.format_exc())
 
-    with _session_from_dynamo_import(start):
+    # the script's children get the same checks (under a launcher each rank's children are not handed them)
+    travels = hook_travels(settings) if rank is None else contextlib.nullcontext()
+    with _session_from_dynamo_import(start), travels:
         try:
             exit_code, message, stopped, interrupted = _run_as_main(path, argv)
         finally:

@@ -23,7 +23,6 @@ import atexit
 import contextlib
 import copy
 import io
-import json
 import logging
 import os
 import sys
@@ -37,7 +36,6 @@ import torch
 import torch.fx as fx
 
 from ..errors import Interrupted
-from ..verdicts import SEVERITY
 from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
@@ -53,6 +51,8 @@ from ..output.folder import FolderBusy, OutputError, OutputFolder
 from ..output.trace import emit_findings, note_trace, recording_trace
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, aoti_compiled, log_to_stderr
+from .processes import (cover, cover_root, process_lines, process_reports, process_started_at, should_cover_root,
+                        written_since)
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,10 @@ class Session:
         self.engine_compiles = 0  # Inductor compiles the engine made (localising, random graphs)
         self.tool_seconds = 0.0  # time spent in the tool's own work (not the program's)
         self._busy = False
+        self.closed = False  # the session's backend wrapping has ended (a later fork is not ours)
         self._started = time.perf_counter()
+        # a report written in OUT since this process started is another program's, running beside it
+        self.started_at = process_started_at(time.time())
         self.trace_recording = contextlib.ExitStack()  # --trace: closed (the trace kept) by finish()
 
     # -- compiling and calling -------------------------------------------------------------
@@ -326,6 +329,8 @@ class Session:
         gradients diverged, for the inputs there; the backward graph is captured too."""
         record.outcome, record.detail = "mismatch", verdict.to_json()
         self.divergence = Divergence(record.name, record.calls, self.calls, time.time(), verdict.to_json())
+        with contextlib.suppress(OutputError):
+            self.output_folder()  # where this process writes (OUT/pid<N> beside another program) is decided here
         log.warning("%s diverged from eager on its call %d (%s: %s); writing %s",
                     record.name, record.calls, verdict.failing, record.detail.get("reason"), self.out_dir)
         try:
@@ -459,6 +464,8 @@ class Session:
         and nothing is written (the program goes on)."""
         if self.folder is not None or self.folder_error is not None:
             return self.folder
+        if self.mode == "environment" and self.out_dir == self.root and written_since(self.root, self.started_at):
+            self.out_dir = self.root / f"pid{os.getpid()}"  # a program running beside this one wrote OUT
         try:
             self.folder = OutputFolder(self.out_dir, self.settings.force, os.environ.get(ROOT_PID_VARIABLE)).open()
         except FolderBusy:
@@ -534,6 +541,8 @@ class Session:
 
     def _save_report(self) -> None:
         assert self.report is not None
+        own = (self.report.get("script") or {}).get("own_verdict")
+        self.report["verdict"] = own or self.report["verdict"]  # the processes are covered again below
         self.report["script"] = self.script_json()
         if self.divergence is not None and self.report["verdict"] == "clean":
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
@@ -542,6 +551,8 @@ class Session:
             # see a patched lowering or codegen (the engine's own compiles bypass that cache).
             self.report["stale_artifact"] = STALE_ARTIFACT
         folder = self.output_folder()
+        if self.out_dir == self.root and self.rank is None:  # the top level: one verdict for every process
+            self.report = cover(self.report, process_reports(self.root))
         if folder is not None:
             from ..output.views import add_view_paths, write_views  # torch-free: fine at exit too
 
@@ -577,18 +588,21 @@ class Session:
             return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "unchecked"
         return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "clean"
 
+    def forked(self) -> None:
+        """This process is a fork of the session's (multiprocessing's fork start method): it checks
+        its own calls from here on and writes apart, ``OUT/pid<pid>`` (at its divergence: a forked
+        worker ends by ``os._exit``), never into the parent's open folder."""
+        if self.closed or self.rank is not None:
+            return
+        if self.folder is not None:
+            self.folder.close()  # this process's copy of the lock's descriptor; the parent keeps the lock
+        self.out_dir, self.folder, self.folder_error = self.root / f"pid{os.getpid()}", None, None
+        self.divergence, self.report, self.localised, self.stopped = None, None, False, False
+        self.trace_recording = contextlib.ExitStack()  # the parent's trace stays the parent's
+
     def other_processes(self) -> list[dict[str, Any]]:
         """The reports other processes of this session wrote (``OUT/pid<pid>``), for the root's report."""
-        if self.out_dir != self.root:
-            return []
-        found = []
-        for path in sorted(self.root.glob("pid*/report.json")):
-            try:
-                verdict = json.loads(path.read_text()).get("verdict")
-            except (OSError, ValueError, AttributeError):
-                verdict = None
-            found.append({"pid": path.parent.name[3:], "verdict": verdict, "report": str(path)})
-        return found
+        return process_reports(self.root) if self.out_dir == self.root else []
 
     def finish(self, exit_code: int | None) -> dict[str, Any]:
         """Write the final report (and, under torchrun, the status; rank 0 the summary)."""
@@ -633,8 +647,13 @@ def script_summary(report: dict[str, Any]) -> str:
               f"{script['calls_checked']} of {script['calls']} call(s) checked")
     if report["verdict"] in ("clean", "unchecked", "incomplete"):
         what = {"unchecked": "recorded", "incomplete": "not every graph checked"}.get(report["verdict"], "clean")
-        return f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}" + not_checked_lines(script)
+        if report.get("verdict_from") == "processes" and report["verdict"] == "incomplete":
+            what = "not every process checked"
+        return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
+                          *process_lines(script)]) + not_checked_lines(script)
     lines = [summary(report)]
+    if report.get("verdict_from") == "processes":
+        lines.append(f"  from:    another process of the program (this one: {script.get('own_verdict')})")
     first = script["first_divergence_call"]
     if first:
         lines.append(f"  diverged: {first['graph']} on its call {first['graph_call']} (program call {first['call']}):"
@@ -644,6 +663,7 @@ def script_summary(report: dict[str, Any]) -> str:
     if script.get("internal_error"):
         lines.append(f"  internal error: {script['internal_error']}")
     lines.append(f"  script:  {counts}")
+    lines += process_lines(script)
     lines.append(f"  report:  {report['report_path']}")
     return "\n".join(lines)
 
@@ -660,6 +680,7 @@ class ActiveSession:
 
     def close(self) -> None:
         self.stack.close()
+        self.session.closed = True
 
 
 def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], mode: str,
@@ -667,6 +688,7 @@ def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], m
                   folder: OutputFolder | None = None, child: bool = False) -> ActiveSession:
     """A session, and every ``torch.compile`` from now on routed through its checking backend."""
     session = Session(settings, script, argv, mode, progress, rank, folder, child)
+    os.register_at_fork(after_in_child=session.forked)
     stack = contextlib.ExitStack()
     stack.enter_context(compiles_routed_through(session.wrap_backend))
     if folder is not None:  # --trace (the CLI opens the folder first), kept when the session finishes
@@ -704,7 +726,6 @@ def start_from_environment() -> Session | None:
 STALE_ARTIFACT = ("the program's compiled graph diverged but a fresh compile of it does not: the program's compiled "
                   "artifact may be stale (served from Inductor's on-disk cache, whose key does not see patched "
                   "lowerings or codegen); rerun with a fresh TORCHINDUCTOR_CACHE_DIR to tell")
-VERDICT_ORDER = SEVERITY
 
 
 def _finish_at_exit(active: ActiveSession) -> None:
@@ -714,15 +735,16 @@ def _finish_at_exit(active: ActiveSession) -> None:
         return
     try:
         session.output_folder()  # an earlier run's folders are set aside before this one's are listed
-        others = session.other_processes()
-        if not session.graphs:  # a launcher whose children compiled: the session's report names them
-            verdicts = [p["verdict"] for p in others if p["verdict"] in VERDICT_ORDER]
-            session.report = session._plain_report(min(verdicts, key=VERDICT_ORDER.index, default="clean"))
-            session.report["verdict_from"] = "processes"
-        session.finish(None)
-        log.warning("%s; report: %s", session.report["verdict"] if session.report else "?",
+        session.finish(None)  # a launcher that compiled nothing: its report's verdict is its children's
+        report = session.report or {}
+        log.warning("%s; report: %s", report.get("script", {}).get("own_verdict") or report.get("verdict", "?"),
                     session.out_dir / "report.json")
-        for other in others:
+        for other in session.other_processes():
             log.warning("process %s: %s; report: %s", other["pid"], other["verdict"], other["report"])
+        if report.get("verdict_from") == "processes":
+            log.warning("all processes: %s; report: %s", report["verdict"], session.out_dir / "report.json")
+        if session.out_dir != session.root and session.rank is None and should_cover_root(session.root):
+            if cover_root(session.root):
+                log.warning("all processes: see %s", session.root / "report.json")
     except Exception:  # noqa: BLE001 - at exit, the log is all that is left
         log.exception("writing the report failed")
