@@ -138,8 +138,13 @@ def test_without_the_pth_hook_a_private_sitecustomize_starts_it_and_then_the_pro
 # -- real processes -------------------------------------------------------------------------------
 
 
+# SUITE full (BISECT_CORPUS=all) for the variants a cheaper case covers: make test keeps the spawn
+# child through the CLI and the two programs whose buggy one ends first.
+FULL = pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="SUITE full: BISECT_CORPUS=all runs it")
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+@pytest.mark.parametrize("start_method", ["spawn", pytest.param("fork", marks=FULL)])
 def test_a_spawned_childs_wrong_kernel_is_not_clean_through_the_cli(tmp_path: Path, start_method: str) -> None:
     """Row 3: before, `clean`, exit 0, the child never checked nor named (spawn: it never started
     the hook; fork: it wrote into the parent's folder, whose clean report then replaced it)."""
@@ -156,6 +161,7 @@ def test_a_spawned_childs_wrong_kernel_is_not_clean_through_the_cli(tmp_path: Pa
 
 
 @pytest.mark.e2e
+@FULL
 def test_a_spawned_childs_wrong_kernel_is_the_top_level_verdict_in_environment_mode(tmp_path: Path) -> None:
     """Before: the child was checked (the .pth hook), but the top-level verdict was the parent's `clean`."""
     script, out = tmp_path / "spawning.py", tmp_path / "out"
@@ -169,7 +175,7 @@ def test_a_spawned_childs_wrong_kernel_is_the_top_level_verdict_in_environment_m
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("bug_ends", ["first", "last"])
+@pytest.mark.parametrize("bug_ends", ["first", pytest.param("last", marks=FULL)])
 def test_two_programs_on_one_out_get_one_verdict_and_each_names_its_own_report(tmp_path: Path, bug_ends: str) -> None:
     """Row 9: before, the one ending last set the other's report aside and wrote `clean` on top
     (bug first), and the printed path named the other program's report."""
