@@ -23,7 +23,7 @@ from ..load.model_file import ModelSpec
 from ..verdict.compare import elementwise_change
 from ..verdict.compiler import Compiler
 from ..verdict.digest import bit_hash
-from ..verdict.drift import Drift, drift
+from ..verdict.drift import Drift, EagerGap, drift, eager_gap
 from ..verdict.graphs import CapturedGraph, GraphView
 from ..verdict.oracle import GraphContext
 from .env_record import capture_graphs, model_outputs, value_meta
@@ -42,11 +42,13 @@ class OpChange:
     value: str  # the tensor that moved (the node, or one of its getitems)
     drift: Drift
     also_compiled: bool = False  # eager moved and compiled moved with it
+    eager_gap: EagerGap | None = None  # compiled vs eager here and as recorded: equal now? toward eager or away?
 
     def to_json(self) -> dict[str, Any]:
         return {"graph": self.graph, "node": self.node, "recorded_node": self.recorded_node, "op": self.op,
                 "side": self.side, "value": self.value, "direction": self.drift.direction,
-                "also_compiled": self.also_compiled, "drift": self.drift.to_json()}
+                "also_compiled": self.also_compiled, "drift": self.drift.to_json(),
+                "eager_gap": self.eager_gap.to_json() if self.eager_gap else None}
 
 
 @dataclass(frozen=True)
@@ -205,11 +207,14 @@ def _judge_node(bundle: Bundle, graph: str, recorded_node: dict[str, Any], node:
         eager = drift(stored["eager"], stored["fp64"], measured.eager.get(name))
         compiled = (drift(stored["compiled"], stored["fp64"], measured.compiled[name])
                     if stored["compiled"] is not None and name in measured.compiled else None)
+        gap = eager_gap(stored["eager"], stored["compiled"], stored["fp64"], measured.eager.get(name),
+                        measured.compiled.get(name))
         if eager.changed:
             return OpChange(graph, node.name, recorded_node["name"], str(node.target), "eager", name, eager,
-                            bool(compiled and compiled.changed))
+                            bool(compiled and compiled.changed), gap)
         if compiled is not None and compiled.changed:
-            return OpChange(graph, node.name, recorded_node["name"], str(node.target), "compiled", name, compiled)
+            return OpChange(graph, node.name, recorded_node["name"], str(node.target), "compiled", name, compiled,
+                            eager_gap=gap)
     return None
 
 
