@@ -114,3 +114,10 @@ def test_record_refuses_a_plain_script_in_one_line(tmp_path: Path) -> None:
     said = _one_line_exit_2(_cli("record", str(script), "--out", str(tmp_path / "A")))
     assert "script mode is not supported by record yet" in said
     assert not (tmp_path / "A").exists()  # never a silent empty bundle
+
+
+def test_compare_refuses_a_plain_script_as_the_model_in_one_line(bundle: Path, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nf = torch.compile(torch.tanh)\nprint(f(torch.ones(2)))\n")
+    said = _one_line_exit_2(_cli("compare", str(bundle), "--model", str(script), "--out", str(tmp_path / "B")))
+    assert "script mode is not supported by compare yet" in said and not (tmp_path / "B").exists()
