@@ -95,31 +95,54 @@ def _repro_inputs(result: RunResult, output: OutputOptions, with_repro: bool) ->
         return REAL
 
 
-def record_environment(model_path: str | Path, out_dir: Path, value_cap: int, device: str | None = None) -> dict[str, Any]:
-    """``bisect-accuracy record``: the environment bundle of a model file (see load/bundle.py)."""
+def record_environment(model_path: str | Path, out_dir: Path, value_cap: int, device: str | None = None,
+                       force: bool = False) -> dict[str, Any]:
+    """``bisect-accuracy record``: the environment bundle of a model file (see load/bundle.py),
+    written through the output folder's checks (locked, vetted, probed before the work; atomic)."""
     from .localise.env_record import record
+    from .output.folder import ENVIRONMENT_NAMES
 
+    refuse_plain_script(Path(model_path), "record")
     spec = load_model_spec(model_path, device)
-    return record(spec, Path(out_dir), value_cap, device=device or "cpu")
+    with OutputFolder(Path(out_dir), force, names=ENVIRONMENT_NAMES) as folder:
+        return record(spec, folder.write_bytes, value_cap, device=device or "cpu")
+
+
+def refuse_plain_script(path: Path, command: str) -> None:
+    """``record`` / ``compare`` take model files; a plain script (script mode) is one line, exit 2."""
+    from .errors import UsageError
+    from .load.contract import defines_model_contract
+
+    if path.is_file() and not defines_model_contract(path):
+        raise UsageError(f"{path.name} is a plain script: script mode is not supported by {command} yet; "
+                         "give a model file (get_model() and get_inputs(), see README)")
 
 
 def compare_environment(bundle_path: Path, out_dir: Path | None, model_path: Path | None = None,
-                        settings: tuple[str, ...] = (), device: str | None = None) -> tuple[Any, list[str]]:
+                        settings: tuple[str, ...] = (), device: str | None = None,
+                        force: bool = False) -> tuple[Any, list[str]]:
     """``bisect-accuracy compare``: the comparison with the bundle's environment, and the summary
-    lines (files written to ``out_dir`` when given)."""
+    lines (files written to ``out_dir`` when given, through the output folder's checks)."""
     from .load.bundle import read_bundle
     from .localise.env_settings import applied, parse_settings
     from .localise.environments import check_model, compare
-    from .output.env_report import summary_lines, write_comparison
+    from .output.env_report import check_out_dir, summary_lines, write_comparison
+    from .output.folder import ENVIRONMENT_NAMES
 
     bundle = read_bundle(bundle_path)
     model = Path(model_path or bundle.manifest["model"].get("path", "")).resolve()
+    refuse_plain_script(model, "compare")
     check_model(bundle, model)
     flips = parse_settings(settings)
-    with applied(flips):
-        spec = load_model_spec(model, device)
-        comparison, repros = compare(bundle, spec, device=device or "cpu")
-    lines = summary_lines(comparison)
-    if out_dir is not None:
-        lines += [f"wrote {path}" for path in write_comparison(Path(out_dir), comparison, repros, bundle)]
+    with contextlib.ExitStack() as stack:
+        folder = None
+        if out_dir is not None:
+            check_out_dir(Path(out_dir), bundle)
+            folder = stack.enter_context(OutputFolder(Path(out_dir), force, names=ENVIRONMENT_NAMES))
+        with applied(flips):
+            spec = load_model_spec(model, device)
+            comparison, repros = compare(bundle, spec, device=device or "cpu")
+        lines = summary_lines(comparison)
+        if folder is not None:
+            lines += [f"wrote {path}" for path in write_comparison(folder, comparison, repros, bundle)]
     return comparison, lines

@@ -485,11 +485,14 @@ def uninstall_hook_command() -> None:
 @click.option("--value-cap", type=click.IntRange(min=0), default=1_000_000, show_default=True,
               help="Tensors with more elements are recorded as digests only.")
 @click.option("--device", default=None, help="Run the model there (e.g. cuda).")
-def record_command(model_file: Path, out_dir: Path, value_cap: int, device: str | None) -> None:
+@click.option("--force", is_flag=True,
+              help="Use an --out folder holding files named like ours that this tool did not write (moved to "
+                   "OUT/previous/<n>, never overwritten; a folder this tool did not write is never moved).")
+def record_command(model_file: Path, out_dir: Path, value_cap: int, device: str | None, force: bool) -> None:
     """Record what this environment computes for every op of MODEL_FILE (for `compare` elsewhere)."""
     from .api import record_environment
 
-    manifest = _guarded(lambda: record_environment(model_file, out_dir, value_cap, device))
+    manifest = _guarded(lambda: record_environment(model_file, out_dir, value_cap, device, force))
     nodes = sum(len(g["nodes"]) for g in manifest["graphs"])
     click.echo(f"bisect-accuracy: recorded {len(manifest['graphs'])} graph(s), {nodes} ops, "
                f"torch {manifest['environment']['torch']}: {out_dir}")
@@ -504,13 +507,16 @@ def record_command(model_file: Path, out_dir: Path, value_cap: int, device: str 
 @click.option("--setting", "settings", multiple=True, metavar="KEY=VALUE",
               help="Flip an Inductor config key (max_autotune=True) or tf32=on|off for this side.")
 @click.option("--device", default=None, help="Run the model there (e.g. cuda).")
+@click.option("--force", is_flag=True,
+              help="Use an --out folder holding files named like ours that this tool did not write (moved to "
+                   "OUT/previous/<n>, never overwritten; a folder this tool did not write is never moved).")
 def compare_command(bundle: Path, out_dir: Path | None, model_file: Path | None, settings: tuple[str, ...],
-                    device: str | None) -> None:
+                    device: str | None, force: bool) -> None:
     """Recompute a recorded bundle here; name each op whose eager or compiled result changed.
     Exit 0 no change, 1 changes found, 2 bad input."""
     from .api import compare_environment
 
-    comparison, lines = _guarded(lambda: compare_environment(bundle, out_dir, model_file, settings, device))
+    comparison, lines = _guarded(lambda: compare_environment(bundle, out_dir, model_file, settings, device, force))
     for line in lines:
         click.echo(line)
     sys.exit(EXIT_FOUND if comparison.changed else EXIT_CLEAN)

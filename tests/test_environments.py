@@ -75,6 +75,8 @@ def test_the_same_environment_reports_no_change(bundle: Path, tmp_path: Path) ->
 def test_a_changed_lowering_is_named_on_the_compiled_side(changed: tuple[Any, Path]) -> None:
     change = _changes(changed[0])["aten.tanh.default"]
     assert change["side"] == "compiled" and change["direction"] == "farther"
+    # B's compiled tanh left B's eager one (unchanged): no longer equal to eager, moved away from it
+    assert change["eager_gap"]["matches_eager"] is False and change["eager_gap"]["toward"] == "away"
 
 
 def test_a_changed_aten_kernel_is_named_on_the_eager_side(changed: tuple[Any, Path]) -> None:

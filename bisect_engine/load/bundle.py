@@ -60,13 +60,17 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def write_bundle(out_dir: Path, manifest: dict[str, Any], values: dict[str, Any]) -> None:
+def bundle_files(manifest: dict[str, Any], values: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """The bundle's files as (name, bytes), values first: the manifest, written last, marks it whole.
+    The caller writes them through the output folder (locked, atomic, never through a link)."""
+    import io
+
     import torch
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    torch.save({k: v.detach().cpu().contiguous() for k, v in values.items()}, out_dir / VALUES)
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().cpu().contiguous() for k, v in values.items()}, buffer)
     body = {"format": FORMAT, "format_version": FORMAT_VERSION, **manifest}
-    (out_dir / MANIFEST).write_text(json.dumps(body, indent=1, sort_keys=False, default=str))
+    return [(VALUES, buffer.getvalue()), (MANIFEST, json.dumps(body, indent=1, sort_keys=False, default=str).encode())]
 
 
 def read_bundle(path: Path) -> Bundle:

@@ -2,14 +2,13 @@
 computes for each node (see :mod:`bisect_engine.load.bundle` for the format)."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
 
 from ..errors import ModelError
-from ..load.bundle import DEFAULT_VALUE_CAP, environment_facts, file_sha256, write_bundle
+from ..load.bundle import DEFAULT_VALUE_CAP, bundle_files, environment_facts, file_sha256
 from ..load.capture import capture, nothing_captured
 from ..load.model_file import ModelSpec
 from ..verdict.compiler import Compiler
@@ -38,9 +37,10 @@ def model_outputs(spec: ModelSpec, seed: int = 0) -> list[torch.Tensor]:
     return [leaf.detach() for leaf in pytree.tree_leaves(output) if isinstance(leaf, torch.Tensor)]
 
 
-def record(spec: ModelSpec, out_dir: Path, value_cap: int = DEFAULT_VALUE_CAP, seed: int = 0,
+def record(spec: ModelSpec, write: Callable[[str, bytes], Any], value_cap: int = DEFAULT_VALUE_CAP, seed: int = 0,
            compiler: Compiler | None = None, device: str = "cpu") -> dict[str, Any]:
-    """Write the bundle; returns its manifest (without the tensors)."""
+    """Write the bundle's files with ``write(name, data)`` (the output folder's); returns its manifest
+    (without the tensors)."""
     compiler = compiler or Compiler()
     values: dict[str, Any] = {}
     graphs = []
@@ -60,7 +60,8 @@ def record(spec: ModelSpec, out_dir: Path, value_cap: int = DEFAULT_VALUE_CAP, s
         "model_outputs": [f"model/out{index}" for index in range(len(outputs))],
         "compiles": compiler.compiles,
     }
-    write_bundle(out_dir, manifest, values)
+    for name, data in bundle_files(manifest, values):
+        write(name, data)
     return manifest
 
 

@@ -23,7 +23,7 @@ from ..load.model_file import ModelSpec
 from ..verdict.compare import elementwise_change
 from ..verdict.compiler import Compiler
 from ..verdict.digest import bit_hash
-from ..verdict.drift import Drift, drift
+from ..verdict.drift import Drift, EagerGap, drift, eager_gap
 from ..verdict.graphs import CapturedGraph, GraphView
 from ..verdict.oracle import GraphContext
 from .env_record import capture_graphs, model_outputs, value_meta
@@ -42,11 +42,13 @@ class OpChange:
     value: str  # the tensor that moved (the node, or one of its getitems)
     drift: Drift
     also_compiled: bool = False  # eager moved and compiled moved with it
+    eager_gap: EagerGap | None = None  # compiled vs eager here and as recorded: equal now? toward eager or away?
 
     def to_json(self) -> dict[str, Any]:
         return {"graph": self.graph, "node": self.node, "recorded_node": self.recorded_node, "op": self.op,
                 "side": self.side, "value": self.value, "direction": self.drift.direction,
-                "also_compiled": self.also_compiled, "drift": self.drift.to_json()}
+                "also_compiled": self.also_compiled, "drift": self.drift.to_json(),
+                "eager_gap": self.eager_gap.to_json() if self.eager_gap else None}
 
 
 @dataclass(frozen=True)
@@ -128,12 +130,17 @@ def _compare_graph(bundle: Bundle, record: dict[str, Any], graph: CapturedGraph,
     fed, unmapped = _recorded_inputs(bundle, record["name"], mapping, context.eager_values)
     measured = measure(GraphContext(graph, view, fed, seed=seed), compiler, label=f"compare {graph.name}")
     changes, not_checked = [], []
+    by_name = {n["name"]: n for n in record["nodes"]}
     for recorded_node, node in pairs:
         missing = [source.name for source in node.all_input_nodes if source.name in unmapped]
         if not recorded_node.get("checked") or node.name not in {n.name for n in view.compute_nodes if view.checkable(n)}:
             continue
         if missing:
             not_checked.append(f"{node.name}: its inputs {missing} were not recorded (changed part of the graph, or beyond the value cap)")
+            continue
+        if not reads_as_recorded(recorded_node, node, by_name, mapping):
+            not_checked.append(f"{node.name}: aligned with {recorded_node['name']} by op and shapes, but it reads "
+                               "other values than the recorded op did (the graph changed around it)")
             continue
         change = _judge_node(bundle, record["name"], recorded_node, node, measured, not_checked)
         if change is not None:
@@ -147,12 +154,31 @@ def signature(op: str, metas: list[dict[str, Any]]) -> str:
     return op + "".join(f"|{m.get('dtype')}{m.get('shape')}" for m in metas)
 
 
+# Copies without arithmetic: Dynamo / AOT Autograd add or drop them between versions. They are
+# aligned among themselves, so a dropped copy never shifts the alignment of the ops around it, and a
+# node reading one is checked as reading what it copies.
+TRANSPARENT = ("aten.clone.default", "aten.alias.default")
+
+
 def align(recorded_nodes: list[dict[str, Any]], view: GraphView,
           values: dict[str, Any]) -> tuple[list[tuple[dict[str, Any], fx.Node]], list[str]]:
     """Pairs of (recorded node, current node) with equal op and value shapes, by a sequence
-    alignment; and one line per inserted, removed or replaced stretch of ops."""
+    alignment (the arithmetic ops, then the copies among themselves); and one line per inserted,
+    removed or replaced stretch of ops."""
+    pairs, structure = [], []
+    for copies in (False, True):
+        old = [n for n in recorded_nodes if (n["op"] in TRANSPARENT) == copies]
+        new = [n for n in view.compute_nodes if (str(n.target) in TRANSPARENT) == copies]
+        found, said = _align(old, new, values)
+        pairs += found
+        structure += said
+    order = {id(n): i for i, n in enumerate(recorded_nodes)}
+    return sorted(pairs, key=lambda pair: order[id(pair[0])]), structure
+
+
+def _align(recorded_nodes: list[dict[str, Any]], nodes: list[fx.Node],
+           values: dict[str, Any]) -> tuple[list[tuple[dict[str, Any], fx.Node]], list[str]]:
     before = [signature(n["op"], [v["meta"] for v in n["values"]]) for n in recorded_nodes]
-    nodes = view.compute_nodes
     after = [signature(str(n.target), [value_meta(values.get(name)) for name in tensor_value_names(n)]) for n in nodes]
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     pairs, structure = [], []
@@ -164,6 +190,26 @@ def align(recorded_nodes: list[dict[str, Any]], view: GraphView,
         new = ", ".join(f"{n.name} ({n.target})" for n in nodes[j1:j2]) or "nothing"
         structure.append(f"{tag}: {old} -> {new}")
     return pairs, structure
+
+
+def reads_as_recorded(recorded_node: dict[str, Any], node: fx.Node, recorded_nodes: dict[str, dict[str, Any]],
+                      mapping: dict[str, tuple[str, str, dict[str, Any] | None]]) -> bool:
+    """Whether ``node`` here reads the values its recorded partner read (through copies on either
+    side): only then is running it on the recorded inputs the recorded op again. Equal op and
+    shapes alone can pair a node with its twin in another layer (a false alarm if judged)."""
+    def through_copies_recorded(name: str) -> str:
+        while name in recorded_nodes and recorded_nodes[name]["op"] in TRANSPARENT and recorded_nodes[name]["inputs"]:
+            name = recorded_nodes[name]["inputs"][0]
+        return name
+
+    def through_copies_here(source: fx.Node) -> fx.Node:
+        while str(source.target) in TRANSPARENT and source.all_input_nodes:
+            source = source.all_input_nodes[0]
+        return source
+
+    here = [through_copies_recorded(mapping.get(through_copies_here(source).name, ("",))[0])
+            for source in node.all_input_nodes]
+    return here == [through_copies_recorded(name) for name in recorded_node.get("inputs", [])]
 
 
 def _value_mapping(record: dict[str, Any], pairs: list[tuple[dict[str, Any], fx.Node]], view: GraphView,
@@ -205,11 +251,14 @@ def _judge_node(bundle: Bundle, graph: str, recorded_node: dict[str, Any], node:
         eager = drift(stored["eager"], stored["fp64"], measured.eager.get(name))
         compiled = (drift(stored["compiled"], stored["fp64"], measured.compiled[name])
                     if stored["compiled"] is not None and name in measured.compiled else None)
+        gap = eager_gap(stored["eager"], stored["compiled"], stored["fp64"], measured.eager.get(name),
+                        measured.compiled.get(name))
         if eager.changed:
             return OpChange(graph, node.name, recorded_node["name"], str(node.target), "eager", name, eager,
-                            bool(compiled and compiled.changed))
+                            bool(compiled and compiled.changed), gap)
         if compiled is not None and compiled.changed:
-            return OpChange(graph, node.name, recorded_node["name"], str(node.target), "compiled", name, compiled)
+            return OpChange(graph, node.name, recorded_node["name"], str(node.target), "compiled", name, compiled,
+                            eager_gap=gap)
     return None
 
 

@@ -4,7 +4,7 @@ values in ``bisect_values.pt`` beside it; exit 1 where the op behaves as in this
 when it cannot run: the ``git bisect run`` convention)."""
 from __future__ import annotations
 
-import json
+import io
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,6 +13,7 @@ import torch.fx as fx
 
 from ..load.bundle import Bundle
 from ..localise.environments import Comparison, OpChange
+from .folder import OutputError, OutputFolder
 from ..verdict.compare import Tolerance, rounding_unit
 
 REPRO, REPRO_VALUES = "bisect_repro.py", "bisect_values.pt"
@@ -30,7 +31,7 @@ def summary_lines(comparison: Comparison) -> list[str]:
             lines.append(f"  {change.op} ({change.node}): {change.side} result changed, {_direction(change)} "
                          f"({change.drift.distance_rms_ulps:.3g} ulps rms from recorded; error vs fp64 "
                          f"{change.drift.recorded_error_ulps:.3g} -> {change.drift.new_error_ulps:.3g} ulps)"
-                         + (" [compiled moved with it]" if change.also_compiled else ""))
+                         + (" [compiled moved with it]" if change.also_compiled else "") + _versus_eager(change))
         if graph.not_checked:
             lines.append(f"  not checked: {len(graph.not_checked)} op(s), e.g. {graph.not_checked[0]}")
         if graph.compile_error:
@@ -38,10 +39,21 @@ def summary_lines(comparison: Comparison) -> list[str]:
     first = comparison.changes[0] if comparison.changes else None
     if first is not None:
         lines.append(f"first change: {first.op} in {first.graph} ({first.side} side: "
-                     f"{'an ATen kernel' if first.side == 'eager' else 'Inductor / Triton'}), {_direction(first)}")
+                     f"{'an ATen kernel' if first.side == 'eager' else 'Inductor / Triton'}), {_direction(first)}"
+                     + _versus_eager(first))
     elif not comparison.changed:
         lines.append("no change: every recorded op computes as recorded, within its own noise")
     return lines
+
+
+def _versus_eager(change: OpChange) -> str:
+    """"; compiled now equals eager (toward eager: 38.2 -> 0.4 ulps)" and the like."""
+    gap = change.eager_gap
+    if gap is None:
+        return ""
+    said = "compiled now equals eager within noise" if gap.matches_eager else "compiled differs from eager"
+    moved = f"{gap.toward} eager" if gap.toward else "gap to eager unchanged"
+    return f"; {said} ({moved}: {gap.recorded_gap_ulps:.3g} -> {gap.new_gap_ulps:.3g} ulps rms)"
 
 
 def _direction(change: OpChange) -> str:
@@ -49,32 +61,37 @@ def _direction(change: OpChange) -> str:
         change.drift.direction, "changed")
 
 
-def write_comparison(out_dir: Path, comparison: Comparison, repros: list[dict[str, Any]], bundle: Bundle) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def check_out_dir(out_dir: Path, bundle: Bundle) -> None:
+    """``compare --out`` is never the bundle's own folder (its files would be set aside)."""
+    if out_dir.resolve() == bundle.path.resolve():
+        raise OutputError(f"--out {out_dir} is the bundle being compared; choose another folder")
+
+
+def write_comparison(folder: OutputFolder, comparison: Comparison, repros: list[dict[str, Any]],
+                     bundle: Bundle) -> list[Path]:
     body = {"changed": comparison.changed, "environment": list(comparison.environment),
             "missing_graphs": list(comparison.missing_graphs), "new_graphs": list(comparison.new_graphs),
             "graphs": [g.to_json() for g in comparison.graphs], "model_output_change": comparison.model_output_change,
             "compiles": comparison.compiles, "bundle": str(bundle.path)}
-    written = [out_dir / "comparison.json"]
-    written[0].write_text(json.dumps(body, indent=1, default=str))
+    written = [folder.write_json("comparison.json", body)]
     for repro in repros:
         change: OpChange = repro["change"]
-        written += write_repro(out_dir / "bisect" / f"{change.graph}_{change.node}", repro, bundle)
+        written += write_repro(folder, f"bisect/{change.graph}_{change.node}", repro, bundle)
     return written
 
 
-def write_repro(out_dir: Path, repro: dict[str, Any], bundle: Bundle) -> list[Path]:
+def write_repro(folder: OutputFolder, where: str, repro: dict[str, Any], bundle: Bundle) -> list[Path]:
     """One changed op's repro folder: ``bisect_repro.py`` and ``bisect_values.pt``."""
     change: OpChange = repro["change"]
-    out_dir.mkdir(parents=True, exist_ok=True)
     key = f"{change.graph}/{_recorded_value(change)}"
     values = {f"input/{name}": value.detach().cpu() for name, value in repro["inputs"].items() if isinstance(value, torch.Tensor)}
     values["recorded"] = bundle.values[f"{key}/{change.side}"]
-    torch.save(values, out_dir / REPRO_VALUES)
+    buffer = io.BytesIO()
+    torch.save(values, buffer)
     text = render_repro(change, repro["node"], {k: v for k, v in repro["inputs"].items() if not isinstance(v, torch.Tensor)},
                         values["recorded"].dtype, bundle.environment.get("torch", "?"))
-    (out_dir / REPRO).write_text(text)
-    return [out_dir / REPRO, out_dir / REPRO_VALUES]
+    return [folder.write_bytes(f"{where}/{REPRO_VALUES}", buffer.getvalue()),
+            folder.write_text(f"{where}/{REPRO}", text)]
 
 
 def _recorded_value(change: OpChange) -> str:

@@ -39,6 +39,9 @@ PREVIOUS_DIR = "previous"
 OUR_NAMES = ("report.json", "repro.py", "repro_inputs.bin", "internal-error.log", "report.html", "bug_report.md",
              "summary.json", "status.json", "graphs", "trace")
 OUR_PREFIXES = ("rank", "pid")  # per-rank / per-process subfolders
+# ``record`` / ``compare`` write these too (a bundle; a comparison and its bisection repros): their
+# folders are vetted with the run's names and these, so an earlier run's files there are set aside too.
+ENVIRONMENT_NAMES = OUR_NAMES + ("manifest.json", "values.pt", "comparison.json", "bisect")
 
 
 class OutputError(UsageError):
@@ -61,8 +64,8 @@ def _reason(error: OSError) -> str:
     return error.strerror or type(error).__name__
 
 
-def _is_ours_by_name(name: str) -> bool:
-    return name in OUR_NAMES or (name.startswith(OUR_PREFIXES) and name[len(name.rstrip("0123456789")):].isdigit())
+def _is_ours_by_name(name: str, names: tuple[str, ...] = OUR_NAMES) -> bool:
+    return name in names or (name.startswith(OUR_PREFIXES) and name[len(name.rstrip("0123456789")):].isdigit())
 
 
 def _digest(path: Path) -> str | None:
@@ -77,6 +80,7 @@ class OutputFolder:
     force: bool = False
     session: str | None = None  # per-process subfolders (pid<N>, rank<N>) of this session are left alone
     reuse: bool = False  # add to the run already there (re-rendering its views): nothing is set aside
+    names: tuple[str, ...] = OUR_NAMES  # the top-level names this command writes (ENVIRONMENT_NAMES: record, compare)
     files: dict[str, str] = field(default_factory=dict)  # relative name -> sha256, this run's
     previous: Path | None = None  # where an earlier run's (or foreign) files were moved
     moved_foreign: list[str] = field(default_factory=list)
@@ -144,7 +148,7 @@ class OutputFolder:
         ours: list[Path] = []
         foreign: list[Path] = []
         for entry in sorted(self.path.iterdir(), key=lambda p: p.name):
-            if not _is_ours_by_name(entry.name) or self._of_this_session(entry):
+            if not _is_ours_by_name(entry.name, self.names) or self._of_this_session(entry):
                 continue
             inside = [name for name in vouched if name == entry.name or name.startswith(entry.name + "/")]
             genuine = bool(inside) and not entry.is_symlink() and all(

@@ -76,3 +76,43 @@ def drift(recorded: Any, fp64: Any, new: Any, tolerance: Tolerance = Tolerance()
     return Drift(changed, "nonfinite" if nonfinite else "ulps" if changed else "",
                  distance.compiled_rms_ulps, distance.compiled_max_ulps, noise_rms, noise_max,
                  against_fp64.eager_rms_ulps, against_fp64.compiled_rms_ulps)
+
+
+@dataclass(frozen=True)
+class EagerGap:
+    """Where a changed op's compiled result stands against eager, in each environment: whether the
+    new compiled value equals the new eager one within eager's own noise, and whether the compiled
+    result moved toward eager or away from it (rms distances compiled - eager, in ulps)."""
+
+    matches_eager: bool
+    recorded_gap_ulps: float
+    new_gap_ulps: float
+
+    @property
+    def toward(self) -> str:
+        """"toward" eager, "away" from it, or "" when the gap did not change."""
+        if self.new_gap_ulps < self.recorded_gap_ulps:
+            return "toward"
+        return "away" if self.new_gap_ulps > self.recorded_gap_ulps else ""
+
+    def to_json(self) -> dict[str, Any]:
+        numbers = {k: round(v, 3) if v == v and abs(v) != float("inf") else str(v)
+                   for k, v in (("recorded_gap_ulps", self.recorded_gap_ulps), ("new_gap_ulps", self.new_gap_ulps))}
+        return {"matches_eager": self.matches_eager, "toward": self.toward, **numbers}
+
+
+def eager_gap(recorded_eager: Any, recorded_compiled: Any, fp64: Any, new_eager: Any, new_compiled: Any,
+              tolerance: Tolerance = Tolerance()) -> EagerGap | None:
+    """The compiled-vs-eager gap before and after (None when a value is missing): the new compiled
+    value *matches* eager when it is within eager's noise of it (the rule of :func:`drift`)."""
+    if not all(isinstance(v, torch.Tensor) for v in (recorded_eager, recorded_compiled, new_eager, new_compiled)):
+        return None
+    before = drift(recorded_eager, fp64, recorded_compiled, tolerance)
+    after = drift(new_eager, fp64, new_compiled, tolerance)
+    return EagerGap(not after.changed, _gap(before), _gap(after))
+
+
+def _gap(value: Drift) -> float:
+    if value.reason in ("shape", "dtype", "exact", "value", "nonfinite"):
+        return float("inf")
+    return value.distance_rms_ulps
