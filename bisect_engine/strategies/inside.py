@@ -1,9 +1,9 @@
 """Inside a higher-order op: which op of its subgraph makes it wrong.
 
-A ``cond``, ``flex_attention`` or ``invoke_subgraph`` node is judged as one op (its subgraphs run
+A ``cond``, ``flex_attention``, ``invoke_subgraph``, ``while_loop`` or ``scan`` node is judged as one op (its subgraphs run
 in fp64 for the reference; eager flex attention on CPU is a dense math formulation that runs in
 fp64 too). When it is wrong, each subgraph it runs becomes a graph of its own, traced by
-``make_fx`` on the values it is called with in this graph, and every node of it is judged alone
+``make_fx`` on the values it is called with in this graph (a loop's body: on its first iteration), and every node of it is judged alone
 (the same per-node check, the same rule). The op named is the first wrong one there; the HOP is
 its context (:class:`Inside`). A subgraph whose ops are all right alone leaves the HOP named
 (the fault is in how Inductor lowers the HOP itself: the flex template, the cond codegen).
@@ -28,9 +28,9 @@ log = logging.getLogger(__name__)
 class Inside:
     """The op inside a HOP's subgraph that is wrong alone (``op`` None: none is)."""
 
-    hop: str  # "flex_attention", "cond", "invoke_subgraph"
+    hop: str  # "flex_attention", "cond", "invoke_subgraph", "while_loop", "scan"
     hop_node: str
-    subgraph: str  # its role: "score_mod", "mask_mod", "true_branch", "false_branch", "body"
+    subgraph: str  # its role: "score_mod", "mask_mod", "true_branch", "false_branch", "body", "body_fn", "combine_fn"
     attribute: str  # the get_attr target holding it (sdpa_score0, true_graph_0, subgraph_0)
     graph: str  # the name its per-node check is judged under
     op: str | None = None
@@ -65,6 +65,13 @@ def subgraph_calls(node: fx.Node, values: dict[str, Any]) -> list[tuple[str, str
         return [("body", str(arguments[0].target), [read(a) for a in arguments[2:]])]
     if hop == "flex_attention":
         return _flex_calls(node, read)
+    if hop == "while_loop":  # its first iteration: the carried values as they enter, then the test
+        operands = [read(a) for a in (*arguments[2], *arguments[3])]
+        return [("body_fn", str(arguments[1].target), operands), ("cond_fn", str(arguments[0].target), operands)]
+    if hop == "scan":  # its first step: the initial carry, each xs at index 0, the extra inputs
+        slices = [read(a)[0] for a in arguments[2]]
+        return [("combine_fn", str(arguments[0].target),
+                 [*(read(a) for a in arguments[1]), *slices, *(read(a) for a in arguments[3])])]
     return []
 
 
