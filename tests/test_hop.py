@@ -186,3 +186,20 @@ def test_a_scan_combine_fn_is_traced_on_its_first_step() -> None:
     torch.testing.assert_close(inputs[1], xs[0], rtol=0, atol=0)
     assert "aten.sin.default" in _ops(view, attribute, inputs)
     assert data_dependent(view.graph_module)
+
+
+def test_a_hop_the_descent_cannot_replay_is_named_not_checked_inside() -> None:
+    from bisect_engine.strategies.inside import _not_descended
+
+    root = torch.nn.Module()
+    root.body_graph_0 = fx.symbolic_trace(lambda x: torch.sin(x))
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    body = graph.get_attr("body_graph_0")
+    mapped = graph.call_function(torch.ops.higher_order.map_impl, (body, [x], []))
+    graph.output(mapped)
+    fx.GraphModule(root, graph)
+    assert hop_name(mapped) == "map_impl" and subgraph_calls(mapped, {}) == []
+    inside = _not_descended(mapped, mapped.name, "map_impl", "forward_0")
+    assert inside is not None and inside.op is None and inside.attribute == "body_graph_0"
+    assert inside.note.startswith("not checked inside: the tool does not descend into map_impl")
