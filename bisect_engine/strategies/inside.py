@@ -1,10 +1,11 @@
 """Inside a higher-order op: which op of its subgraph makes it wrong.
 
-A ``cond``, ``flex_attention``, ``invoke_subgraph``, ``while_loop`` or ``scan`` node is judged as one op (its subgraphs run
-in fp64 for the reference; eager flex attention on CPU is a dense math formulation that runs in
-fp64 too). When it is wrong, each subgraph it runs becomes a graph of its own, traced by
-``make_fx`` on the values it is called with in this graph (a loop's body: on its first iteration), and every node of it is judged alone
-(the same per-node check, the same rule). The op named is the first wrong one there; the HOP is
+A ``cond``, ``flex_attention``, ``invoke_subgraph``, ``while_loop`` or ``scan`` node is judged as
+one op (its subgraphs run in fp64 for the reference; eager flex attention on CPU is a dense math
+formulation that runs in fp64 too). When it is wrong, each subgraph it runs becomes a graph of its
+own, traced by ``make_fx`` on the values it is called with in this graph (a loop's body: on its
+first iteration), and every node of it is judged alone (the same per-node check, the same rule).
+The op named is the first wrong one there; the HOP is
 its context (:class:`Inside`). A subgraph whose ops are all right alone leaves the HOP named
 (the fault is in how Inductor lowers the HOP itself: the flex template, the cond codegen).
 """
@@ -30,7 +31,8 @@ class Inside:
 
     hop: str  # "flex_attention", "cond", "invoke_subgraph", "while_loop", "scan"
     hop_node: str
-    subgraph: str  # its role: "score_mod", "mask_mod", "true_branch", "false_branch", "body", "body_fn", "combine_fn"
+    # its role: "score_mod", "mask_mod", "true_branch", "false_branch", "body", "body_fn", "combine_fn"
+    subgraph: str
     attribute: str  # the get_attr target holding it (sdpa_score0, true_graph_0, subgraph_0)
     graph: str  # the name its per-node check is judged under
     op: str | None = None
@@ -85,8 +87,8 @@ def _flex_calls(node: fx.Node, read: Callable[[Any], Any]) -> list[tuple[str, st
     heads, kv_heads = query.shape[1], key.shape[1]
     key = key.repeat_interleave(heads // kv_heads, dim=1) if kv_heads != heads else key
     scores = (query @ key.transpose(-2, -1)) * (scale if scale is not None else query.shape[-1] ** -0.5)
-    index = [torch.arange(size, dtype=torch.int32, device=scores.device).view(*[size if d == i else 1 for d in range(4)])
-             for i, size in enumerate(scores.shape)]
+    index = [torch.arange(size, dtype=torch.int32, device=scores.device)
+             .view(*[size if d == i else 1 for d in range(4)]) for i, size in enumerate(scores.shape)]
     calls: list[tuple[str, str, list[Any]]] = []
     if isinstance(score_mod, fx.Node) and is_submodule_attr(score_mod):
         calls.append(("score_mod", str(score_mod.target), [scores, *index, *(read(a) for a in arguments[7])]))
@@ -157,7 +159,8 @@ def _not_descended(node: fx.Node, node_name: str, hop: str, graph: str) -> Insid
     if not attributes:
         return None
     return Inside(hop, node_name, "subgraphs", ", ".join(attributes), f"{graph}.{node_name}",
-                  note=f"not checked inside: the tool does not descend into {hop}'s subgraphs; {hop} is named as a whole")
+                  note=f"not checked inside: the tool does not descend into {hop}'s subgraphs; "
+                       f"{hop} is named as a whole")
 
 
 def _source(subgraph: Any, inner_node: fx.Node) -> str | None:
