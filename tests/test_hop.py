@@ -14,6 +14,7 @@ from bisect_engine.output.repro_modules import init_code, subgraph_classes
 from bisect_engine.strategies.inside import hop_name, subgraph_calls, traced_subgraph
 from bisect_engine.verdict.fx_eval import interpret, run_graph
 from bisect_engine.verdict.graphs import GraphView, build_copies, build_subgraph, is_submodule_attr, plan_copies
+from bisect_engine.verdict.shapes import data_dependent
 
 
 class Routed(torch.nn.Module):
@@ -106,7 +107,99 @@ def test_flex_attention_score_mod_is_called_on_every_score_with_broadcast_indice
     view = GraphView(graphs[0].graph_module)
     values = interpret(graphs[0].graph_module, graphs[0].inputs)
     flex = next(node for node in view.compute_nodes if hop_name(node) == "flex_attention")
-    ((role, _attribute, inputs),) = subgraph_calls(flex, values)
+    (role, _attribute, inputs), (mask_role, _, mask_inputs) = subgraph_calls(flex, values)  # no block mask: a no-op mask_mod
     assert role == "score_mod" and inputs[0].shape == (1, 2, 128, 128)
+    assert mask_role == "mask_mod" and [t.shape for t in mask_inputs] == [t.shape for t in inputs[1:5]]
     assert [tuple(t.shape) for t in inputs[1:5]] == [(1, 1, 1, 1), (1, 2, 1, 1), (1, 1, 128, 1), (1, 1, 1, 128)]
     torch.testing.assert_close(inputs[0], q @ k.transpose(-2, -1) * 8 ** -0.5)
+
+
+def _captured(module: torch.nn.Module, *inputs: torch.Tensor) -> tuple[GraphView, dict[str, Any]]:
+    with torch.no_grad():
+        graphs, _ = capture(module, inputs)
+    return GraphView(graphs[0].graph_module), interpret(graphs[0].graph_module, graphs[0].inputs)
+
+
+def _ops(view: GraphView, attribute: str, inputs: list[Any]) -> set[str]:
+    traced = traced_subgraph(view.graph_module, attribute, inputs, "inner", 0)
+    return {str(n.target) for n in traced.graph_module.graph.nodes if n.op == "call_function"}
+
+
+def test_flex_attention_mask_mod_is_called_on_the_broadcast_indices_and_its_buffers() -> None:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    def window(b, h, q_idx, kv_idx):
+        return torch.abs(q_idx - kv_idx) <= 16
+
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block_mask = create_block_mask(window, None, None, 128, 128, device="cpu")
+
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return flex_attention(q, k, v, block_mask=self.block_mask)
+
+    q, k, v = (torch.randn(1, 2, 128, 8) for _ in range(3))
+    view, values = _captured(Attention(), q, k, v)
+    flex = next(node for node in view.compute_nodes if hop_name(node) == "flex_attention")
+    calls = subgraph_calls(flex, values)
+    assert [role for role, _, _ in calls] == ["score_mod", "mask_mod"]
+    _, attribute, inputs = calls[1]
+    assert "aten.abs.default" in _ops(view, attribute, inputs)
+    (mask,) = run_graph(traced_subgraph(view.graph_module, attribute, inputs, "inner", 0).graph_module, inputs)
+    assert mask.shape == (1, 1, 128, 128) and int(mask.sum()) == sum(min(i + 16, 127) - max(i - 16, 0) + 1 for i in range(128))
+
+
+def test_a_while_loop_body_is_traced_on_its_first_iterations_values() -> None:
+    from torch._higher_order_ops import while_loop
+
+    class Loop(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, torch.sin(h) * 2),
+                              (torch.zeros((), dtype=torch.int64), x))[1]
+
+    x = torch.randn(4, 8)
+    view, values = _captured(Loop(), x)
+    loop = next(node for node in view.compute_nodes if hop_name(node) == "while_loop")
+    (body_role, body, inputs), (cond_role, _, _) = subgraph_calls(loop, values)
+    assert (body_role, cond_role) == ("body_fn", "cond_fn") and int(inputs[0]) == 0
+    torch.testing.assert_close(inputs[1], x, rtol=0, atol=0)
+    assert "aten.sin.default" in _ops(view, body, inputs)
+    assert data_dependent(view.graph_module)  # compiled on fake inputs with a ShapeEnv, as Dynamo does
+
+
+def test_a_scan_combine_fn_is_traced_on_its_first_step() -> None:
+    from torch._higher_order_ops.scan import scan
+
+    class Scan(torch.nn.Module):
+        def forward(self, init: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
+            def step(h: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                h = torch.sin(h + x)
+                return h, h * 2
+            return scan(step, init, xs)[1]
+
+    init, xs = torch.randn(4, 8), torch.randn(5, 4, 8)
+    view, values = _captured(Scan(), init, xs)
+    node = next(node for node in view.compute_nodes if hop_name(node) == "scan")
+    ((role, attribute, inputs),) = subgraph_calls(node, values)
+    assert role == "combine_fn" and [tuple(t.shape) for t in inputs] == [(4, 8), (4, 8)]
+    torch.testing.assert_close(inputs[1], xs[0], rtol=0, atol=0)
+    assert "aten.sin.default" in _ops(view, attribute, inputs)
+    assert data_dependent(view.graph_module)
+
+
+def test_a_hop_the_descent_cannot_replay_is_named_not_checked_inside() -> None:
+    from bisect_engine.strategies.inside import _not_descended
+
+    root = torch.nn.Module()
+    root.body_graph_0 = fx.symbolic_trace(lambda x: torch.sin(x))
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    body = graph.get_attr("body_graph_0")
+    mapped = graph.call_function(torch.ops.higher_order.map_impl, (body, [x], []))
+    graph.output(mapped)
+    fx.GraphModule(root, graph)
+    assert hop_name(mapped) == "map_impl" and subgraph_calls(mapped, {}) == []
+    inside = _not_descended(mapped, mapped.name, "map_impl", "forward_0")
+    assert inside is not None and inside.op is None and inside.attribute == "body_graph_0"
+    assert inside.note.startswith("not checked inside: the tool does not descend into map_impl")

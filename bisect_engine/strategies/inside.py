@@ -1,10 +1,11 @@
 """Inside a higher-order op: which op of its subgraph makes it wrong.
 
-A ``cond``, ``flex_attention`` or ``invoke_subgraph`` node is judged as one op (its subgraphs run
-in fp64 for the reference; eager flex attention on CPU is a dense math formulation that runs in
-fp64 too). When it is wrong, each subgraph it runs becomes a graph of its own, traced by
-``make_fx`` on the values it is called with in this graph, and every node of it is judged alone
-(the same per-node check, the same rule). The op named is the first wrong one there; the HOP is
+A ``cond``, ``flex_attention``, ``invoke_subgraph``, ``while_loop`` or ``scan`` node is judged as
+one op (its subgraphs run in fp64 for the reference; eager flex attention on CPU is a dense math
+formulation that runs in fp64 too). When it is wrong, each subgraph it runs becomes a graph of its
+own, traced by ``make_fx`` on the values it is called with in this graph (a loop's body: on its
+first iteration), and every node of it is judged alone (the same per-node check, the same rule).
+The op named is the first wrong one there; the HOP is
 its context (:class:`Inside`). A subgraph whose ops are all right alone leaves the HOP named
 (the fault is in how Inductor lowers the HOP itself: the flex template, the cond codegen).
 """
@@ -28,9 +29,10 @@ log = logging.getLogger(__name__)
 class Inside:
     """The op inside a HOP's subgraph that is wrong alone (``op`` None: none is)."""
 
-    hop: str  # "flex_attention", "cond", "invoke_subgraph"
+    hop: str  # "flex_attention", "cond", "invoke_subgraph", "while_loop", "scan"
     hop_node: str
-    subgraph: str  # its role: "score_mod", "mask_mod", "true_branch", "false_branch", "body"
+    # its role: "score_mod", "mask_mod", "true_branch", "false_branch", "body", "body_fn", "combine_fn"
+    subgraph: str
     attribute: str  # the get_attr target holding it (sdpa_score0, true_graph_0, subgraph_0)
     graph: str  # the name its per-node check is judged under
     op: str | None = None
@@ -65,25 +67,36 @@ def subgraph_calls(node: fx.Node, values: dict[str, Any]) -> list[tuple[str, str
         return [("body", str(arguments[0].target), [read(a) for a in arguments[2:]])]
     if hop == "flex_attention":
         return _flex_calls(node, read)
+    if hop == "while_loop":  # its first iteration: the carried values as they enter, then the test
+        operands = [read(a) for a in (*arguments[2], *arguments[3])]
+        return [("body_fn", str(arguments[1].target), operands), ("cond_fn", str(arguments[0].target), operands)]
+    if hop == "scan":  # its first step: the initial carry, each xs at index 0, the extra inputs
+        slices = [read(a)[0] for a in arguments[2]]
+        return [("combine_fn", str(arguments[0].target),
+                 [*(read(a) for a in arguments[1]), *slices, *(read(a) for a in arguments[3])])]
     return []
 
 
 def _flex_calls(node: fx.Node, read: Callable[[Any], Any]) -> list[tuple[str, str, list[Any]]]:
-    """The score_mod called on every score at once: the scores ``q @ k^T * scale`` and broadcast
-    index tensors (b, h, q_idx, kv_idx), as the dense math formulation calls it."""
+    """The score_mod called on every score at once (the scores ``q @ k^T * scale`` and broadcast
+    index tensors b, h, q_idx, kv_idx, as the dense math formulation calls it), then the block
+    mask's mask_mod on the same index tensors."""
     arguments: Any = node.args
-    query, key, score_mod = read(arguments[0]), read(arguments[1]), arguments[3]
+    query, key, score_mod, block_mask = read(arguments[0]), read(arguments[1]), arguments[3], arguments[4]
     scale = read(arguments[5])
-    if not (isinstance(score_mod, fx.Node) and is_submodule_attr(score_mod)):
-        return []
     heads, kv_heads = query.shape[1], key.shape[1]
     key = key.repeat_interleave(heads // kv_heads, dim=1) if kv_heads != heads else key
     scores = (query @ key.transpose(-2, -1)) * (scale if scale is not None else query.shape[-1] ** -0.5)
-    b, h, m, n = scores.shape
-    index = [torch.arange(size, dtype=torch.int32).view(*[size if d == i else 1 for d in range(4)])
-             for i, size in enumerate((b, h, m, n))]
-    buffers = [read(a) for a in arguments[7]]
-    return [("score_mod", str(score_mod.target), [scores, *index, *buffers])]
+    index = [torch.arange(size, dtype=torch.int32, device=scores.device)
+             .view(*[size if d == i else 1 for d in range(4)]) for i, size in enumerate(scores.shape)]
+    calls: list[tuple[str, str, list[Any]]] = []
+    if isinstance(score_mod, fx.Node) and is_submodule_attr(score_mod):
+        calls.append(("score_mod", str(score_mod.target), [scores, *index, *(read(a) for a in arguments[7])]))
+    mask_mod = block_mask[-1] if isinstance(block_mask, (tuple, list)) and block_mask else None
+    if isinstance(mask_mod, fx.Node) and is_submodule_attr(mask_mod):
+        buffers = [read(a) for a in arguments[8]] if len(arguments) > 8 else []
+        calls.append(("mask_mod", str(mask_mod.target), [*index, *buffers]))
+    return calls
 
 
 def _module(root: fx.GraphModule, attribute: str) -> Any:
@@ -110,8 +123,11 @@ def descend(context: GraphContext, node_name: str, search: Any, register: Callab
     hop = hop_name(node)
     if hop is None:
         return None
+    calls = subgraph_calls(node, context.eager_values)
+    if not calls:  # a HOP whose calls we do not know how to replay: the HOP stays named, said so
+        return _not_descended(node, node_name, hop, context.name)
     found: Inside | None = None
-    for role, attribute, inputs in subgraph_calls(node, context.eager_values):
+    for role, attribute, inputs in calls:
         name = f"{context.name}.{node_name}.{attribute}"
         try:
             captured = traced_subgraph(context.captured.graph_module, attribute, inputs, name, context.captured.index)
@@ -134,6 +150,17 @@ def descend(context: GraphContext, node_name: str, search: Any, register: Callab
                       source=_source(_module(context.captured.graph_module, attribute), inner_node),
                       checked=len(nodes.checked))
     return found
+
+
+def _not_descended(node: fx.Node, node_name: str, hop: str, graph: str) -> Inside | None:
+    """Not checked inside: a HOP with subgraphs whose calls :func:`subgraph_calls` cannot replay
+    (associative_scan, map, ...). None for a HOP that holds no subgraph."""
+    attributes = [str(arg.target) for arg in node.all_input_nodes if is_submodule_attr(arg)]
+    if not attributes:
+        return None
+    return Inside(hop, node_name, "subgraphs", ", ".join(attributes), f"{graph}.{node_name}",
+                  note=f"not checked inside: the tool does not descend into {hop}'s subgraphs; "
+                       f"{hop} is named as a whole")
 
 
 def _source(subgraph: Any, inner_node: fx.Node) -> str | None:

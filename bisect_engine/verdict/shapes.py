@@ -77,8 +77,24 @@ def data_dependent_ops(graph_module: torch.fx.GraphModule) -> list[str]:
     return list(dict.fromkeys(ops))
 
 
+# Loop HOPs Inductor lowers with unbacked symbols (scan becomes a while_loop indexed by ``.item()``):
+# traced only with a ShapeEnv, as Dynamo's fake inputs carry one.
+LOOP_HOPS = ("while_loop", "while_loop_stack_output", "scan")
+
+
+def _loop_node(node: torch.fx.Node) -> bool:
+    return isinstance(node.target, torch._ops.HigherOrderOperator) and node.target.name() in LOOP_HOPS
+
+
 def data_dependent(graph_module: torch.fx.GraphModule) -> bool:
-    return bool(data_dependent_ops(graph_module))
+    """Whether Inductor must trace the graph with a ``ShapeEnv``: a data-dependent op, a loop HOP,
+    or either inside a HOP's subgraph."""
+    if data_dependent_ops(graph_module):
+        return True
+    if any(node.op == "call_function" and _loop_node(node) for node in graph_module.graph.nodes):
+        return True
+    return any(isinstance(module, torch.fx.GraphModule) and data_dependent(module)
+               for module in graph_module.children())
 
 
 def forget_unbacked_bindings(graph_module: torch.fx.GraphModule) -> torch.fx.GraphModule:
