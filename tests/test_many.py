@@ -71,34 +71,43 @@ def test_the_table_names_every_model_and_counts_them() -> None:
     assert text.endswith("3 model(s): 1 with a finding, 1 clean, 1 other")
 
 
+def _many(folder: Path, out: Path, executor: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
+    result = _run([str(folder), "--out", str(out), "--stage", "localise", "--executor", executor,
+                   *(["--jobs", "2"] if executor == "local" else [])], folder)
+    summary = json.loads((out / "summary.json").read_text())
+    return result, {Path(m["model"]).stem: m for m in summary["models"]}
+
+
 @pytest.fixture(scope="module")
-def single(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str | None]:
-    """The clean and the planted model, each through a run of its own."""
-    out = tmp_path_factory.mktemp("single")
-    verdicts = {}
-    for name in ("a_clean", "b_relu"):
-        _run([str(folder / f"{name}.py"), "--out", str(out / name), "--stage", "localise", "-q"], folder)
-        verdicts[name] = json.loads((out / name / "report.json").read_text())["verdict"]
-    return verdicts
+def local(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
+    """The folder on the local pool: each model a `bisect-accuracy run` process of its own."""
+    return _many(folder, tmp_path_factory.mktemp("local") / "many", "local")
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("executor", ["local", "ray"])
-def test_a_folder_gives_the_verdicts_of_one_run_each(folder: Path, single: dict[str, str | None], tmp_path: Path,
-                                                     executor: str) -> None:
-    if executor == "ray":
-        pytest.importorskip("ray")
-    result = _run([str(folder), "--out", str(tmp_path / "many"), "--stage", "localise", "--executor", executor,
-                   *(["--jobs", "2"] if executor == "local" else [])], folder)
+def test_a_folder_gives_one_verdict_per_model_and_the_worst_status(
+        local: tuple[subprocess.CompletedProcess[str], dict[str, dict]]) -> None:
+    result, rows = local
     assert result.returncode == 1, result.stdout + result.stderr  # a finding outranks the refused file
-    summary = json.loads((tmp_path / "many" / "summary.json").read_text())
-    rows = {Path(m["model"]).stem: m for m in summary["models"]}
     assert list(rows) == ["a_clean", "b_relu", "c_broken"]
     assert rows["b_relu"]["op"] == "aten.relu.default" and rows["b_relu"]["exit_code"] == 1
+    assert rows["a_clean"]["verdict"] == "clean" and rows["b_relu"]["verdict"] == "divergent"
     assert rows["c_broken"]["verdict"] is None and rows["c_broken"]["exit_code"] == 2
     assert "get_model() raised RuntimeError" in rows["c_broken"]["message"]
-    assert {name: rows[name]["verdict"] for name in single} == single == {"a_clean": "clean", "b_relu": "divergent"}
     assert "3 model(s): 1 with a finding, 1 clean, 1 other" in result.stdout
+    for name in ("a_clean", "b_relu"):  # each row is its own run's report
+        report = json.loads((Path(rows[name]["out_dir"]) / "report.json").read_text())
+        assert report["verdict"] == rows[name]["verdict"]
+
+
+@pytest.mark.e2e
+def test_ray_tasks_give_the_local_pools_verdicts(folder: Path, tmp_path: Path,
+                                                 local: tuple[subprocess.CompletedProcess[str], dict[str, dict]]) -> None:
+    pytest.importorskip("ray")
+    result, rows = _many(folder, tmp_path / "many", "ray")
+    assert result.returncode == local[0].returncode, result.stdout + result.stderr
+    keys = ("verdict", "op", "exit_code")
+    assert {n: tuple(r[k] for k in keys) for n, r in rows.items()} == {n: tuple(r[k] for k in keys) for n, r in local[1].items()}
 
 
 def test_many_model_options_are_refused_for_one_model(folder: Path, tmp_path: Path) -> None:
