@@ -15,6 +15,7 @@ def plant():
 
 plant()
 
+SUITE = "full"  # BISECT_CORPUS=all: amplified_round_cents covers the amplification search in make test
 DEVICES = ["cpu"]
 PLANTED = None
 

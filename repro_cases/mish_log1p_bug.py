@@ -17,6 +17,7 @@ def plant():
 plant()
 
 PLANTED = {"config": {"cpp.inject_log1p_bug_TESTING_ONLY": "accuracy"}}
+SUITE = "full"  # BISECT_CORPUS=all: log1p_bug covers the planted log1p codegen in make test
 DEVICES = ["cpu"]  # the log1p injection exists for the C++ backend only
 EXPECTED = {"verdict": "divergent", "op": "aten.mish.default", "graph": "forward_0", "kind": "node",
             "subsystem": {"kind": "lowering", "name": "aten.log1p.default"}}

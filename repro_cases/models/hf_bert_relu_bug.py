@@ -16,7 +16,7 @@ plant()
 
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "triton.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 DEVICES = ["cpu", "cuda"]
-SUITE = "ci"  # "ci": run by make test; "full": BISECT_CORPUS=all
+SUITE = "full"  # BISECT_CORPUS=all: relu_bug (the plant) and hf_bert_eval (BERT's capture) cover it in make test
 EXPECTED = {"verdict": "divergent", "op": "aten.relu.default", "kind": "node", "graph": "forward_0",
             "subsystem": {"kind": "lowering", "name": "aten.relu.default"}}
 

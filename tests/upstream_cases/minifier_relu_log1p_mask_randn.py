@@ -9,6 +9,7 @@ Upstream (default accuracy) minifies to the relu.
 import torch
 import torch._inductor.config as inductor_config
 
+SUITE = "full"  # BISECT_CORPUS=all: minifier_relu_log1p_mask_strict covers the same graph in make test
 DEVICES = ["cpu"]
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
                       "triton.inject_relu_bug_TESTING_ONLY": "accuracy",
