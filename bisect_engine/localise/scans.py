@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from ..verdict.compare import Outcome, Tolerance, compare_values
+from ..verdict.compare import Outcome
+from ..verdict.judgement import PROGRAM, Oracle, judge_outputs
 from ..errors import ModelError, UsageError
 from ..verdict.compiler import Compiler, budget_cause
 from ..verdict.fx_eval import fresh_inputs, to_fp64
@@ -38,8 +39,8 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [v.detach().clone() for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
 
 
-def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance) -> Check:
-    verdicts = compare_values(eager, fp64, compiled, tolerance)
+def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], oracle: Oracle) -> Check:
+    verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, compiled)
     nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
     return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite)
 
@@ -72,7 +73,7 @@ class BatchFinding:
                 "crashed": self.crashed or None}
 
 
-def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, tolerance: Tolerance,
+def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, oracle: Oracle,
                  seed: int, progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> BatchFinding | None:
     """The first batch on which compiled disagrees with eager or NaN/Inf appears (early exit)."""
     compiled, model64 = compiled_copy(model, compiler), fp64_copy(model)
@@ -89,9 +90,9 @@ def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Co
                 if budget_cause(error) is not None:
                     raise
                 return BatchFinding(index, batch, None, False, scanned, False, f"{type(error).__name__}: {error}")
-        check = judge(eager_out, fp64_out, compiled_out, tolerance)
+        check = judge(eager_out, fp64_out, compiled_out, oracle)
         if check.failed:
-            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, tolerance, seed)
+            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, oracle, seed)
             return BatchFinding(index, batch, samples, independent, scanned, check.nonfinite)
     return None
 
@@ -164,7 +165,7 @@ def take_samples(batch: Sequence[Any], samples: Sequence[int]) -> tuple[Any, ...
 
 
 def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: list[torch.Tensor],
-                    fp64: list[torch.Tensor], compiled: list[torch.Tensor], tolerance: Tolerance,
+                    fp64: list[torch.Tensor], compiled: list[torch.Tensor], oracle: Oracle,
                     seed: int) -> tuple[tuple[int, ...] | None, bool]:
     """Rows whose outputs fail, and whether the model treats samples independently.
 
@@ -174,7 +175,7 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
     """
     size = batch_size(batch)
     rows = [i for i in range(size or 0)
-            if _row_fails(i, size, eager, fp64, compiled, tolerance)]
+            if _row_fails(i, size, eager, fp64, compiled, oracle)]
     if not rows or size is None:
         return None, False
     with torch.no_grad():
@@ -187,11 +188,11 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
 
 
 def _row_fails(row: int, size: int | None, eager: list[torch.Tensor], fp64: list[torch.Tensor],
-               compiled: list[torch.Tensor], tolerance: Tolerance) -> bool:
+               compiled: list[torch.Tensor], oracle: Oracle) -> bool:
     def pick(values: list[torch.Tensor]) -> list[torch.Tensor]:
         return [t[row] for t in values if t.dim() > 0 and t.shape[0] == size]
 
-    return judge(pick(eager), pick(fp64), pick(compiled), tolerance).failed
+    return judge(pick(eager), pick(fp64), pick(compiled), oracle).failed
 
 
 # ---- training steps -------------------------------------------------------------------------
@@ -242,7 +243,7 @@ class _Trainer:
 
 
 def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable[[Any], Any],
-               make_optimizer: Callable[..., Any] | None, compiler: Compiler, tolerance: Tolerance, seed: int,
+               make_optimizer: Callable[..., Any] | None, compiler: Compiler, oracle: Oracle, seed: int,
                progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> StepFinding | None:
     """Train eager, fp64 and compiled copies from one initial state; the first step that parts.
 
@@ -263,7 +264,7 @@ def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable
             raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
                              f"{type(error).__name__}: {error}") from error
         results = [first] + [trainer.step(batch, seed + step) for trainer in (reference, compiled)]
-        parts = [(part, judge(results[0][part], results[1][part], results[2][part], tolerance))
+        parts = [(part, judge(results[0][part], results[1][part], results[2][part], oracle))
                  for part in ("loss", "gradients", "parameters")]
         failed = tuple(part for part, check in parts if check.failed)
         if failed:
