@@ -407,7 +407,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     result.material = material_outputs(context, whole.compiled_values, result.model_outputs or list(whole.outputs))
     # --oracle strict judges every node even when the graph's outputs agree (a wrong op whose error
     # stays below the outputs' noise, as the minifier's strict accuracy would).
-    strict = options.oracle == "strict"
+    strict = context.oracle.strict_headline
     if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked or result.material
                                                or strict):
         result.below = below_tolerance(context, whole, result.model_outputs, search, progress)
@@ -424,7 +424,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
         _confirm_node(result, result.crash[0], search, progress)
     elif result.nodes.culprits:
         result.headline, result.reach = rank_culprits(context, result.nodes, result.model_outputs,
-                                                      strict=options.oracle == "strict")
+                                                      strict=context.oracle.strict_headline)
         _confirm_node(result, result.headline, search, progress)
         if not result.confirmed and whole.outcome is not Outcome.MATCH:
             passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [result.headline]
@@ -461,7 +461,7 @@ def _culprit_first(context: GraphContext, run_result: RunResult, search: RunSear
         nodes = check_nodes(context, search, split_crash=False)
     if nodes.group_error or not nodes.culprits:
         return None
-    headline, reach = rank_culprits(context, nodes, outputs, strict=options.oracle == "strict")
+    headline, reach = rank_culprits(context, nodes, outputs, strict=context.oracle.strict_headline)
     injected = injected_whole_verdict(context, (headline,), nodes.verdict.compiled_values)
     material = material_outputs(context, injected.compiled_values, outputs or list(injected.outputs))
     if injected.outcome is not Outcome.MISMATCH and not material:
