@@ -196,8 +196,8 @@ class Session:
         self.interrupted: str | None = None  # the signal that ended the program, if one did
         self.ended_early: str | None = None  # "os._exit(N)": the program ended itself, skipping its exit
         self.graphs: list[GraphRecord] = []
-        # The judgement every checked call is held to: the defaults (the CLI's --oracle, --rng and
-        # --seed do not reach script mode yet; issue 23).
+        # The judgement every checked call is held to: the default policy (the CLI refuses --oracle,
+        # --rng, --seed and --random-inputs for scripts: the program's own draws and seed are used).
         self.oracle = Oracle()
         self.calls = 0
         self.calls_checked = 0
