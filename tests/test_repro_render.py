@@ -133,7 +133,7 @@ def test_the_repro_judges_by_the_policy_and_facts_the_tool_judged_with() -> None
     context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(model)(*inputs), inputs, True))
     whole = context.whole()
     spec = with_judgement(repro_spec(whole, context.eager_values, title="t", finding=[], environment={}, config={},
-                                     unrenderable_config=[]), context)
+                                     unrenderable_config=[]), context, whole)
     script = render(spec).script
     assert "\nORACLE = Oracle(" in script and "\nOUTPUT_FACTS = (" in script
     module = types.ModuleType("repro_under_test")  # the rendered repro, imported (its main does not run)
@@ -155,3 +155,4 @@ def test_the_repro_judges_by_the_policy_and_facts_the_tool_judged_with() -> None
     assert [v.outcome.value for v in in_repro] == [tool.outputs[n].outcome.value for n in whole.output_names] \
         == ["match", "match"]
     assert judge(namespace["ORACLE"], "graph", eager, fp64, compiled)[0].outcome.value == "mismatch"
+

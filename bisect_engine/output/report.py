@@ -492,15 +492,16 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
                                   f"{_repro_size(graph)} here; failing {chosen.symbol} in "
                                   f"{', '.join(f'{lo}..{hi}' for lo, hi in chosen.failing) or 'none'} "
                                   f"of {chosen.tried} tried in {chosen.low}..{chosen.high}"))
+    subgraph = graph.context.subgraph(names)
     spec = repro_spec(
-        graph.context.subgraph(names), sized.eager_values, notes=notes,
+        subgraph, sized.eager_values, notes=notes,
         config=result.spec.inductor_config, unrenderable_config=result.spec.unrenderable_config,
         rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
         finding=finding, environment=environment(), expect=expect,
         kernels=graph.kernels if expect != "eager_nonfinite" else (),
     )
-    return with_judgement(spec, sized)
+    return with_judgement(spec, sized, subgraph)
 
 
 def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:

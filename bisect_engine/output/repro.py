@@ -398,12 +398,12 @@ def _judgement_block(spec: ReproSpec) -> str:
     return _JUDGEMENT.format(oracle=spec.oracle, facts=facts)
 
 
-def with_judgement(spec: ReproSpec, context: Any, values: dict[str, Any] | None = None) -> ReproSpec:
-    """The repro of a finding ``context`` (a GraphContext) made judges by its policy, pinned, and
-    its outputs' facts (``values``: eager's at the size the repro runs; default the context's).
+def with_judgement(spec: ReproSpec, context: Any, subgraph: Subgraph | None = None) -> ReproSpec:
+    """The repro of a finding ``context`` (a GraphContext, at the size the repro runs) made judges
+    by its policy, pinned, and the facts of its outputs as ``subgraph`` (the repro's) computes them.
     Against eager's values (--oracle eager / bitwise), the title says so."""
-    values = values if values is not None else context.eager_values
-    facts = tuple(context.output_facts(spec.output_names, [values.get(name) for name in spec.output_names]))
+    outputs = [context.eager_values.get(name) for name in spec.output_names]
+    facts = tuple(context.output_facts(spec.output_names, outputs, subgraph.graph_module if subgraph else None))
     title = spec.title if context.reference != "eager" else \
         spec.title.replace("(fp64 reference)", "(eager's values as the reference)")
     return dataclasses.replace(spec, oracle=context.oracle.pinned(), output_facts=facts, title=title)

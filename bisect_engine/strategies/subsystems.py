@@ -185,7 +185,7 @@ class SubsystemSearch:
         # Judged as the compiled subgraph is: the run's reference, units and scale floors.
         oracle, names = self.context.oracle, self.subgraph.output_names
         fp64 = run_graph(self.subgraph.graph_module, inputs, upcast=True) if oracle.needs_fp64(GRAPH) else None
-        verdicts = judge_outputs(oracle, GRAPH, eager, fp64, list(values), self.context.output_facts(names, eager))
+        verdicts = judge_outputs(oracle, GRAPH, eager, fp64, list(values), self.context.output_facts(names, eager, self.subgraph.graph_module))
         return len(verdicts) == len(eager) and all(v.outcome is Outcome.MATCH for v in verdicts)
 
     def lowering(self, decomposed: bool = False) -> Attribution | None:

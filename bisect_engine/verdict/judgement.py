@@ -133,13 +133,44 @@ _SUMS = {"sum", "nansum"}
 
 def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]",
                  names: Sequence[str], random: "set[str] | frozenset[str]" = frozenset(),
-                 outputs: "Sequence[Any] | None" = None) -> "list[OutputFacts]":
+                 outputs: "Sequence[Any] | None" = None,
+                 candidate: "torch.fx.GraphModule | None" = None) -> "list[OutputFacts]":
     """For each named value of a graph (``nodes`` by name, ``values`` eager's by name): the unit
-    the user allowed the op that made it (read from ``outputs``, default ``values``), the scale
+    the user allowed the op that made it (read from ``outputs``, default ``values``) or, coarser,
+    one the ``candidate`` computing them (a window, a whole graph) ran upstream of it, the scale
     floor of what that op combined, and whether a random op drew it (``random``: their names)."""
     outputs = list(outputs) if outputs is not None else [values.get(name) for name in names]
-    return [OutputFacts(allowed_unit(oracle, nodes, name, output), scale_floor(nodes, values, name), name in random)
-            for name, output in zip(names, outputs)]
+    upstream = upstream_units(oracle, candidate, values) if candidate is not None else [None] * len(names)
+    if len(upstream) != len(names):
+        upstream = [None] * len(names)
+    return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above), scale_floor(nodes, values, name),
+                        name in random) for name, output, above in zip(names, outputs, upstream)]
+
+
+def upstream_units(oracle: Oracle, graph_module: "torch.fx.GraphModule", values: "Mapping[str, Any]") -> "list[float | None]":
+    """Per output of ``graph_module``: the coarsest unit the user allowed any op it was computed
+    through (a TF32 convolution's error reaches the relu after it; eager's does too). A node of
+    a per-node check reads its inputs as placeholders, so only its own op counts there."""
+    precision = oracle.precision if oracle.precision is not None else Precision.current()
+    units: "dict[torch.fx.Node, float | None]" = {}
+    for node in graph_module.graph.nodes:  # in topological order
+        own = None
+        if node.op == "call_function":
+            made_by = producer({node.name: node}, node.name)
+            allowed = allowed_precision(made_by.target if made_by is not None else node.target,
+                                        values.get(node.name), precision)
+            own = allowed.unit if allowed else None
+        for source in node.all_input_nodes:
+            own = _coarser(own, units.get(source))
+        units[node] = own
+    output = next(node for node in reversed(graph_module.graph.nodes) if node.op == "output")
+    returned: "list[torch.fx.Node]" = []
+    torch.fx.node.map_arg(output.args[0], returned.append)
+    return [units.get(node) for node in returned]
+
+
+def _coarser(a: "float | None", b: "float | None") -> "float | None":
+    return b if a is None else a if b is None else max(a, b)
 
 
 def allowed_unit(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", name: str, value: Any) -> "float | None":

@@ -194,9 +194,12 @@ class GraphContext:
         inputs = reference_inputs(subgraph, self.eager_values)
         return self._verdict(subgraph, inputs, [values.get(name) for name in subgraph.output_names], own_inputs=False)
 
-    def output_facts(self, names: Sequence[str], outputs: Sequence[Any]) -> list[OutputFacts]:
-        """The policy's facts of the named outputs, by the captured graph (units from ``outputs``)."""
-        return output_facts(self.oracle, self.view.nodes, self.eager_values, names, self._random_values, outputs)
+    def output_facts(self, names: Sequence[str], outputs: Sequence[Any],
+                     candidate: fx.GraphModule | None = None) -> list[OutputFacts]:
+        """The policy's facts of the named outputs, by the captured graph (units from ``outputs``,
+        or coarser from an op upstream in ``candidate``, the subgraph that computes them)."""
+        return output_facts(self.oracle, self.view.nodes, self.eager_values, names, self._random_values, outputs,
+                            candidate)
 
     def scale_floor(self, name: str) -> float:
         """The scale of what a reduction or matmul combined, looking through reshapes
@@ -220,7 +223,7 @@ class GraphContext:
         # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
         fp64_outputs = (run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
                         if self.oracle.needs_fp64(GRAPH) else None)
-        facts = self.output_facts(subgraph.output_names, eager_outputs)
+        facts = self.output_facts(subgraph.output_names, eager_outputs, subgraph.graph_module)
         verdicts = judge_outputs(self.oracle, GRAPH, eager_outputs, fp64_outputs, compiled_outputs, facts)
         if len(verdicts) != len(subgraph.output_names):
             return SubgraphVerdict(Outcome.MISMATCH, error=verdicts[0].reason)
