@@ -413,3 +413,32 @@ def test_clearly_above_eager_needs_four_times_eagers_error_and_the_floor() -> No
     assert not clearly_above_eager(TensorVerdict(Outcome.MATCH, compiled_rms_ulps=6.0, eager_rms_ulps=1.75))  # 3.4x
     assert not clearly_above_eager(TensorVerdict(Outcome.MATCH, compiled_rms_ulps=3.0, eager_rms_ulps=0.1))  # noise
     assert not clearly_above_eager(TensorVerdict(Outcome.MISMATCH, compiled_rms_ulps=90.0, eager_rms_ulps=1.0))
+
+
+def test_a_precision_the_user_allowed_reaches_the_outputs_computed_through_it() -> None:
+    """The unit rule is one rule at every stage: a float32 matmul the user let run in TF32 is
+    measured in TF32 units alone, and so is the relu after it when a window or the whole graph
+    computes both (eager's error there is TF32's too); the relu judged alone, fed eager's matmul,
+    is measured in float32 ulps. The precision is the policy's, pinned (what a repro embeds)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict.graphs import CapturedGraph
+    from bisect_engine.verdict.judgement import Oracle
+    from bisect_engine.verdict.oracle import GraphContext
+    from bisect_engine.verdict.precision import TF32, Precision
+
+    def model(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.relu(torch.mm(x, w)),)
+
+    inputs = [torch.randn(8, 8), torch.randn(8, 8)]
+    oracle = Oracle(precision=Precision(matmul_precision="high"))
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(model)(*inputs), inputs, True),
+                                         oracle)
+    whole, alone = context.whole(), context.subgraph(["relu"], isolate=True)
+    [relu] = whole.output_names
+    value = [context.eager_values[relu]]
+    assert context.output_facts([relu], value, whole.graph_module)[0].unit == TF32
+    assert context.output_facts([relu], value, alone.graph_module)[0].unit is None
+    mm_alone = context.subgraph(["mm"], isolate=True)
+    assert context.output_facts(["mm"], [context.eager_values["mm"]], mm_alone.graph_module)[0].unit == TF32
+    assert GraphContext.from_captured(context.captured).output_facts([relu], value, whole.graph_module)[0].unit is None

@@ -8,7 +8,8 @@ from torch import nn
 
 from bisect_engine.load.capture import nothing_captured
 from bisect_engine.load.rewrite import views_as_reshapes
-from bisect_engine.localise.model_check import MODEL_TOLERANCE, _user_side
+from bisect_engine.localise.model_check import _user_side
+from bisect_engine.verdict.judgement import MODEL_TOLERANCE
 from bisect_engine.verdict.compare import Outcome, compare_values
 
 aten = torch.ops.aten

@@ -103,3 +103,31 @@ def test_the_package_type_checks() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT, capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+# The one judgement (issue 23): outputs are judged through bisect_engine.verdict.judgement, never by
+# calling the comparison rule directly. The rule's own module, the judgement, and the sites listed
+# here (each with why it is not a judgement of compiled against eager) may call it.
+JUDGEMENT_FUNCTIONS = {"compare_values", "compare_tensor"}
+JUDGEMENT_CALLERS = {
+    "bisect_engine.verdict.compare",  # the rule itself (closer_to_fp64, compare_random_draw)
+    "bisect_engine.verdict.judgement",  # the one judgement
+    "bisect_engine.verdict.drift",  # environments: a recorded value against a new one, not compiled vs eager
+}
+
+
+def _calls(path: Path, names: set[str]) -> list[int]:
+    """Lines where ``path`` calls or imports one of ``names``."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        called = node.func if isinstance(node, ast.Call) else None
+        name = getattr(called, "id", None) or getattr(called, "attr", None)
+        if name in names or (isinstance(node, ast.ImportFrom) and any(a.name in names for a in node.names)):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_outputs_are_judged_through_the_one_judgement() -> None:
+    direct = {module: lines for module, path in _modules().items() if module not in JUDGEMENT_CALLERS
+              for lines in [_calls(path, JUDGEMENT_FUNCTIONS)] if lines}
+    assert not direct, f"call bisect_engine.verdict.judgement.judge_outputs instead: {direct}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import torch
@@ -117,3 +118,41 @@ def test_a_pre_grad_repro_embeds_the_torch_level_graph_and_compiles_it_with_torc
     namespace = runpy.run_path(str(tmp_path / "repro.py"), run_name="not_main")
     inputs = namespace["load_inputs"](namespace["INPUTS_B64"], None, str(tmp_path / "repro.py"))
     assert torch.equal(namespace["Repro"]()(*inputs)[0], torch.full((3,), 2.0))
+
+
+def test_the_repro_judges_by_the_policy_and_facts_the_tool_judged_with() -> None:
+    """A sum that cancels to ~0 is judged at the scale of its terms (a scale floor): the repro's
+    embedded judgement, given the ORACLE and OUTPUT_FACTS the tool rendered, says what the tool's
+    GraphContext said, output for output; without the facts it would call the same values wrong."""
+    from bisect_engine.output.repro import with_judgement
+
+    def model(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return ((x - x.mean(0)).sum(0), torch.relu(x))
+
+    inputs = [torch.randn(64, 4, generator=torch.Generator().manual_seed(0))]
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(model)(*inputs), inputs, True))
+    whole = context.whole()
+    spec = with_judgement(repro_spec(whole, context.eager_values, title="t", finding=[], environment={}, config={},
+                                     unrenderable_config=[]), context, whole)
+    script = render(spec).script
+    assert "\nORACLE = Oracle(" in script and "\nOUTPUT_FACTS = (" in script
+    module = types.ModuleType("repro_under_test")  # the rendered repro, imported (its main does not run)
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(script, "repro.py", "exec"), module.__dict__)  # noqa: S102
+    finally:
+        del sys.modules[module.__name__]
+    namespace = module.__dict__
+    values = namespace["load_inputs"](namespace["INPUTS_B64"], namespace["INPUTS_FILE"], "repro.py")
+    graph_module, _ = namespace["trace"](namespace["Repro"](), values)
+    eager, fp64 = namespace["references"](graph_module, values, 0)
+    floor = context.scale_floor(whole.output_names[0])
+    assert floor > 0
+    compiled = [eager[0] + 2 * torch.finfo(torch.float32).eps * floor, eager[1].clone()]  # ~4 ulps of the terms
+    tool = context.judge_whole_values(dict(zip(whole.output_names, compiled)))
+    judge = namespace["judge_outputs"]
+    in_repro = judge(namespace["ORACLE"], "graph", eager, fp64, compiled, namespace["OUTPUT_FACTS"])
+    assert [v.outcome.value for v in in_repro] == [tool.outputs[n].outcome.value for n in whole.output_names] \
+        == ["match", "match"]
+    assert judge(namespace["ORACLE"], "graph", eager, fp64, compiled)[0].outcome.value == "mismatch"
+

@@ -15,6 +15,7 @@ from ..verdict.compiler import Compiler
 from ..verdict.digest import digest
 from ..verdict.fx_eval import fresh_inputs
 from ..verdict.graphs import CapturedGraph, GraphView
+from ..verdict.judgement import Oracle
 from ..verdict.oracle import GraphContext
 from .measure_env import NodeValues, checkable_names, measure, tensor_value_names
 
@@ -45,7 +46,7 @@ def record(spec: ModelSpec, write: Callable[[str, bytes], Any], value_cap: int =
     values: dict[str, Any] = {}
     graphs = []
     for graph in capture_graphs(spec, seed):
-        context = GraphContext.from_captured(graph, seed=seed)
+        context = GraphContext.from_captured(graph, Oracle(seed=seed))
         measured = measure(context, compiler, label=f"record {graph.name}")
         graphs.append(graph_record(graph, context, measured, values, value_cap))
     outputs = model_outputs(spec, seed)

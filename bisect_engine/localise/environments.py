@@ -25,6 +25,7 @@ from ..verdict.compiler import Compiler
 from ..verdict.digest import bit_hash
 from ..verdict.drift import Drift, EagerGap, drift, eager_gap
 from ..verdict.graphs import CapturedGraph, GraphView
+from ..verdict.judgement import Oracle
 from ..verdict.oracle import GraphContext
 from .env_record import capture_graphs, model_outputs, value_meta
 from .measure_env import NodeValues, measure, tensor_value_names
@@ -123,12 +124,12 @@ def compare(bundle: Bundle, spec: ModelSpec, compiler: Compiler | None = None, d
 
 def _compare_graph(bundle: Bundle, record: dict[str, Any], graph: CapturedGraph, compiler: Compiler,
                    seed: int) -> tuple[GraphComparison, list[dict[str, Any]]]:
-    context = GraphContext.from_captured(graph, seed=seed)
+    context = GraphContext.from_captured(graph, Oracle(seed=seed))
     view = context.view
     pairs, structure = align(record["nodes"], view, context.eager_values)
     mapping = _value_mapping(record, pairs, view, graph)
     fed, unmapped = _recorded_inputs(bundle, record["name"], mapping, context.eager_values)
-    measured = measure(GraphContext(graph, view, fed, seed=seed), compiler, label=f"compare {graph.name}")
+    measured = measure(GraphContext(graph, view, fed, Oracle(seed=seed)), compiler, label=f"compare {graph.name}")
     changes, not_checked = [], []
     by_name = {n["name"]: n for n in record["nodes"]}
     for recorded_node, node in pairs:

@@ -14,7 +14,7 @@ from typing import Any
 from ..load.model_file import ModelSpec
 from ..search import Search
 from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, SizeCandidate, compile_arguments
-from ..verdict.compare import Tolerance
+from ..verdict.judgement import Oracle
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import reference_inputs
 from ..verdict.oracle import GraphContext, SubgraphVerdict
@@ -29,7 +29,7 @@ RunSearch = Search[Candidate, SubgraphVerdict]
 @dataclass
 class Judge:
     compiler: Compiler
-    tolerance: Tolerance = Tolerance()
+    oracle: Oracle = Oracle()
     seed: int = 0
     spec: ModelSpec | None = None  # needed for model candidates only
     contexts: dict[str, GraphContext] = field(default_factory=dict)
@@ -48,7 +48,7 @@ class Judge:
         if isinstance(candidate, ModelCandidate):
             if self.spec is None:
                 raise ValueError("a model candidate needs the model")
-            return check_model_level(self.spec, self.compiler, self.tolerance, self.seed, candidate.switch)
+            return check_model_level(self.spec, self.compiler, self.oracle, self.seed, candidate.switch)
         if isinstance(candidate, ReplayCandidate):  # an eager replay: no compile
             return replay_verdict(self.contexts[candidate.graph], candidate.injected,
                                   self.compiled.get(candidate.graph, {}), candidate.outputs)

@@ -17,18 +17,13 @@ import torch.utils._pytree as pytree
 from ..errors import ModelError
 from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
-from ..verdict.compare import Outcome, Tolerance, compare_values, worst
+from ..verdict.compare import Outcome, worst
+from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs
 from ..verdict.compiler import Compiler, budget_cause, cause_of
 from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.oracle import SubgraphVerdict
 from ..verdict.precision import allowed_units
 from ..verdict.upcast import Upcast
-
-# End to end, a model's error is the sum of every op's: per-op reorderings (a reduction split one
-# way, a fused multiply-add) compound through the layers and the backward, so a clean compiled
-# ResNet's BN-bias gradients sit at 3x eager's ulps. Judged with the per-graph rule, that is a
-# false alarm; a material difference (a wrong pass: millions of ulps) still stands far outside.
-MODEL_TOLERANCE = Tolerance(ratio=4.0, rms_floor_ulps=64.0, max_floor_ulps=1024.0)
 
 
 def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_fn: Any, seed: int,
@@ -78,12 +73,7 @@ def _user_side(error: BaseException) -> bool:
     return cause_of(error, (UserError, ConstraintViolationError)) is not None
 
 
-def _end_to_end(tolerance: Tolerance) -> Tolerance:
-    return Tolerance(max(tolerance.ratio, MODEL_TOLERANCE.ratio), max(tolerance.rms_floor_ulps, MODEL_TOLERANCE.rms_floor_ulps),
-                     max(tolerance.max_floor_ulps, MODEL_TOLERANCE.max_floor_ulps))
-
-
-def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance, seed: int,
+def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int,
                       switch: Switch = Switch()) -> SubgraphVerdict:
     """The whole model, outputs and (with loss_fn) gradients, compiled under ``switch``."""
     eager = _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed)
@@ -123,9 +113,9 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, tolerance: Tolerance,
     finally:
         torch._dynamo.reset()
     # An output downstream of a TF32 convolution or matmul carries its roundings (see
-    # GraphContext._output_units): every output is measured in the coarsest precision allowed.
-    units = [max(allowed) if allowed else None] * len(eager)
-    verdicts = compare_values(eager, fp64, compiled, _end_to_end(tolerance), units)
+    # judgement.upstream_units): every output is measured in the coarsest precision allowed.
+    unit = max(allowed) if allowed else None
+    verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, [OutputFacts(unit=unit)] * len(eager))
     outputs = {f"model output {i}": v for i, v in enumerate(verdicts)}
     return SubgraphVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
 

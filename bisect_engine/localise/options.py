@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..verdict.compare import BITWISE, Tolerance
+from ..verdict.compare import Tolerance
+from ..verdict.judgement import GRAPH, Oracle
 
 STAGES = ("localise", "subsystem", "repro")
 Stage = Literal["localise", "subsystem", "repro"]
@@ -34,14 +35,19 @@ class EngineOptions:
     culprit_first: bool = True
 
     @property
+    def judgement(self) -> Oracle:
+        """The run's judgement policy, the one every stage judges by (:mod:`bisect_engine.verdict.judgement`)."""
+        return Oracle(self.tolerance, self.oracle, self.rng == "strict", self.seed)
+
+    @property
     def reference(self) -> Literal["fp64", "eager"]:
         """What a compiled value is judged against."""
-        return "eager" if self.oracle in ("eager", "bitwise") else "fp64"
+        return "eager" if self.judgement.reference == "eager" else "fp64"
 
     @property
     def graph_tolerance(self) -> Tolerance:
         """The tolerance graphs and nodes are judged with (exact equality for ``bitwise``)."""
-        return BITWISE if self.oracle == "bitwise" else self.tolerance
+        return self.judgement.tolerance_at(GRAPH)
 
     def runs(self, stage: Stage) -> bool:
         return STAGES.index(stage) <= STAGES.index(self.stop_after)

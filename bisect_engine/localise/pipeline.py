@@ -229,7 +229,7 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     """
     started = time.perf_counter() if started is None else started
     compiler = compiler or new_compiler(options)
-    judge = Judge(compiler, options.tolerance, options.seed, spec)
+    judge = Judge(compiler, options.judgement, options.seed, spec)
     result = RunResult(spec, [], compiler, 0.0, captured, search=new_search(judge),
                        model_level_check=model_level_check, backend_run=backend_run)
     try:
@@ -290,7 +290,7 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
                 result.model_attribution = attribute_model(search)
             if result.model_attribution is not None and result.model_attribution.name in PRE_GRAD_PASSES:
                 with progress.step("replaying the pre-grad passes eagerly"):
-                    rewrite = localise_pre_grad(result.captured, options.tolerance)
+                    rewrite = localise_pre_grad(result.captured, options.judgement)
                 result.pre_grad = dataclasses.replace(rewrite, by=result.model_attribution.name) if rewrite else None
 
 
@@ -313,7 +313,7 @@ def _backend_rewrite(result: RunResult, options: EngineOptions, progress: Progre
     if run is None or run.note:
         return False
     with progress.step(f"replaying what the backend {run.backend} hands Inductor against Dynamo's graph"):
-        result.pre_grad = localise_backend_rewrite(run, result.captured, options.tolerance)
+        result.pre_grad = localise_backend_rewrite(run, result.captured, options.judgement)
     return result.pre_grad is not None
 
 
@@ -385,8 +385,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     budget that runs out later still leaves what was learned."""
     search = _search_of(run_result)
     try:
-        context = GraphContext.from_captured(graph, options.graph_tolerance, options.rng == "strict", options.seed,
-                                             reference=options.reference)
+        context = GraphContext.from_captured(graph, options.judgement)
     except Exception as error:
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
     judge.add(context)
@@ -408,7 +407,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     result.material = material_outputs(context, whole.compiled_values, result.model_outputs or list(whole.outputs))
     # --oracle strict judges every node even when the graph's outputs agree (a wrong op whose error
     # stays below the outputs' noise, as the minifier's strict accuracy would).
-    strict = options.oracle == "strict"
+    strict = context.oracle.strict_headline
     if whole.outcome is Outcome.MATCH and not (eager_problem or compiled_problem or random_unchecked or result.material
                                                or strict):
         result.below = below_tolerance(context, whole, result.model_outputs, search, progress)
@@ -425,7 +424,7 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
         _confirm_node(result, result.crash[0], search, progress)
     elif result.nodes.culprits:
         result.headline, result.reach = rank_culprits(context, result.nodes, result.model_outputs,
-                                                      strict=options.oracle == "strict")
+                                                      strict=context.oracle.strict_headline)
         _confirm_node(result, result.headline, search, progress)
         if not result.confirmed and whole.outcome is not Outcome.MATCH:
             passing = [n for n in result.nodes.checked if n not in result.nodes.culprits] + [result.headline]
@@ -462,7 +461,7 @@ def _culprit_first(context: GraphContext, run_result: RunResult, search: RunSear
         nodes = check_nodes(context, search, split_crash=False)
     if nodes.group_error or not nodes.culprits:
         return None
-    headline, reach = rank_culprits(context, nodes, outputs, strict=options.oracle == "strict")
+    headline, reach = rank_culprits(context, nodes, outputs, strict=context.oracle.strict_headline)
     injected = injected_whole_verdict(context, (headline,), nodes.verdict.compiled_values)
     material = material_outputs(context, injected.compiled_values, outputs or list(injected.outputs))
     if injected.outcome is not Outcome.MISMATCH and not material:
@@ -530,8 +529,7 @@ def _harness_fallback(graph: CapturedGraph, context: GraphContext, whole: Subgra
         return context, whole, None
     replacement = dataclasses.replace(graph, graph_module=rewritten)
     try:
-        new_context = GraphContext.from_captured(replacement, options.graph_tolerance, options.rng == "strict",
-                                                 options.seed, reference=options.reference)
+        new_context = GraphContext.from_captured(replacement, options.judgement)
     except Exception as error:  # noqa: BLE001 - the fallback cannot even run eagerly: keep the original
         log.warning("%s: views-as-reshapes fallback does not run eagerly: %s", graph.name, error)
         return context, whole, None

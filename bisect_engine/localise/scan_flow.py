@@ -73,7 +73,7 @@ def run_scanned(spec: ModelSpec, options: EngineOptions, progress: Progress, com
 def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress, compiler: Compiler,
            on_divergence: Any) -> RunResult:
     assert spec.loss_fn is not None  # run_scanned takes this path only with a loss_fn
-    finding = scan_steps(cast(torch.nn.Module, spec.model), batches, spec.loss_fn, spec.get_optimizer, compiler, options.tolerance,
+    finding = scan_steps(cast(torch.nn.Module, spec.model), batches, spec.loss_fn, spec.get_optimizer, compiler, options.judgement,
                          options.seed, _bar(progress, "scanning training steps"))
     if finding is None:
         return _clean(spec, compiler, {"steps_scanned": len(batches)})
@@ -90,7 +90,7 @@ def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress
 
 def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress,
                   compiler: Compiler, on_divergence: Any) -> RunResult:
-    finding = scan_batches(spec.model, batches, compiler, options.tolerance, options.seed,
+    finding = scan_batches(spec.model, batches, compiler, options.judgement, options.seed,
                            _bar(progress, "scanning batches"))
     if finding is None:
         return _clean(spec, compiler, {"batches_scanned": len(batches)})

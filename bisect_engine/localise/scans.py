@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from ..verdict.compare import Outcome, Tolerance, compare_values
+from ..verdict.compare import Outcome
+from ..verdict.judgement import PROGRAM, Oracle, OutputFacts, judge_outputs
 from ..errors import ModelError, UsageError
 from ..verdict.compiler import Compiler, budget_cause
 from ..verdict.fx_eval import fresh_inputs, to_fp64
@@ -39,11 +40,11 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [v.detach().clone() for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
 
 
-def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], tolerance: Tolerance,
+def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], oracle: Oracle,
           unit: float | None = None) -> Check:
     """``unit``: the coarsest precision the user allowed to an op of the compiled model (TF32),
     which every output downstream of it carries (see :func:`allowed_units`)."""
-    verdicts = compare_values(eager, fp64, compiled, tolerance, [unit] * len(eager))
+    verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, compiled, [OutputFacts(unit=unit)] * len(eager))
     nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
     return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite)
 
@@ -82,7 +83,7 @@ class BatchFinding:
                 "crashed": self.crashed or None}
 
 
-def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, tolerance: Tolerance,
+def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, oracle: Oracle,
                  seed: int, progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> BatchFinding | None:
     """The first batch on which compiled disagrees with eager or NaN/Inf appears (early exit)."""
     allowed: list[float] = []
@@ -101,9 +102,9 @@ def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Co
                     raise
                 return BatchFinding(index, batch, None, False, scanned, False, f"{type(error).__name__}: {error}")
         unit = max(allowed, default=None)
-        check = judge(eager_out, fp64_out, compiled_out, tolerance, unit)
+        check = judge(eager_out, fp64_out, compiled_out, oracle, unit)
         if check.failed:
-            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, tolerance, seed, unit)
+            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, oracle, seed, unit)
             return BatchFinding(index, batch, samples, independent, scanned, check.nonfinite)
     return None
 
@@ -176,7 +177,7 @@ def take_samples(batch: Sequence[Any], samples: Sequence[int]) -> tuple[Any, ...
 
 
 def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: list[torch.Tensor],
-                    fp64: list[torch.Tensor], compiled: list[torch.Tensor], tolerance: Tolerance,
+                    fp64: list[torch.Tensor], compiled: list[torch.Tensor], oracle: Oracle,
                     seed: int, unit: float | None = None) -> tuple[tuple[int, ...] | None, bool]:
     """Rows whose outputs fail, and whether the model treats samples independently.
 
@@ -187,7 +188,7 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
     """
     size = batch_size(batch)
     rows = [i for i in range(size or 0)
-            if _row_fails(i, size, eager, fp64, compiled, tolerance, unit)]
+            if _row_fails(i, size, eager, fp64, compiled, oracle, unit)]
     if not rows or size is None:
         return None, False
     with torch.no_grad():
@@ -200,11 +201,11 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
 
 
 def _row_fails(row: int, size: int | None, eager: list[torch.Tensor], fp64: list[torch.Tensor],
-               compiled: list[torch.Tensor], tolerance: Tolerance, unit: float | None = None) -> bool:
+               compiled: list[torch.Tensor], oracle: Oracle, unit: float | None = None) -> bool:
     def pick(values: list[torch.Tensor]) -> list[torch.Tensor]:
         return [t[row] for t in values if t.dim() > 0 and t.shape[0] == size]
 
-    return judge(pick(eager), pick(fp64), pick(compiled), tolerance, unit).failed
+    return judge(pick(eager), pick(fp64), pick(compiled), oracle, unit).failed
 
 
 def _agree(alone: torch.Tensor, inside: torch.Tensor, unit: float | None) -> bool:
@@ -264,7 +265,7 @@ class _Trainer:
 
 
 def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable[[Any], Any],
-               make_optimizer: Callable[..., Any] | None, compiler: Compiler, tolerance: Tolerance, seed: int,
+               make_optimizer: Callable[..., Any] | None, compiler: Compiler, oracle: Oracle, seed: int,
                progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> StepFinding | None:
     """Train eager, fp64 and compiled copies from one initial state; the first step that parts.
 
@@ -286,7 +287,7 @@ def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable
             raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
                              f"{type(error).__name__}: {error}") from error
         results = [first] + [trainer.step(batch, seed + step) for trainer in (reference, compiled)]
-        parts = [(part, judge(results[0][part], results[1][part], results[2][part], tolerance, max(allowed, default=None)))
+        parts = [(part, judge(results[0][part], results[1][part], results[2][part], oracle, max(allowed, default=None)))
                  for part in ("loss", "gradients", "parameters")]
         failed = tuple(part for part, check in parts if check.failed)
         if failed:

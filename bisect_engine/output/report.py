@@ -27,7 +27,7 @@ from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
 from ..verdict.compiler import Compiler
 from ..localise.repro_inputs import repro_target
-from .repro import ReproSpec, repro_spec, torch_level_repro_spec
+from .repro import ReproSpec, repro_spec, torch_level_repro_spec, with_judgement
 from .wording import subsystem_sentence
 
 SCHEMA_VERSION = 1
@@ -476,15 +476,16 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
                                   f"{_repro_size(graph)} here; failing {chosen.symbol} in "
                                   f"{', '.join(f'{lo}..{hi}' for lo, hi in chosen.failing) or 'none'} "
                                   f"of {chosen.tried} tried in {chosen.low}..{chosen.high}"))
+    subgraph = graph.context.subgraph(names)
     spec = repro_spec(
-        graph.context.subgraph(names), sized.eager_values, notes=notes,
+        subgraph, sized.eager_values, notes=notes,
         config=result.spec.inductor_config, unrenderable_config=result.spec.unrenderable_config,
         rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
         finding=finding, environment=environment(), expect=expect,
         kernels=graph.kernels if expect != "eager_nonfinite" else (),
     )
-    return judged_against_eager(spec, graph.context)
+    return with_judgement(spec, sized, subgraph)
 
 
 def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:
@@ -506,16 +507,6 @@ def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:
         title=f"{culprit['op']}: {pass_name} rewrites {culprit['node']}; torch.compile disagrees with eager (fp64 reference)",
         finding=finding, environment=environment(), config=result.spec.inductor_config,
         unrenderable_config=result.spec.unrenderable_config, notes=notes)
-
-
-def judged_against_eager(spec: ReproSpec, context: Any) -> ReproSpec:
-    """A repro of a finding made against eager's values (--oracle eager / bitwise) judges so too."""
-    if context.reference != "eager":
-        return spec
-    tolerance = context.tolerance
-    options = (("reference", "eager"), ("tolerance", (tolerance.ratio, tolerance.rms_floor_ulps, tolerance.max_floor_ulps)))
-    return dataclasses.replace(spec, judge_options=options,
-                               title=spec.title.replace("(fp64 reference)", "(eager's values as the reference)"))
 
 
 def differences_json(result: RunResult) -> list[dict[str, Any]]:

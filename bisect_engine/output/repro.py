@@ -10,6 +10,7 @@ fingerprint, and the tool's own comparison code embedded verbatim.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from typing import Any, Literal
 
 import torch
 
-from ..verdict import compare, fx_eval
+from ..verdict import compare, fx_eval, judgement, precision
 from ..verdict import recipes as recipes_module
 from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
@@ -66,9 +67,10 @@ class ReproSpec:
     downstream_input_names: tuple[str, ...] = ()
     downstream_output_names: tuple[str, ...] = ()
     culprit_input_names: tuple[str, ...] = ()
-    # How the repro judges compiled, when not against fp64 with the default tolerance
-    # (--oracle eager / bitwise): ("reference", "eager"), ("tolerance", (ratio, rms, max)).
-    judge_options: tuple[tuple[str, Any], ...] = ()
+    # How the tool judged (verdict.judgement): its Oracle, precision flags pinned, and each output's
+    # OutputFacts (unit, scale floor, random draw); rendered as ORACLE / OUTPUT_FACTS. None: defaults.
+    oracle: Any = None
+    output_facts: tuple[Any, ...] | None = None
     # A subgraph of a graph compiled with symbolic sizes: each input's sizes and strides as
     # expression text (see verdict.shapes); the repro compiles it symbolically too. None: static.
     symbolic: tuple[Any, ...] | None = None
@@ -270,7 +272,8 @@ _MAIN_PRE_GRAD = '''
 
 if __name__ == "__main__":
     try:
-        status = pre_grad_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, __file__, SEED)
+        status = pre_grad_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, __file__, SEED,
+                               oracle=globals().get("ORACLE"))
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -286,7 +289,7 @@ if __name__ == "__main__":
     try:
         status = repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
                             RNG_STRICT, SEED, INPUT_RECIPES, symbolic=globals().get("SYMBOLIC_SHAPES"),
-                            **globals().get("JUDGE_OPTIONS", {}))
+                            oracle=globals().get("ORACLE"), facts=globals().get("OUTPUT_FACTS"))
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -365,19 +368,45 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
             inputs_file=None if inline else SIDECAR_NAME, input_names=", ".join(spec.input_names),
             inputs_b64="\n".join(f"    {chunk!r}" for chunk in chunks) or "    ''",
         )
-        + (f"\n# Judged against eager's values, not fp64 (--oracle eager/bitwise).\nJUDGE_OPTIONS = "
-           f"{dict(spec.judge_options)!r}\n" if spec.judge_options else "")
         + ((_SYMBOLIC if symbols_of(spec.symbolic) else _DATA_DEPENDENT).format(shapes=_shapes_literal(spec.symbolic))
            if spec.symbolic else "")
         + (_DOWNSTREAM.format(forward=_indent(spec.downstream_code), culprit_inputs=list(spec.culprit_input_names),
                               downstream_inputs=list(spec.downstream_input_names),
                               downstream_outputs=list(spec.downstream_output_names),
                               input_names=list(spec.input_names)) if spec.downstream_code else "")
-        + _embedded(compare) + _embedded(fx_eval) + _embedded(recipes_module)
+        + _embedded(compare) + _embedded(precision) + _embedded(judgement) + _embedded(fx_eval) + _embedded(recipes_module)
         + (_embedded(shapes_module) if spec.symbolic else "") + _embedded(repro_runtime)
+        + _judgement_block(spec)
         + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN_PRE_GRAD if spec.expect == "pre_grad" else _MAIN)
     )
     return RenderedRepro(script, None if inline else spec.inputs_blob)
+
+
+_JUDGEMENT = '''
+
+# How the tool judged this finding (bisect_engine.verdict.judgement): the policy, with the precision
+# settings of its run (set again here), and each output's unit, scale floor and random-draw flag.
+ORACLE = {oracle!r}
+OUTPUT_FACTS = {facts}
+'''
+
+
+def _judgement_block(spec: ReproSpec) -> str:
+    if spec.oracle is None:
+        return ""
+    facts = None if spec.output_facts is None else "(\n" + "".join(f"    {f!r},\n" for f in spec.output_facts) + ")"
+    return _JUDGEMENT.format(oracle=spec.oracle, facts=facts)
+
+
+def with_judgement(spec: ReproSpec, context: Any, subgraph: Subgraph | None = None) -> ReproSpec:
+    """The repro of a finding ``context`` (a GraphContext, at the size the repro runs) made judges
+    by its policy, pinned, and the facts of its outputs as ``subgraph`` (the repro's) computes them.
+    Against eager's values (--oracle eager / bitwise), the title says so."""
+    outputs = [context.eager_values.get(name) for name in spec.output_names]
+    facts = tuple(context.output_facts(spec.output_names, outputs, subgraph.graph_module if subgraph else None))
+    title = spec.title if context.reference != "eager" else \
+        spec.title.replace("(fp64 reference)", "(eager's values as the reference)")
+    return dataclasses.replace(spec, oracle=context.oracle.pinned(), output_facts=facts, title=title)
 
 
 def _shapes_literal(signature: tuple[Any, ...] | None) -> str:

@@ -1,9 +1,12 @@
 """The body of every emitted ``repro.py``: load inputs, run eager / fp64 / Inductor, judge, exit.
 
 Embedded verbatim into each repro (with :mod:`bisect_engine.verdict.compare`,
+:mod:`bisect_engine.verdict.precision`, :mod:`bisect_engine.verdict.judgement`,
 :mod:`bisect_engine.verdict.fx_eval` and :mod:`bisect_engine.verdict.recipes`), so this file may import only torch and the standard library and
 must not use relative imports. The rendered script defines ``Repro``, ``INPUTS_B64`` or
-``INPUTS_FILE``, ``INDUCTOR_CONFIG``, ``OUTPUT_NAMES`` and ``EXPECT`` before this code runs.
+``INPUTS_FILE``, ``INDUCTOR_CONFIG``, ``OUTPUT_NAMES`` and ``EXPECT`` before this code runs, and
+``ORACLE`` / ``OUTPUT_FACTS``: the judgement policy the tool judged by and each output's facts
+(unit, scale floor, random draw), so the repro judges exactly as the tool did.
 
 Exit status: 1 the finding reproduces, 0 it does not, 125 the repro cannot run (so that
 ``git bisect run python repro.py`` skips builds where it cannot say).
@@ -19,7 +22,8 @@ import zlib
 import torch
 
 if __package__:  # imported by the tool itself; inside a repro these names are defined above
-    from ..verdict.compare import Outcome, Tolerance, compare_random_draw, compare_values, elementwise_change, material_difference, rounding_unit
+    from ..verdict.compare import Outcome, elementwise_change, material_difference, rounding_unit
+    from ..verdict.judgement import GRAPH, PROGRAM, Oracle, OutputFacts, judge_outputs
     from ..verdict.fx_eval import clone_value, interpret, run_graph, to_fp64
     from ..verdict.recipes import random_inputs
     from ..verdict.shapes import fake_inputs
@@ -116,14 +120,29 @@ def has_nonfinite(values):
     )
 
 
+def judging(oracle, rng_strict=False, seed=0):
+    """The tool's policy (ORACLE), its precision flags set as the tool's run had them; a repro
+    made without one judges by the defaults."""
+    oracle = oracle if oracle is not None else Oracle(rng_strict=rng_strict, seed=seed)
+    if oracle.precision is not None:
+        oracle.precision.apply()
+    return oracle
+
+
+def output_facts_of(graph_module, facts):
+    """The tool's facts of each output; without them, only which outputs random ops drew."""
+    if facts is not None:
+        return list(facts)
+    return [OutputFacts(random=flag) for flag in random_outputs(graph_module)]
+
+
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
-               rng_strict=False, seed=0, recipes=None, reference="fp64", tolerance=None, symbolic=None):
+               rng_strict=False, seed=0, recipes=None, symbolic=None, oracle=None, facts=None):
     try:
+        oracle = judging(oracle, rng_strict, seed)
         inputs = load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)
         graph_module, fakes = trace(repro_module, inputs, symbolic)
         eager, fp64 = references(graph_module, inputs, seed)
-        if reference == "eager":  # --oracle eager / bitwise: eager's values are the reference
-            fp64 = eager
     except Exception:
         traceback.print_exc()
         print("repro: cannot run (loading inputs or the eager reference failed)")
@@ -141,15 +160,10 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         return EXIT_CANNOT_RUN
     if expect == "crash":
         return say_verdict(False, "Inductor compiled and ran without raising")
-    verdicts = compare_values(eager, fp64, compiled, Tolerance(*tolerance) if tolerance else Tolerance())
-    if not rng_strict and len(verdicts) == len(eager):  # draws are data: only their finiteness counts
-        verdicts = [
-            compare_random_draw(e, c) if is_random else v
-            for e, c, v, is_random in zip(eager, compiled, verdicts, random_outputs(graph_module))
-        ]
+    verdicts = judge_outputs(oracle, GRAPH, eager, fp64, compiled, output_facts_of(graph_module, facts))
     report(output_names, verdicts)
     mismatched = any(v.outcome is not Outcome.MATCH for v in verdicts)
-    against = "eager's values" if reference == "eager" else "fp64"
+    against = "eager's values" if oracle.reference == "eager" else "fp64"
     return say_verdict(mismatched, f"Inductor {'disagrees' if mismatched else 'agrees'} with eager against {against}")
 
 
@@ -209,11 +223,13 @@ def compile_torch_level(repro_module, inputs, inductor_config, seed):
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
 
-def pre_grad_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, script_path, seed=0):
+def pre_grad_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, script_path, seed=0,
+                  oracle=None):
     """A torch-level (pre-grad) pass finding: eager runs ``Repro`` as written; torch.compile runs
     Inductor's pre-grad passes on it first (the user's ``pre_grad_custom_pass``, set as the job
     sets it). Judged against fp64 (the graph's ops upcast)."""
     try:
+        oracle = judging(oracle, seed=seed)
         inputs = load_inputs(inputs_b64, inputs_file, script_path, None, seed)
         graph_module = torch.fx.symbolic_trace(repro_module)
         torch.manual_seed(seed)
@@ -229,7 +245,7 @@ def pre_grad_main(repro_module, inputs_b64, inputs_file, inductor_config, output
         traceback.print_exc()
         print("repro: cannot run (torch.compile raised)")
         return EXIT_CANNOT_RUN
-    verdicts = compare_values(eager, fp64, compiled, Tolerance())
+    verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, compiled)
     report(output_names, verdicts)
     mismatched = len(verdicts) != len(eager) or any(v.outcome is not Outcome.MATCH for v in verdicts)
     return say_verdict(mismatched, f"torch.compile (its pre-grad passes run on this torch-level graph) "

@@ -1,5 +1,5 @@
 """One call of a compiled Dynamo graph, checked: the graph run eagerly and in fp64 on the same
-real inputs, and the compiled result judged with :func:`bisect_engine.verdict.compare.compare_values`.
+real inputs, and the compiled result judged with :func:`bisect_engine.verdict.judgement.judge_outputs`.
 
 Inputs the graph mutates in place (running statistics, an optimizer step) are judged too, after
 the call, as extra outputs. In a training step, gradients are judged as well: the compiled graph's
@@ -21,7 +21,8 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from ..verdict.compare import Outcome, TensorVerdict, Tolerance, compare_values, worst
+from ..verdict.compare import Outcome, TensorVerdict, worst
+from ..verdict.judgement import PROGRAM, Oracle, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ def _fp64_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> tuple[
 
 
 def judge_call(graph_module: fx.GraphModule, references: References, compiled_outputs: Any,
-               compiled_inputs: Sequence[Any], tolerance: Tolerance = Tolerance(),
+               compiled_inputs: Sequence[Any], oracle: Oracle = Oracle(),
                labels: dict[str, str] | None = None) -> CallVerdict:
     """The compiled call's outputs, and the inputs it wrote to, against eager and fp64 (no
     verdict at all, ``outputs`` empty, when the call returns nothing and writes nothing)."""
@@ -135,7 +136,7 @@ def judge_call(graph_module: fx.GraphModule, references: References, compiled_ou
             reference = references.fp64_inputs[i] if references.fp64 is not None else references.eager_inputs[i]
             fp64_values.append(reference)
             compiled_values = compiled_values + [compiled_inputs[i]]
-    verdicts = compare_values(eager_values, fp64_values, compiled_values, tolerance)
+    verdicts = judge_outputs(oracle, PROGRAM, eager_values, fp64_values, compiled_values)
     if len(verdicts) != len(names):
         return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
     outputs = dict(zip(names, verdicts))
@@ -178,7 +179,7 @@ def _gradients(function: Callable[..., Any], inputs: Sequence[Any], positions: l
 
 
 def check_gradients(graph_module: fx.GraphModule, compiled: Callable[..., Any], inputs: Sequence[Any],
-                    positions: list[int], tolerance: Tolerance = Tolerance()) -> CallVerdict | None:
+                    positions: list[int], oracle: Oracle = Oracle()) -> CallVerdict | None:
     """The compiled graph's gradients (through its own backward) against eager's and fp64's, for
     the inputs at ``positions`` (see :func:`grad_positions`); None when no output needs a
     gradient. The caller owns the random state; ``compiled`` runs on copies of the inputs."""
@@ -194,6 +195,6 @@ def check_gradients(graph_module: fx.GraphModule, compiled: Callable[..., Any], 
     except Exception as error:  # noqa: BLE001 - eager is then the reference
         log.debug("fp64 gradients failed: %s", error)
         fp64_grads = eager_grads
-    verdicts = compare_values(eager_grads, fp64_grads, compiled_grads, tolerance)
+    verdicts = judge_outputs(oracle, PROGRAM, eager_grads, fp64_grads, compiled_grads)
     outputs = {f"gradient of {input_label(graph_module, i)}": v for i, v in zip(positions, verdicts)}
     return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)

@@ -38,6 +38,7 @@ import torch.fx as fx
 from ..errors import Interrupted
 from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
+from ..verdict.judgement import Oracle
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum)
 from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
@@ -195,6 +196,9 @@ class Session:
         self.interrupted: str | None = None  # the signal that ended the program, if one did
         self.ended_early: str | None = None  # "os._exit(N)": the program ended itself, skipping its exit
         self.graphs: list[GraphRecord] = []
+        # The judgement every checked call is held to: the default policy (the CLI refuses --oracle,
+        # --rng, --seed and --random-inputs for scripts: the program's own draws and seed are used).
+        self.oracle = Oracle()
         self.calls = 0
         self.calls_checked = 0
         self.divergence: Divergence | None = None
@@ -251,7 +255,7 @@ class Session:
             record.notes.append(references.fp64_error)
         arguments, pristine = (arguments, pristine) if record.state_targets else (list(args), pristine[:len(args)])
         verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, arguments,
-                                                           labels=state_labels(record)))
+                                                           self.oracle, labels=state_labels(record)))
         if verdict is not None:
             trains = _trains(outputs) and not references.random and not record.state_targets
             positions = grad_positions(args) if trains else []
@@ -278,7 +282,7 @@ class Session:
         record.outcome = "match" if record.outcome == "unchecked" else record.outcome
         if positions:
             gradients = self._guarded(record, lambda: check_gradients(record.graph_module, compiled, pristine,
-                                                                      positions))
+                                                                      positions, self.oracle))
             if gradients is not None and gradients.outcome is not Outcome.MATCH:
                 self._diverged(record, gradients, pristine, positions=positions)
 

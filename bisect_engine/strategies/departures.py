@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from ..verdict.candidate import GraphCandidate, Switch
-from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64, compare_tensor
+from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64
+from ..verdict.judgement import judge_against_eager
 from ..verdict.fx_eval import interpret
 from ..verdict.graphs import value_nodes
 from .amplify import Amplifier, amplifiers, path_between, random_values
@@ -40,8 +41,8 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
     """Values whose compiled departs from eager beyond the floors while closer to fp64."""
     random = random_values(context)  # compiled draws other numbers: data, not a difference
     departing = [name for name, value in compiled_values.items()
-                 if name not in random and compare_tensor(context.eager_values.get(name), context.eager_values.get(name), value,
-                                   context.tolerance).outcome is Outcome.MISMATCH]
+                 if name not in random
+                 and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
     if not departing:
         return []
     fp64 = interpret(context.captured.graph_module, context.captured.inputs, upcast=True)
@@ -122,6 +123,5 @@ def follows_eager_with(context: GraphContext, search: Any, switch: Switch = EAGE
     verdict = search.judge(GraphCandidate(context.name, frozenset(names), switch=switch, purpose="eager rounding"))
     if verdict.outcome is Outcome.CRASH or not verdict.compiled_values:
         return False
-    return all(compare_tensor(context.eager_values.get(n), context.eager_values.get(n), v,
-                              context.tolerance).outcome is Outcome.MATCH
+    return all(judge_against_eager(context.oracle, context.eager_values.get(n), v).outcome is Outcome.MATCH
                for n, v in verdict.compiled_values.items())

@@ -131,8 +131,7 @@ def descend(context: GraphContext, node_name: str, search: Any, register: Callab
         name = f"{context.name}.{node_name}.{attribute}"
         try:
             captured = traced_subgraph(context.captured.graph_module, attribute, inputs, name, context.captured.index)
-            inner = GraphContext.from_captured(captured, context.tolerance, context.rng_strict, context.seed,
-                                               reference=context.reference)
+            inner = GraphContext.from_captured(captured, context.oracle)
         except Exception as error:  # noqa: BLE001 - the HOP stays named; the note says why
             log.debug("tracing %s failed", name, exc_info=True)
             note = f"its {role} could not be traced alone ({type(error).__name__}: {str(error)[:200]})"

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..search import split_failing
 from ..verdict.candidate import GraphCandidate
-from ..verdict.compare import Outcome, compare_tensor
+from ..verdict.compare import Outcome
+from ..verdict.judgement import judge_against_eager
 from ..verdict.fx_eval import interpret
 from ..verdict.graphs import node_signature, value_nodes
 from ..verdict.oracle import GraphContext, SubgraphVerdict, merged
@@ -130,7 +131,7 @@ def propagators(context: GraphContext, culprit: str, verdict: SubgraphVerdict) -
             continue
         for value in value_nodes(node):
             reference = context.eager_values.get(value.name)
-            check = compare_tensor(reference, reference, replayed.get(value.name), context.tolerance)
+            check = judge_against_eager(context.oracle, reference, replayed.get(value.name))
             if check.outcome is not Outcome.MATCH:
                 diverging.append(node.name)
                 break
@@ -162,7 +163,7 @@ def output_reach(context: GraphContext, culprit: str, verdict: SubgraphVerdict, 
     reached = []
     for name in model_outputs:
         reference = context.eager_values.get(name)
-        check = compare_tensor(reference, reference, replayed.get(name), context.tolerance)
+        check = judge_against_eager(context.oracle, reference, replayed.get(name))
         if check.outcome is not Outcome.MATCH:
             reached.append((name, check.compiled_rms_ulps))
     return Reach(culprit, tuple(reached))

@@ -24,7 +24,8 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..verdict.compare import Outcome, Tolerance, compare_values
+from ..verdict.compare import Outcome
+from ..verdict.judgement import PROGRAM, Oracle, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph
 from ..verdict.graphs import CapturedGraph, op_name, source_location
 from ..verdict.inductor_adapter import pre_grad_passes
@@ -127,7 +128,7 @@ def _fp64_reference(graph_module: fx.GraphModule, inputs: Sequence[Any], outputs
 
 
 def _changes_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any],
-                     tolerance: Tolerance) -> tuple[bool, list[Any], list[Any], fx.GraphModule | None]:
+                     oracle: Oracle) -> tuple[bool, list[Any], list[Any], fx.GraphModule | None]:
     """Whether the pre-grad passes, applied to a copy of ``graph_module``, change its outputs
     eagerly beyond rounding (against fp64); with the outputs before and after and the rewritten copy."""
     before = copy.deepcopy(graph_module)
@@ -140,7 +141,7 @@ def _changes_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any],
         log.warning("could not replay the pre-grad passes: %s: %s", type(error).__name__, error)
         return False, [], [], None
     reference = _fp64_reference(before, inputs, outputs_before)
-    verdicts = compare_values(outputs_before, reference, outputs_after, tolerance)
+    verdicts = judge_outputs(oracle, PROGRAM, outputs_before, reference, outputs_after)
     changed = len(outputs_before) != len(outputs_after) or any(v.outcome is not Outcome.MATCH for v in verdicts)
     return changed, outputs_before, outputs_after, after
 
@@ -181,7 +182,7 @@ def _node_values(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> dict[st
 
 
 def repro_cut(original: fx.GraphModule, inputs: Sequence[Any], rewritten: set[str],
-              tolerance: Tolerance) -> TorchLevelCut | None:
+              oracle: Oracle) -> TorchLevelCut | None:
     """The rewritten nodes alone when the passes still change that cut's outputs; else the whole
     graph (a pass that needs the nodes around them), as a cut with placeholders for everything else."""
     try:
@@ -192,18 +193,18 @@ def repro_cut(original: fx.GraphModule, inputs: Sequence[Any], rewritten: set[st
     everything = {n.name for n in original.graph.nodes if n.op.startswith("call")}
     for names in ((rewritten, everything) if rewritten else (everything,)):
         cut = cut_torch_level(original, names, values)
-        if cut is not None and _changes_outputs(cut.graph_module, cut.inputs, tolerance)[0]:
+        if cut is not None and _changes_outputs(cut.graph_module, cut.inputs, oracle)[0]:
             return cut
     return None
 
 
-def localise_pre_grad(captured: Sequence[CapturedGraph], tolerance: Tolerance = Tolerance()) -> PassRewrite | None:
+def localise_pre_grad(captured: Sequence[CapturedGraph], oracle: Oracle = Oracle()) -> PassRewrite | None:
     """The first Dynamo graph whose pre-grad rewrite changes its outputs, eagerly, and how."""
     for graph in captured:
         if graph.torch_level is None:
             continue
         original, inputs = graph.torch_level
-        changed, outputs_before, outputs_after, after = _changes_outputs(original, inputs, tolerance)
+        changed, outputs_before, outputs_after, after = _changes_outputs(original, inputs, oracle)
         if not changed or after is None:
             continue
         pairs = rewritten_nodes(original, after)
@@ -216,13 +217,13 @@ def localise_pre_grad(captured: Sequence[CapturedGraph], tolerance: Tolerance = 
                                     source_location(cast(fx.Node, new if new is not None else old))[0],
                                     _aten_ops(after, new, inputs) if new is not None else ())
                       for old, new in pairs)
-        cut = repro_cut(original, inputs, {old.name for old, _ in pairs if old is not None}, tolerance)
+        cut = repro_cut(original, inputs, {old.name for old, _ in pairs if old is not None}, oracle)
         return PassRewrite(graph.name, nodes, max(diffs, default=float("nan")), cut)
     return None
 
 
 def localise_backend_rewrite(run: BackendRun, captured: Sequence[CapturedGraph],
-                             tolerance: Tolerance = Tolerance()) -> PassRewrite | None:
+                             oracle: Oracle = Oracle()) -> PassRewrite | None:
     """The user's backend itself changes what a Dynamo graph computes (a pass of its own, before
     Inductor): the graph Dynamo gave it, run eagerly, against what the backend's result returned
     on the same inputs with the graphs it handed Inductor run eagerly; where they differ beyond
@@ -241,7 +242,7 @@ def localise_backend_rewrite(run: BackendRun, captured: Sequence[CapturedGraph],
         after = [v for v in through_backend if isinstance(v, torch.Tensor)]
         if len(before) != len(after) or not handed:
             continue
-        verdicts = compare_values(before, _fp64_reference(original, inputs, before), after, tolerance)
+        verdicts = judge_outputs(oracle, PROGRAM, before, _fp64_reference(original, inputs, before), after)
         if all(v.outcome is Outcome.MATCH for v in verdicts):
             continue
         old = {n.name: n for n in original.graph.nodes if n.op.startswith("call")}

@@ -20,7 +20,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..search import ddmin
 from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
-from ..verdict.compare import Outcome, compare_values
+from ..verdict.compare import Outcome
+from ..verdict.judgement import GRAPH, judge_outputs
 from ..verdict.fx_eval import run_graph
 from ..verdict.graphs import Subgraph, reference_inputs
 from ..verdict.inductor_adapter import default_decompositions, is_lowered
@@ -181,8 +182,10 @@ class SubsystemSearch:
             log.warning("could not run the decomposition of %s eagerly: %s: %s", list(ops), type(error).__name__, error)
             return False
         eager = [self.context.eager_values[name] for name in self.subgraph.output_names]  # already computed
-        fp64 = run_graph(self.subgraph.graph_module, inputs, upcast=True)
-        verdicts = compare_values(eager, fp64, list(values), self.context.tolerance)
+        # Judged as the compiled subgraph is: the run's reference, units and scale floors.
+        oracle, names = self.context.oracle, self.subgraph.output_names
+        fp64 = run_graph(self.subgraph.graph_module, inputs, upcast=True) if oracle.needs_fp64(GRAPH) else None
+        verdicts = judge_outputs(oracle, GRAPH, eager, fp64, list(values), self.context.output_facts(names, eager, self.subgraph.graph_module))
         return len(verdicts) == len(eager) and all(v.outcome is Outcome.MATCH for v in verdicts)
 
     def lowering(self, decomposed: bool = False) -> Attribution | None:

@@ -10,22 +10,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import math
-import operator
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
 
 from .graphs import CapturedGraph
-from .compare import Difference, Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values, material_difference, worst
+from .compare import Difference, Outcome, Tolerance, TensorVerdict, material_difference, worst
 from ..search import BudgetExhausted
 from .graphs import GraphView, Subgraph, build_copies, build_subgraph, is_bookkeeping, plan_copies, reference_inputs, value_nodes
 from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, run_graph, to_fp64
-from .precision import MATMUL_OPERANDS, allowed_precision, op_base_name
+from .judgement import GRAPH, Oracle, OutputFacts, computed_by, judge_outputs, output_facts, scale_floor
 from .kernels import OutputCode
 
 log = logging.getLogger(__name__)
@@ -56,19 +54,33 @@ class GraphContext:
     captured: CapturedGraph
     view: GraphView
     eager_values: dict[str, Any]
-    tolerance: Tolerance = Tolerance()
-    rng_strict: bool = False  # random draws must match eager's under the same seed
-    seed: int = 0
-    reference: str = "fp64"  # "eager": compiled is judged against eager's values (--oracle eager/bitwise)
+    oracle: Oracle = Oracle()  # the run's judgement policy (reference, tolerance, units, draws, seed)
     # the last few eager replays (see replay): (key, the injected values, every node's replayed value)
     _replays: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
-    def from_captured(cls, captured: CapturedGraph, tolerance: Tolerance = Tolerance(),
-                      rng_strict: bool = False, seed: int = 0, reference: str = "fp64") -> "GraphContext":
-        torch.manual_seed(seed)
+    def from_captured(cls, captured: CapturedGraph, oracle: Oracle = Oracle()) -> "GraphContext":
+        torch.manual_seed(oracle.seed)
         values = interpret(captured.graph_module, captured.inputs)
-        return cls(captured, GraphView(captured.graph_module), values, tolerance, rng_strict, seed, reference)
+        return cls(captured, GraphView(captured.graph_module), values, oracle)
+
+    @property
+    def tolerance(self) -> Tolerance:
+        """The tolerance graphs and nodes are judged with (exact equality for ``--oracle bitwise``)."""
+        return self.oracle.tolerance_at(GRAPH)
+
+    @property
+    def rng_strict(self) -> bool:
+        return self.oracle.rng_strict
+
+    @property
+    def seed(self) -> int:
+        return self.oracle.seed
+
+    @property
+    def reference(self) -> str:
+        """"fp64", or "eager": compiled is judged against eager's values (--oracle eager/bitwise)."""
+        return self.oracle.reference
 
     def _draws(self, fp64: bool) -> dict[str, Any]:
         return {name: to_fp64(self.eager_values[name]) if fp64 else self.eager_values[name]
@@ -83,41 +95,6 @@ class GraphContext:
         """The RNG state and unused slots attention kernels return (:func:`is_bookkeeping`):
         judged by shape and dtype only, whatever the RNG rule."""
         return {name for name, node in self.view.nodes.items() if is_bookkeeping(node)}
-
-    @functools.cached_property
-    def _own_units(self) -> dict[str, float]:
-        """Compute nodes the user let compute below their dtype (TF32 matmuls and convolutions):
-        node name -> the unit roundoff allowed."""
-        units: dict[str, float] = {}
-        for node in self.view.compute_nodes:
-            for value in value_nodes(node):
-                allowed = allowed_precision(node.target, self.eager_values.get(value.name))
-                if allowed is not None:
-                    units[node.name] = max(units.get(node.name, 0.0), allowed.unit)
-        return units
-
-    def _output_units(self, subgraph: Subgraph, eager_outputs: list[Any]) -> list[float | None]:
-        """Per output of ``subgraph``: the coarsest precision the user allowed to the op that
-        computed it or to an op upstream of it inside the subgraph. Those roundings reach the
-        output, and eager and compiled may each round there or not (cuDNN picks a float32
-        algorithm for eager's layout and a TF32 one for the channels-last layout Inductor
-        chooses): measured in float32 ulps, a batch norm after a TF32 convolution would read as
-        a divergence that the user's own setting explains."""
-        own = [self._allowed_unit(name, value) for name, value in zip(subgraph.output_names, eager_outputs)]
-        if not self._own_units:
-            return own
-        inherited: dict[fx.Node, float] = {}
-        returned: list[fx.Node] = []
-        for node in subgraph.graph_module.graph.nodes:
-            if node.op == "output":
-                fx.node.map_arg(node.args[0], returned.append)
-            elif node.op == "call_function":
-                unit = max([self._own_units.get(node.name, 0.0)] + [inherited.get(s, 0.0) for s in node.all_input_nodes])
-                if unit:
-                    inherited[node] = unit
-        if len(returned) != len(own):
-            return own
-        return [max(unit or 0.0, inherited.get(node, 0.0)) or None for unit, node in zip(own, returned)]
 
     @property
     def name(self) -> str:
@@ -223,28 +200,22 @@ class GraphContext:
         inputs = reference_inputs(subgraph, self.eager_values)
         return self._verdict(subgraph, inputs, [values.get(name) for name in subgraph.output_names], own_inputs=False)
 
-    def _allowed_unit(self, name: str, value: Any) -> float | None:
-        """A matmul/convolution output the user let run below float32 (TF32): measured in that unit."""
-        node = _producer(self.view, name)
-        allowed = allowed_precision(node.target, value) if node is not None else None
-        return allowed.unit if allowed else None
+    def output_facts(self, names: Sequence[str], outputs: Sequence[Any],
+                     candidate: fx.GraphModule | None = None) -> list[OutputFacts]:
+        """The policy's facts of the named outputs, by the captured graph (units from ``outputs``,
+        or coarser from an op upstream in ``candidate``, the subgraph that computes them)."""
+        return output_facts(self.oracle, self.view.nodes, self.eager_values, names, self._random_values, outputs,
+                            candidate, self._bookkeeping)
 
     def scale_floor(self, name: str) -> float:
-        """The scale of what a reduction or matmul combined (see :func:`combined_scale`), looking
-        through the views and copies that reshape its result (a bias gradient is ``view(sum(...))``)."""
-        node = self.computed_by(name)
-        return combined_scale(node, self.eager_values) if node is not None else 0.0
+        """The scale of what a reduction or matmul combined, looking through reshapes
+        (:func:`~bisect_engine.verdict.judgement.scale_floor`)."""
+        return scale_floor(self.view.nodes, self.eager_values, name)
 
     def computed_by(self, name: str) -> fx.Node | None:
         """The node that computed value ``name``, looking through the views and copies that only
         reshape or copy it (a tensor saved for the backward is often ``clone(add)``)."""
-        node = _producer(self.view, name)
-        for _ in range(8):
-            if node is None or op_base_name(node.target) not in _RESHAPES or not node.args \
-                    or not isinstance(node.args[0], fx.Node):
-                break
-            node = node.args[0]
-        return node
+        return computed_by(self.view.nodes, name)
 
     def output_difference(self, name: str, value: Any) -> Difference:
         """Whether ``value`` differs materially from eager's ``name``, at the scale of what produced
@@ -256,16 +227,12 @@ class GraphContext:
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
                          else [self.eager_values[name] for name in subgraph.output_names])
         # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
-        fp64_outputs = (eager_outputs if self.reference == "eager" else
-                        run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True)))
-        units = self._output_units(subgraph, eager_outputs)
-        floors = [self.scale_floor(name) for name in subgraph.output_names]
-        verdicts = compare_values(eager_outputs, fp64_outputs, compiled_outputs, self.tolerance, units, floors)
+        fp64_outputs = (run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
+                        if self.oracle.needs_fp64(GRAPH) else None)
+        facts = self.output_facts(subgraph.output_names, eager_outputs, subgraph.graph_module)
+        verdicts = judge_outputs(self.oracle, GRAPH, eager_outputs, fp64_outputs, compiled_outputs, facts)
         if len(verdicts) != len(subgraph.output_names):
             return SubgraphVerdict(Outcome.MISMATCH, error=verdicts[0].reason)
-        drawn = self._bookkeeping if self.rng_strict else self._bookkeeping | self._random_values
-        verdicts = [compare_random_draw(eager, compiled) if name in drawn else verdict
-                    for name, eager, compiled, verdict in zip(subgraph.output_names, eager_outputs, compiled_outputs, verdicts)]
         outputs = dict(zip(subgraph.output_names, verdicts))
         return SubgraphVerdict(
             worst(verdicts).outcome if verdicts else Outcome.MATCH,
@@ -275,58 +242,6 @@ class GraphContext:
 
 
 REPLAYS_KEPT = 2
-
-_RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "t", "clone",
-             "alias", "expand", "_to_copy", "contiguous"}
-_ADDS = {"add", "sub", "rsub"}
-_MEANS = {"mean", "nanmean"}
-_SUMS = {"sum", "nansum"}
-
-
-def _rms(value: Any) -> float:
-    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
-        return 0.0
-    finite = value.detach().double()
-    finite = finite[torch.isfinite(finite)]
-    return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
-
-
-def _magnitude(value: Any) -> float:
-    if isinstance(value, torch.Tensor):
-        return _rms(value)
-    return abs(float(value)) if isinstance(value, (int, float)) else 0.0
-
-
-def combined_scale(node: fx.Node, values: dict[str, Any]) -> float:
-    """For a sum, mean, matmul, add or sub: the scale its rounding lives at, that of the terms it adds up.
-    A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
-    reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
-    floor is RMS(x) for a mean, RMS(x)*sqrt(n) for a sum of n terms, RMS(a)*RMS(b)*sqrt(k) for a
-    matmul; a wrong reduction (a term lost) is still off by ~1/eps units of it. 0: no floor."""
-    name = op_base_name(node.target)
-    args = [values.get(a.name) if isinstance(a, fx.Node) else a for a in node.args]
-    out = values.get(node.name)
-    if name in _ADDS and len(args) >= 2:  # a - b with a ~ b: the rounding is at the operands' scale
-        return max(_magnitude(args[0]), _magnitude(args[1]))
-    if name in _MEANS and args:
-        return _rms(args[0])
-    if name in _SUMS and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
-        terms = args[0].numel() / max(out.numel(), 1)
-        return _rms(args[0]) * math.sqrt(max(terms, 1.0))
-    if name in MATMUL_OPERANDS:
-        first, second = MATMUL_OPERANDS[name]
-        left = args[first] if len(args) > second else None
-        right = args[second] if len(args) > second else None
-        if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor) and left.dim() >= 1:
-            return _rms(left) * _rms(right) * math.sqrt(left.shape[-1])
-    return 0.0
-
-
-def _producer(view: GraphView, name: str) -> fx.Node | None:
-    node = view.nodes.get(name)
-    if node is not None and node.target is operator.getitem and node.args and isinstance(node.args[0], fx.Node):
-        return node.args[0]
-    return node
 
 
 def _crash(label: str, error: Exception) -> SubgraphVerdict:

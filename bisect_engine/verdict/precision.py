@@ -31,6 +31,28 @@ BF16 = 2.0 ** -8
 
 
 @dataclass(frozen=True)
+class Precision:
+    """The settings that let float32 matmuls and convolutions run below float32, as one value: the
+    judgement pins them (:meth:`current`), so a repro measures in the units the tool measured in
+    and runs its ops as the tool's run did (:meth:`apply`)."""
+
+    matmul_tf32: bool = False  # torch.backends.cuda.matmul.allow_tf32
+    cudnn_tf32: bool = True  # torch.backends.cudnn.allow_tf32 (on by default)
+    matmul_precision: str = "highest"  # torch.get_float32_matmul_precision()
+
+    @classmethod
+    def current(cls) -> "Precision":
+        return cls(bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32),
+                   torch.get_float32_matmul_precision())
+
+    def apply(self) -> None:
+        """Set torch's flags to these (a repro, in a process of its own, runs as the tool's run did)."""
+        torch.set_float32_matmul_precision(self.matmul_precision)
+        torch.backends.cuda.matmul.allow_tf32 = self.matmul_tf32
+        torch.backends.cudnn.allow_tf32 = self.cudnn_tf32
+
+
+@dataclass(frozen=True)
 class Allowed:
     setting: str  # the line that turns it off, for the report
     unit: float  # unit roundoff of the allowed precision
@@ -42,18 +64,20 @@ def op_base_name(target: Any) -> str:
     return str(packet).split(".")[0]
 
 
-def allowed_precision(target: Any, value: Any) -> Allowed | None:
-    """For the output ``value`` of an op ``target``: the reduced precision the user allowed, or None."""
+def allowed_precision(target: Any, value: Any, precision: Precision | None = None) -> Allowed | None:
+    """For the output ``value`` of an op ``target``: the reduced precision the user allowed, or None.
+    ``precision``: the settings to read (default: torch's flags now)."""
     if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
         return None
     name = op_base_name(target)
-    matmul_precision = torch.get_float32_matmul_precision()
+    flags = precision if precision is not None else Precision.current()
+    matmul_precision = flags.matmul_precision
     if name in _MATMULS:
-        if value.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+        if value.device.type == "cuda" and flags.matmul_tf32:
             return Allowed("torch.backends.cuda.matmul.allow_tf32 = False", TF32)
         if matmul_precision != "highest" and value.device.type in ("cuda", "cpu"):
             return Allowed('torch.set_float32_matmul_precision("highest")', BF16 if matmul_precision == "medium" else TF32)
-    if name in _CONVOLUTIONS and value.device.type == "cuda" and torch.backends.cudnn.allow_tf32:
+    if name in _CONVOLUTIONS and value.device.type == "cuda" and flags.cudnn_tf32:
         return Allowed("torch.backends.cudnn.allow_tf32 = False", TF32)
     return None
 

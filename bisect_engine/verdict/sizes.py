@@ -33,7 +33,7 @@ def context_at(context: GraphContext, symbol: str, size: int) -> GraphContext:
     values = {**bind_symbols(signature, captured.inputs), symbol: size}
     resized = dataclasses.replace(captured, name=captured.name, inputs=resized_inputs(signature, captured.inputs, values),
                                   later_inputs=[])
-    return GraphContext.from_captured(resized, context.tolerance, context.rng_strict, context.seed, context.reference)
+    return GraphContext.from_captured(resized, context.oracle)
 
 
 def judge_sizes(context: GraphContext, subgraph: Subgraph, compiler: Compiler, symbol: str, sizes: tuple[int, ...],

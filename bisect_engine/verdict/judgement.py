@@ -1,0 +1,250 @@
+"""The one judgement: a frozen policy (:class:`Oracle`) and one function that judges outputs by it.
+
+The policy is built once from the run's options (``EngineOptions.judgement``) and carried by every
+stage that compares a compiled value with eager's: the per-graph context, the model-level check,
+the batch and step scans, the pre-grad replays, the script session's calls, and the emitted repro
+(which embeds this module and the policy, so it judges exactly as the tool did). What it fixes:
+
+- the **reference**: fp64 (``--oracle outputs/strict``) or eager's own values (``eager/bitwise``);
+- the **tolerance** (``--tolerance``; exact equality for ``bitwise``; looser end to end);
+- the **unit rule**: an output the user let run below float32 (TF32/bf16 matmuls, convolutions) is
+  measured in that unit (:func:`~bisect_engine.verdict.precision.allowed_precision`), read from the
+  pinned :class:`~bisect_engine.verdict.precision.Precision` (``None``: torch's flags as they are);
+- **scale floors**: a reduction's or matmul's output is measured at the scale of what it combined;
+- the **random-draw rule**: with ``--rng data`` a random op's output is data (only its shape, dtype
+  and finiteness count); with ``strict`` it must match eager's draw under the seed;
+- the **headline ranking**: ``strict`` names the first divergent node, else the first whose
+  divergence reaches an output.
+
+Each site says which *scope* it judges at; the scope picks reference and tolerance from the policy:
+
+=========  ==================================  ========================  =========================
+scope      judges                              reference                 tolerance
+=========  ==================================  ========================  =========================
+graph      graphs, windows, nodes, repro       the policy's              the policy's graph one
+eager      a replay against eager's values     eager                     the policy's graph one
+program    scans, pre-grad cuts, script calls  fp64 (eager if none)      ``--tolerance``
+model      the whole model (``torch.compile``) fp64 (eager if none)      end to end (looser)
+=========  ==================================  ========================  =========================
+
+Pure: nothing here runs a graph. Embedded verbatim into every repro (after
+:mod:`~bisect_engine.verdict.compare` and :mod:`~bisect_engine.verdict.precision`), so it imports
+only torch and the standard library outside the ``__package__`` guard.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+import torch
+
+if __package__:  # imported by the tool; inside a repro these names are defined above
+    from .compare import BITWISE, Tolerance, TensorVerdict, compare_random_draw, compare_values
+    from .precision import MATMUL_OPERANDS, Precision, allowed_precision, op_base_name
+
+GRAPH, EAGER, PROGRAM, MODEL = "graph", "eager", "program", "model"
+SCOPES = (GRAPH, EAGER, PROGRAM, MODEL)
+# End to end, a model's error is the sum of every op's: per-op reorderings (a reduction split one
+# way, a fused multiply-add) compound through the layers and the backward, so a clean compiled
+# ResNet's BN-bias gradients sit at 3x eager's ulps. Judged with the per-graph rule, that is a
+# false alarm; a material difference (a wrong pass: millions of ulps) still stands far outside.
+MODEL_TOLERANCE = Tolerance(ratio=4.0, rms_floor_ulps=64.0, max_floor_ulps=1024.0)
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """How a compiled value is judged, for the whole run (see the module docstring)."""
+
+    tolerance: Tolerance = Tolerance()  # --tolerance
+    kind: str = "outputs"  # --oracle: outputs | strict | eager | bitwise
+    rng_strict: bool = False  # --rng strict: random draws must match eager's under ``seed``
+    seed: int = 0
+    precision: "Precision | None" = None  # None: torch's flags when judging (the tool's own run)
+
+    @property
+    def reference(self) -> str:
+        """What a graph's compiled values are judged against: "fp64" or "eager"."""
+        return "eager" if self.kind in ("eager", "bitwise") else "fp64"
+
+    @property
+    def strict_headline(self) -> bool:
+        """The headline culprit is the first divergent node (else the first reaching an output)."""
+        return self.kind == "strict"
+
+    def tolerance_at(self, scope: str) -> Tolerance:
+        if scope == MODEL:
+            return Tolerance(*(max(a, b) for a, b in zip(_fields(self.tolerance), _fields(MODEL_TOLERANCE))))
+        if scope == PROGRAM:
+            return self.tolerance
+        return BITWISE if self.kind == "bitwise" else self.tolerance
+
+    def needs_fp64(self, scope: str) -> bool:
+        """Whether judging at ``scope`` reads an fp64 reference (else eager's values stand in)."""
+        return scope in (PROGRAM, MODEL) or (scope == GRAPH and self.reference == "fp64")
+
+    def pinned(self) -> "Oracle":
+        """This policy with torch's precision flags as they are now (what a repro embeds)."""
+        return self if self.precision is not None else replace(self, precision=Precision.current())
+
+
+@dataclass(frozen=True)
+class OutputFacts:
+    """What the policy needs to know of one output besides its values."""
+
+    unit: "float | None" = None  # unit roundoff of a precision the user allowed below the dtype's
+    scale_floor: float = 0.0  # the scale of what the op that computed it combined
+    random: bool = False  # a random op's draw
+    bookkeeping: bool = False  # RNG state an attention kernel returns: a draw whatever the RNG rule
+
+
+def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Sequence[Any] | None",
+                  compiled: Sequence[Any], facts: "Sequence[OutputFacts] | None" = None) -> "list[TensorVerdict]":
+    """Every compiled output against eager's and the reference the policy names at ``scope``
+    (``fp64`` may be None where it is not needed or could not be computed: eager then stands in).
+    Lengths must agree, else one MISMATCH (as :func:`compare_values`)."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
+    reference = fp64 if oracle.needs_fp64(scope) and fp64 is not None else eager
+    facts = list(facts) if facts is not None and len(facts) == len(eager) else [OutputFacts()] * len(eager)
+    verdicts = compare_values(list(eager), list(reference), list(compiled), oracle.tolerance_at(scope),
+                              [f.unit for f in facts], [f.scale_floor for f in facts])
+    if len(verdicts) != len(eager):
+        return verdicts
+    return [compare_random_draw(e, c) if f.bookkeeping or (f.random and not oracle.rng_strict) else v
+            for e, c, f, v in zip(eager, compiled, facts, verdicts)]
+
+
+def judge_against_eager(oracle: Oracle, eager: Any, value: Any) -> "TensorVerdict":
+    """One value against eager's (an eager replay with a compiled value injected): scope ``eager``."""
+    return judge_outputs(oracle, EAGER, [eager], None, [value])[0]
+
+
+def _fields(tolerance: Tolerance) -> "tuple[float, float, float]":
+    return tolerance.ratio, tolerance.rms_floor_ulps, tolerance.max_floor_ulps
+
+
+# ---- the facts of a graph's outputs ---------------------------------------------------------------
+_RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "t", "clone",
+             "alias", "expand", "_to_copy", "contiguous"}
+_ADDS = {"add", "sub", "rsub"}
+_MEANS = {"mean", "nanmean"}
+_SUMS = {"sum", "nansum"}
+
+
+def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]",
+                 names: Sequence[str], random: "set[str] | frozenset[str]" = frozenset(),
+                 outputs: "Sequence[Any] | None" = None,
+                 candidate: "torch.fx.GraphModule | None" = None,
+                 bookkeeping: "set[str] | frozenset[str]" = frozenset()) -> "list[OutputFacts]":
+    """For each named value of a graph (``nodes`` by name, ``values`` eager's by name): the unit
+    the user allowed the op that made it (read from ``outputs``, default ``values``) or, coarser,
+    one the ``candidate`` computing them (a window, a whole graph) ran upstream of it, the scale
+    floor of what that op combined, and whether a random op drew it (``random``: their names) or
+    it is RNG state an attention kernel returns (``bookkeeping``: their names)."""
+    outputs = list(outputs) if outputs is not None else [values.get(name) for name in names]
+    upstream = upstream_units(oracle, candidate, values) if candidate is not None else [None] * len(names)
+    if len(upstream) != len(names):
+        upstream = [None] * len(names)
+    return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above), scale_floor(nodes, values, name),
+                        name in random, name in bookkeeping) for name, output, above in zip(names, outputs, upstream)]
+
+
+def upstream_units(oracle: Oracle, graph_module: "torch.fx.GraphModule", values: "Mapping[str, Any]") -> "list[float | None]":
+    """Per output of ``graph_module``: the coarsest unit the user allowed any op it was computed
+    through (a TF32 convolution's error reaches the relu after it; eager's does too). A node of
+    a per-node check reads its inputs as placeholders, so only its own op counts there."""
+    precision = oracle.precision if oracle.precision is not None else Precision.current()
+    units: "dict[torch.fx.Node, float | None]" = {}
+    for node in graph_module.graph.nodes:  # in topological order
+        own = None
+        if node.op == "call_function":
+            made_by = producer({node.name: node}, node.name)
+            allowed = allowed_precision(made_by.target if made_by is not None else node.target,
+                                        values.get(node.name), precision)
+            own = allowed.unit if allowed else None
+        for source in node.all_input_nodes:
+            own = _coarser(own, units.get(source))
+        units[node] = own
+    output = next(node for node in reversed(graph_module.graph.nodes) if node.op == "output")
+    returned: "list[torch.fx.Node]" = []
+    torch.fx.node.map_arg(output.args[0], returned.append)
+    return [units.get(node) for node in returned]
+
+
+def _coarser(a: "float | None", b: "float | None") -> "float | None":
+    return b if a is None else a if b is None else max(a, b)
+
+
+def allowed_unit(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", name: str, value: Any) -> "float | None":
+    """A matmul/convolution output the user let run below float32 (TF32): measured in that unit."""
+    node = producer(nodes, name)
+    allowed = allowed_precision(node.target, value, oracle.precision) if node is not None else None
+    return allowed.unit if allowed else None
+
+
+def scale_floor(nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]", name: str) -> float:
+    """The scale of what a reduction or matmul combined (see :func:`combined_scale`), looking
+    through the views and copies that reshape its result (a bias gradient is ``view(sum(...))``)."""
+    node = computed_by(nodes, name)
+    return combined_scale(node, values) if node is not None else 0.0
+
+
+def producer(nodes: "Mapping[str, torch.fx.Node]", name: str) -> "torch.fx.Node | None":
+    """The node that made value ``name`` (a multi-output op for its ``getitem``)."""
+    node = nodes.get(name)
+    if node is not None and node.target is operator.getitem and node.args and isinstance(node.args[0], torch.fx.Node):
+        return node.args[0]
+    return node
+
+
+def computed_by(nodes: "Mapping[str, torch.fx.Node]", name: str) -> "torch.fx.Node | None":
+    """The node that computed value ``name``, looking through the views and copies that only
+    reshape or copy it (a tensor saved for the backward is often ``clone(add)``)."""
+    node = producer(nodes, name)
+    for _ in range(8):
+        if node is None or op_base_name(node.target) not in _RESHAPES or not node.args \
+                or not isinstance(node.args[0], torch.fx.Node):
+            break
+        node = node.args[0]
+    return node
+
+
+def _rms(value: Any) -> float:
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
+        return 0.0
+    finite = value.detach().double()
+    finite = finite[torch.isfinite(finite)]
+    return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
+
+
+def _magnitude(value: Any) -> float:
+    if isinstance(value, torch.Tensor):
+        return _rms(value)
+    return abs(float(value)) if isinstance(value, (int, float)) else 0.0
+
+
+def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]") -> float:
+    """For a sum, mean, matmul, add or sub: the scale its rounding lives at, that of the terms it adds up.
+    A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
+    reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
+    floor is RMS(x) for a mean, RMS(x)*sqrt(n) for a sum of n terms, RMS(a)*RMS(b)*sqrt(k) for a
+    matmul; a wrong reduction (a term lost) is still off by ~1/eps units of it. 0: no floor."""
+    name = op_base_name(node.target)
+    args = [values.get(a.name) if isinstance(a, torch.fx.Node) else a for a in node.args]
+    out = values.get(node.name)
+    if name in _ADDS and len(args) >= 2:  # a - b with a ~ b: the rounding is at the operands' scale
+        return max(_magnitude(args[0]), _magnitude(args[1]))
+    if name in _MEANS and args:
+        return _rms(args[0])
+    if name in _SUMS and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
+        terms = args[0].numel() / max(out.numel(), 1)
+        return _rms(args[0]) * math.sqrt(max(terms, 1.0))
+    if name in MATMUL_OPERANDS:
+        first, second = MATMUL_OPERANDS[name]
+        left = args[first] if len(args) > second else None
+        right = args[second] if len(args) > second else None
+        if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor) and left.dim() >= 1:
+            return _rms(left) * _rms(right) * math.sqrt(left.shape[-1])
+    return 0.0
