@@ -2,14 +2,14 @@
 
 A clean graph needs only its whole compile; an isolated wrong op needs only the per-node check and
 the culprit compiled alone (its compiled value, replayed eagerly, stands for the whole graph: see
-``pipeline._culprit_first``). Which one a graph is, nobody knows before compiling it. Where the run
-does not know that the program diverges (a model file, no failing batch or step found), a graph is
-compiled whole first when that compile is estimated no dearer than the per-node check: then a
-clean graph costs one compile, and a wrong one pays one compile more, no dearer than the
-per-node check it spares a clean graph. Where the run knows the program diverges (script mode, a
-scan's failing batch or step: ``EngineOptions.divergence_known``), or the graph's per-node check is
-much cheaper than its whole compile (a deep stack of identical layers compiles each distinct node
-once), the per-node check comes first, as the last round made it.
+``pipeline._culprit_first``). Which one a graph is, nobody knows before compiling it: whole first,
+a clean graph costs one compile and a wrong one pays its whole compile on top of the two; per-node
+check first, a wrong graph costs two and a clean one pays the per-node check on top of its whole
+compile. Where the run knows the program diverges (script mode, a scan's failing batch or step:
+``EngineOptions.divergence_known``) the per-node check comes first. Where it does not (a model
+file), clean runs are the common case (CI, a user's first try), so the whole graph comes first
+unless its compile is much dearer than the per-node check's: a deep stack of identical layers,
+whose per-node check compiles each distinct node once (resmlp600: 462 compute nodes, 18 copies).
 """
 from __future__ import annotations
 
@@ -17,11 +17,14 @@ from ..verdict.graphs import plan_copies
 from ..verdict.oracle import GraphContext
 from .options import EngineOptions
 
-# What a compile costs grows with the kernels it builds: the whole graph's fused kernels (at most
-# one per compute node, fewer once fused) against the per-node check's copies (one kernel per
-# distinct node). Measured on the corpus (notes/clean1.md): a whole graph of up to this many
-# compute nodes per copy compiles no slower than its per-node check.
-NODES_PER_COPY = 3.0
+# A compile's cost grows with the kernels it builds: the whole graph's (at most one per compute
+# node, fewer once fused) against the per-node check's copies (one per distinct node). Measured
+# (notes/clean1.md): at 2.3-2.4 compute nodes per copy (tiny HF BERT, GPT-2) the two compiles take
+# about as long; the whole graph first pays off while clean runs are at least twice as common as
+# wrong ones and its compile is at most twice the per-node check's: about 5 nodes per copy. Every
+# corpus model is below it (the largest, a BART with its cache, 3.6), the benchmarks' deep stacks
+# far above (deep458 20, resmlp600 26).
+NODES_PER_COPY = 5.0
 
 
 def whole_first(context: GraphContext, options: EngineOptions) -> bool:
