@@ -22,7 +22,7 @@ from .options import EngineOptions
 # (notes/clean1.md): at 2.3-2.4 compute nodes per copy (tiny HF BERT, GPT-2) the two compiles take
 # about as long; the whole graph first pays off while clean runs are at least twice as common as
 # wrong ones and its compile is at most twice the per-node check's: about 5 nodes per copy. Every
-# corpus model is below it (the largest, a BART with its cache, 3.6), the benchmarks' deep stacks
+# corpus graph is below it (the largest, T5 training's backward, 4.4), the benchmarks' deep stacks
 # far above (deep458 20, resmlp600 26).
 NODES_PER_COPY = 5.0
 
