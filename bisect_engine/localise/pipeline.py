@@ -281,8 +281,9 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         if result.model_level == "mismatch":
             # Every graph matched on its first call, yet the model diverges: a graph called again
             # (a shared block, a decode loop) may meet values its first call never showed.
-            compiler.stage = "localise"
-            finding = _later_calls(result, judge, options, progress, on_divergence)
+            compiler.stage = "localise"  # the model is known to diverge: the per-node check first
+            known = dataclasses.replace(options, divergence_known=True)
+            finding = _later_calls(result, judge, known, progress, on_divergence)
         if finding is not None:
             _follow_up(finding, judge, search, compiler, options, progress)
             return
