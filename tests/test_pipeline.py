@@ -56,8 +56,9 @@ def _run(spec: ModelSpec, captured: list[Any], compiler: FakeCompiler, **options
 
 
 def test_an_isolated_op_bug_costs_two_localisation_compiles_and_names_the_lowering(spec, captured) -> None:
+    # the program is known to diverge (script mode, a scan's failing batch): the per-node check first
     compiler = FakeCompiler(("relu",), _relu_kernel(captured))
-    result, report = _run(spec, captured, compiler)
+    result, report = _run(spec, captured, compiler, divergence_known=True)
     assert report["verdict"] == "divergent"
     assert (report["culprit"]["op"], report["culprit"]["kind"], report["culprit"]["confirmed_alone"]) == \
         ("aten.relu.default", "node", True)
@@ -71,9 +72,12 @@ def test_an_isolated_op_bug_costs_two_localisation_compiles_and_names_the_loweri
     assert "not compiled: forward_0 as a whole" in summary(report)
 
 
-def test_whole_graph_first_when_asked_costs_three_compiles_with_the_same_answer(spec, captured) -> None:
+@pytest.mark.parametrize("order", [{"culprit_first": False}, {}], ids=["asked", "small-graph-unknown-outcome"])
+def test_whole_graph_first_costs_three_compiles_with_the_same_answer(spec, captured, order: dict[str, Any]) -> None:
+    # asked for, or chosen: a model file (outcome unknown) whose graph compiles whole no dearer
+    # than its per-node check; the wrong op then costs one compile more than with the node check first
     compiler = FakeCompiler(("relu",), _relu_kernel(captured))
-    result, report = _run(spec, captured, compiler, culprit_first=False)
+    result, report = _run(spec, captured, compiler, **order)
     assert (report["verdict"], report["culprit"]["op"], report["culprit"]["confirmed_alone"]) == \
         ("divergent", "aten.relu.default", True)
     assert compiler.by_stage["localise"] == 3  # whole graph, per-node check, the culprit alone
@@ -89,21 +93,64 @@ def test_without_a_culprit_alone_the_whole_graph_is_compiled_and_decides(spec, c
     assert report["graphs"][0]["whole"] == "mismatch" and report["culprit"]["kind"] == "window"
 
 
-def test_a_clean_graph_costs_the_node_check_and_the_whole_graph_then_the_model_level_check(spec, captured) -> None:
+def test_a_clean_graph_costs_one_compile_then_the_model_level_check(spec, captured) -> None:
     compiler = FakeCompiler(("nothing",))
     result, report = _run(spec, captured, compiler)
     assert report["verdict"] == "clean" and report["culprit"] is None
-    assert compiler.by_stage == {"localise": 2, "model_check": 1}
+    assert compiler.by_stage == {"localise": 1, "model_check": 1}
+    assert report["stats"]["compiles_by_stage"] == {"localise": 1, "model_check": 1}
     assert report["model_level"] == "match"
     # judged as before: by the whole graph's compile (the per-node check's verdict is not reported)
     assert report["graphs"][0]["whole_by"] == "compile" and report["graphs"][0]["checked_nodes"] == 0
+
+
+def test_a_clean_training_model_costs_one_localisation_compile_per_graph(spec) -> None:
+    # forward and backward, the outcome unknown (a model file): each graph compiled whole, once
+    torch.manual_seed(0)
+    training = ModelSpec(Path("block.py"), Block(), (torch.randn(4, 8),), lambda out: out.sum(), None)
+    graphs, _ = capture(training.model, training.inputs, training.loss_fn)
+    compiler = FakeCompiler(("nothing",))
+    result, report = _run(training, graphs, compiler)
+    assert report["verdict"] == "clean" and report["stats"]["graphs_captured"] == len(graphs) == 2
+    assert report["stats"]["compiles_by_stage"]["localise"] == len(graphs)
+    assert [g["whole_by"] for g in report["graphs"]] == ["compile", "compile"]
+
+
+class Stack(torch.nn.Module):
+    """Sixteen identical layers: the per-node check compiles each distinct node once (three
+    copies), the whole graph every one of its nodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def test_a_deep_stack_of_identical_layers_keeps_the_per_node_check_first() -> None:
+    torch.manual_seed(0)
+    stack = ModelSpec(Path("stack.py"), Stack().eval(), (torch.randn(4, 8),), None, None)
+    with torch.no_grad():
+        graphs, _ = capture(stack.model, stack.inputs)
+    relu = next(n for n in graphs[0].graph_module.graph.nodes if n.target is torch.ops.aten.relu.default)
+    compiler = FakeCompiler(("relu",), kernel(relu))
+    result, report = _run(stack, graphs, compiler, stop_after="localise")
+    # the whole compile is the dear one here: an isolated-op bug still costs two, the whole skipped
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.relu.default")
+    assert compiler.by_stage == {"localise": 2} and report["graphs"][0]["whole_by"] == "eager_injection"
+    compiler = FakeCompiler(("nothing",))
+    result, report = _run(stack, graphs, compiler)
+    assert report["verdict"] == "clean" and compiler.by_stage == {"localise": 2, "model_check": 1}
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 4])
 def test_max_compiles_caps_every_stage_and_the_report_says_which(spec, captured, limit: int) -> None:
     compiler = FakeCompiler(("relu",), _relu_kernel(captured))
     compiler.budget = Budget(max_compiles=limit)
-    result, report = _run(spec, captured, compiler, max_compiles=limit)
+    result, report = _run(spec, captured, compiler, max_compiles=limit, divergence_known=True)
     assert compiler.compiles == limit
     stage = "localise" if limit < 2 else "subsystem"  # the refused compile is the next stage's
     assert report["budget"] == (f"--max-compiles {limit} reached ({limit} compiles) during the {stage} stage; "
@@ -162,7 +209,13 @@ def test_a_culprit_whose_error_never_reaches_the_outputs_leaves_the_verdict_to_t
     compiler = FakeCompiler(("relu",), kernel(relu))
     result, report = _run(spec, graphs, compiler)
     # relu is wrong alone, but its value replayed eagerly leaves the outputs as they are: the whole
-    # graph is compiled and matches, as it did before the per-node check came first
+    # graph is compiled and matches, as it did before the per-node check came first (a small
+    # graph: compiled whole first, one compile; with the per-node check first, two)
+    assert report["verdict"] == "clean" and report["culprit"] is None
+    assert compiler.by_stage == {"localise": 1, "model_check": 1}
+    assert report["graphs"][0]["whole_by"] == "compile" and report["not_checked"] == []
+    compiler = FakeCompiler(("relu",), kernel(relu))
+    result, report = _run(spec, graphs, compiler, divergence_known=True)
     assert report["verdict"] == "clean" and report["culprit"] is None
     assert compiler.by_stage == {"localise": 2, "model_check": 1}
     assert report["graphs"][0]["whole_by"] == "compile" and report["not_checked"] == []

@@ -33,6 +33,11 @@ class EngineOptions:
     # culprit's compiled value, replayed eagerly, already makes the graph's outputs diverge
     # (False: the whole graph is always compiled first, as before)
     culprit_first: bool = True
+    # the program is known to diverge (script mode, a scan's failing batch or step): every graph
+    # takes the per-node check first; unknown (a model file), a graph whose whole compile is no
+    # dearer than its per-node check is compiled whole first, so a clean graph costs one compile
+    # (see localise/order.py)
+    divergence_known: bool = False
 
     @property
     def judgement(self) -> Oracle:

@@ -1,6 +1,9 @@
 """The pipeline from a model to a finding: capture, confirm, per-node verdicts, windows, subsystem.
 
-Stages, in order, for each captured graph (forward graphs in call order, then backward):
+Stages, in order, for each captured graph (forward graphs in call order, then backward); where
+the per-node check is much cheaper than the whole compile, or the program is known to diverge, it
+runs first and a culprit that explains the outputs skips the whole compile (``_culprit_first``,
+``order.whole_first``):
 1. *confirm*: the whole graph compiled once and judged against eager/fp64;
 2. *nodes*: when it diverges, crashes or holds NaN/Inf, every node compiled once, each on
    reference inputs (a crash is narrowed down to the nodes that crash alone);
@@ -49,6 +52,7 @@ from .culprit_code import kept_kernels
 from .hop import attribute_inside, descend_into_hop
 from .judge import Judge, RunSearch, new_search
 from .options import EngineOptions
+from .order import whole_first
 
 log = logging.getLogger(__name__)
 
@@ -277,8 +281,9 @@ def _localise(result: RunResult, judge: Judge, options: EngineOptions, progress:
         if result.model_level == "mismatch":
             # Every graph matched on its first call, yet the model diverges: a graph called again
             # (a shared block, a decode loop) may meet values its first call never showed.
-            compiler.stage = "localise"
-            finding = _later_calls(result, judge, options, progress, on_divergence)
+            compiler.stage = "localise"  # the model is known to diverge: the per-node check first
+            known = dataclasses.replace(options, divergence_known=True)
+            finding = _later_calls(result, judge, known, progress, on_divergence)
         if finding is not None:
             _follow_up(finding, judge, search, compiler, options, progress)
             return
@@ -451,8 +456,10 @@ def _culprit_first(context: GraphContext, run_result: RunResult, search: RunSear
     outputs fail the rule the whole graph's compile would be judged by, that compile is skipped
     (it would only repeat it; ``whole_by`` says so). Otherwise ``None``: the usual order runs,
     and the search's cache serves these verdicts again (no compile twice). Graphs that draw random
-    numbers, or whose eager outputs hold NaN/Inf, always take the usual order."""
-    if not options.culprit_first or context.view.random_names():
+    numbers, or whose eager outputs hold NaN/Inf, always take the usual order; so do graphs whose
+    whole compile is no dearer than the per-node check, unless the program is known to diverge
+    (:func:`~bisect_engine.localise.order.whole_first`: a clean graph then costs one compile)."""
+    if not options.culprit_first or context.view.random_names() or whole_first(context, options):
         return None
     outputs = context.view.output_names(context.captured.model_outputs)
     if outputs_problem(context.view, context.eager_values, outputs) is not None:

@@ -80,8 +80,8 @@ def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress
     model = cast(torch.nn.Module, copy.deepcopy(spec.model))  # training steps: get_model() is a Module
     model.load_state_dict(finding.state)
     dims = recompiled_dims(batches, finding.step) if spec.dynamic is not False else []  # see _batches_flow
-    result = run(dataclasses.replace(spec, model=model, inputs=marked_dynamic(finding.batch, dims)), options, progress,
-                 compiler, on_divergence)
+    result = run(dataclasses.replace(spec, model=model, inputs=marked_dynamic(finding.batch, dims)), _known(options),
+                 progress, compiler, on_divergence)
     result.scan = {"step": finding.step, "step_detail": finding.to_json()}
     if result.finding is None and result.draws_random:
         result.scan = {"step": None, "step_detail": {**finding.to_json(), "cleared": CLEARED.format(what=f"step {finding.step}")}}
@@ -97,15 +97,21 @@ def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, p
     # Batches of several sizes: the job ran this one through Dynamo's symbolic recompile.
     dims = recompiled_dims(batches, finding.index) if spec.dynamic is not False else []
     inputs = take_samples(finding.batch, finding.samples) if finding.samples else finding.batch
-    result = run(dataclasses.replace(spec, inputs=marked_dynamic(inputs, dims)), options, progress, compiler, on_divergence)
+    result = run(dataclasses.replace(spec, inputs=marked_dynamic(inputs, dims)), _known(options), progress, compiler,
+                 on_divergence)
     if result.finding is None and finding.samples:  # the samples alone do not show it: whole batch
-        result = run(dataclasses.replace(spec, inputs=marked_dynamic(finding.batch, dims)), options, progress, compiler,
-                     on_divergence)
+        result = run(dataclasses.replace(spec, inputs=marked_dynamic(finding.batch, dims)), _known(options), progress,
+                     compiler, on_divergence)
         finding = dataclasses.replace(finding, samples=None)
     result.scan = {"batch": finding.to_json()}
     if result.finding is None and result.draws_random:
         result.scan = {"batch": None, "batch_detail": {**finding.to_json(), "cleared": CLEARED.format(what=f"batch {finding.index}")}}
     return result
+
+
+def _known(options: EngineOptions) -> EngineOptions:
+    """The scan saw this batch or step diverge: every graph takes the per-node check first."""
+    return dataclasses.replace(options, divergence_known=True)
 
 
 def _clean(spec: ModelSpec, compiler: Compiler, scan: dict[str, Any]) -> RunResult:

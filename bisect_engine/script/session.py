@@ -408,7 +408,7 @@ class Session:
 
         spec = self._spec(record, pristine)
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
-                                stop_after=self.settings.stage)  # type: ignore[arg-type]
+                                stop_after=self.settings.stage, divergence_known=True)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
@@ -440,7 +440,7 @@ class Session:
         if not captured:
             return None
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
-                                stop_after=self.settings.stage)  # type: ignore[arg-type]
+                                stop_after=self.settings.stage, divergence_known=True)  # type: ignore[arg-type]
         result = run_captured(self._spec(record, pristine), captured, options, self.progress, model_level_check=False,
                               backend_run=backend_run)
         self.engine_compiles += result.compiler.compiles
