@@ -421,7 +421,19 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
     if on_divergence is not None and (whole.outcome is not Outcome.MATCH or eager_problem or compiled_problem
                                       or result.material):
         on_divergence()
-    with progress.step(f"{graph.name}: per-node verdicts"):
+    _localise_in_graph(result, run_result, judge, options, progress)
+    _nan_forensics(result)
+    if not result.has_finding:
+        _differences(result, search, options)
+    return result
+
+
+def _localise_in_graph(result: GraphResult, run_result: RunResult, judge: Judge, options: EngineOptions,
+                       progress: Progress) -> None:
+    """A graph that diverged, crashed or made NaN/Inf: the per-node check, then the culprit alone,
+    a window, the amplifying op, or our own recompile's fault."""
+    search, context, whole = _search_of(run_result), result.context, result.whole
+    with progress.step(f"{context.name}: per-node verdicts"):
         result.nodes = check_nodes(context, search)
     if result.crash and _crash_is_ours(result, run_result, options, progress):
         _crash_as_harness(result, run_result)
@@ -443,10 +455,6 @@ def _examine(graph: CapturedGraph, run_result: RunResult, judge: Judge, options:
                           "real_compile": run_result.model_level}
     elif whole.outcome is not Outcome.MATCH:
         _search_window(result, search, progress, result.nodes.checked)
-    _nan_forensics(result)
-    if not result.has_finding:
-        _differences(result, search, options)
-    return result
 
 
 def _culprit_first(context: GraphContext, run_result: RunResult, search: RunSearch, options: EngineOptions,
