@@ -3,34 +3,26 @@ sin(x) * 1.05. The only sin of the model is in the loop body (h <- h + 0.5 * sin
 graph shows one while_loop node. The tool must judge it as one op, then name aten.sin.default
 inside its body_fn (traced on the first iteration's values).
 """
-import torch
-import torch._functorch.config
-import torch._inductor.config
-from torch import nn
-from torch._higher_order_ops import while_loop
+import importlib.util
+import sys
+from pathlib import Path
 
-aten = torch.ops.aten
+
+def _sibling(name):
+    """A case file beside this one, loaded as its own module (in sys.modules: Dynamo looks up the
+    globals of the functions it traces by their module's name)."""
+    spec = importlib.util.spec_from_file_location(f"_{name}", Path(__file__).with_name(f"{name}.py"))
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
+
+
+_wrong_sin = _sibling("moe_cond_sin_lowering")  # its plant(): the wrong aten.sin lowering
+_model = _sibling("while_loop_refine")  # the clean twin: the same model, no bug
 
 
 def plant():
-    """Install the bug: a wrong entry for aten.sin in Inductor's lowering table (idempotent)."""
-    from torch._inductor import lowering
-    from torch._inductor.ir import Pointwise
-    from torch._inductor.virtualized import ops
-    torch._inductor.config.fx_graph_cache = False
-    torch._functorch.config.enable_autograd_cache = False
-    original = lowering.lowerings[aten.sin.default]
-    if getattr(original, "_planted", False):
-        return
-
-    def wrong_sin(x):
-        loader = original(x).make_loader()
-        dtype = x.get_dtype()
-        return Pointwise.create(device=x.get_device(), dtype=dtype, ranges=list(x.get_size()),
-                                inner_fn=lambda index: ops.mul(loader(index), ops.constant(1.05, dtype)))  # BUG
-
-    wrong_sin._planted = True
-    lowering.lowerings[aten.sin.default] = wrong_sin
+    _wrong_sin.plant()
 
 
 plant()
@@ -42,32 +34,9 @@ EXPECTED = {"verdict": "divergent", "op": "aten.sin.default", "kind": "node", "g
             "inside": {"hop": "while_loop", "subgraph": "body_fn"}}
 
 
-class Refine(nn.Module):
-    def __init__(self, width: int = 16, steps: int = 4):
-        super().__init__()
-        self.steps = steps
-        self.inp = nn.Linear(width, width)
-        self.step = nn.Linear(width, width)
-        self.out = nn.Linear(width, width)
-
-    def forward(self, x):
-        weight, bias = self.step.weight, self.step.bias
-
-        def cond_fn(i, h):
-            return i < self.steps
-
-        def body_fn(i, h):
-            return i + 1, h + 0.5 * torch.sin(h @ weight.t() + bias)
-
-        _, h = while_loop(cond_fn, body_fn, (torch.zeros((), dtype=torch.int64), self.inp(x)))
-        return self.out(h)
-
-
 def get_model():
-    torch.manual_seed(0)
-    return Refine().eval()
+    return _model.get_model()
 
 
 def get_inputs():
-    torch.manual_seed(1)
-    return (torch.randn(8, 16),)
+    return _model.get_inputs()
