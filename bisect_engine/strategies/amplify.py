@@ -24,7 +24,7 @@ import torch.fx as fx
 from ..search import ddmin, first_failing_prefix
 from ..verdict.candidate import ReplayCandidate
 from ..verdict.compare import Difference, Outcome, elementwise_change, material_difference, rounding_unit
-from ..verdict.graphs import is_bookkeeping, value_nodes
+from ..verdict.graphs import value_nodes
 from ..verdict.oracle import GraphContext
 from ..verdict.replay import injected_values, replay
 
@@ -80,8 +80,7 @@ def differing_nodes(context: GraphContext, checked: tuple[str, ...], compiled_va
 def random_values(context: GraphContext) -> set[str]:
     """Values random ops draw, and the RNG state attention kernels return: compiled draws other
     numbers, never a difference to attribute."""
-    drawn = {v.name for name in context.view.random_names() for v in value_nodes(context.view.nodes[name])}
-    return drawn | {name for name, node in context.view.nodes.items() if is_bookkeeping(node)}
+    return context.not_results
 
 
 def find_amplification(context: GraphContext, search: Any, checked: tuple[str, ...],

@@ -41,9 +41,12 @@ def faithful_copy(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> tor
     if tensor.layout != torch.strided or tensor.is_contiguous() or tensor.numel() == 0 or any(s < 0 for s in tensor.stride()):
         return tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
     span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
-    dense = tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
-    if dense.stride() == tensor.stride() or span > SPAN_LIMIT * tensor.numel():
-        return dense
+    if span > SPAN_LIMIT * tensor.numel():
+        return tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
+    if span == tensor.numel():  # no gaps: a dense (permuted) tensor, whose strides clone() keeps
+        dense = tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
+        if dense.stride() == tensor.stride():
+            return dense
     covered = torch.as_strided(tensor, (span,), (1,), tensor.storage_offset()).to(dtype, copy=True)
     return torch.as_strided(covered, tensor.shape, tensor.stride(), 0)
 

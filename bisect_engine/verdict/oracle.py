@@ -90,6 +90,12 @@ class GraphContext:
     def _random_values(self) -> set[str]:
         return {v.name for name in self.view.random_names() for v in value_nodes(self.view.nodes[name])}
 
+    @property
+    def not_results(self) -> set[str]:
+        """Values that are no result to compare: what random ops draw, and the RNG state attention
+        kernels return."""
+        return self._random_values | self._bookkeeping
+
     @functools.cached_property
     def _bookkeeping(self) -> set[str]:
         """The RNG state and unused slots attention kernels return (:func:`is_bookkeeping`):
