@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import pytest
 
@@ -29,3 +32,47 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "end-to-end cases, wall seconds (two at a time)")
         for stem, seconds in sorted(E2E_SECONDS.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{seconds:7.1f}  {stem}")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A slow subprocess run a test module declares (``background_jobs(session)``): started as soon
+    as collection ends, so the end-to-end runs go on while the in-process tests do."""
+    key: str
+    cost: float  # rough seconds: the dearest start first, so the pool's last job ends soon after the rest
+    run: Callable[[], Any]
+
+
+# Two at a time fits a 2-core CI machine; BISECT_TEST_WORKERS raises it on bigger ones.
+WORKERS = int(os.environ.get("BISECT_TEST_WORKERS", "2"))
+_FUTURES: dict[str, Future[Any]] = {}
+_POOLS: list[ThreadPoolExecutor] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    jobs: list[Job] = []
+    modules: list[Any] = []
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if module is not None and hasattr(module, "background_jobs") and module not in modules:
+            modules.append(module)
+            jobs += module.background_jobs(session)
+    if not jobs:
+        return
+    pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="background-run")
+    _POOLS.append(pool)
+    for job in sorted(jobs, key=lambda job: -job.cost):
+        _FUTURES[job.key] = pool.submit(job.run)
+
+
+def background_result(key: str, run: Callable[[], Any]) -> Any:
+    """The background run's result (waited for), or ``run()`` here when it was never started."""
+    future = _FUTURES.get(key)
+    return future.result() if future is not None else run()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for pool in _POOLS:
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -16,14 +16,13 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import E2E_SECONDS
+from conftest import E2E_SECONDS, Job, background_result
 
 ROOT = Path(__file__).resolve().parents[1]
 # BISECT_TEST_DEVICE=cuda runs every case whose DEVICES lists cuda with `--device cuda` (its model,
@@ -160,14 +159,24 @@ def _wanted(items: list[pytest.Item]) -> list[Path]:
     return [case for case in CASES if case.stem in stems] or CASES
 
 
+def _cost(case: Path) -> float:
+    """Rough seconds, to start the dearest first: a planted case also verifies its repro twice."""
+    return 60.0 if _literal(case, "PLANTED", None) is not None else 20.0
+
+
+def background_jobs(session: pytest.Session) -> list[Job]:
+    """Every wanted case, started when collection ends (tests/conftest.py runs them two at a time
+    beside the in-process tests)."""
+    base = session.config._tmp_path_factory.mktemp("e2e")  # type: ignore[attr-defined]
+    return [Job(f"e2e:{case.stem}", _cost(case), lambda case=case: _run_case(case, base))
+            for case in _wanted(session.items)]
+
+
 @pytest.fixture(scope="session")
 def case_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseRun]:
-    base = tmp_path_factory.mktemp("e2e")
-    cases = _wanted(request.session.items)
-    # Two at a time fits a 2-core CI machine; BISECT_TEST_WORKERS raises it on bigger ones.
-    with ThreadPoolExecutor(max_workers=int(os.environ.get("BISECT_TEST_WORKERS", "2"))) as pool:
-        runs = list(pool.map(lambda case: _run_case(case, base), cases))
-    return {run.case.stem: run for run in runs}
+    base = tmp_path_factory.mktemp("e2e-here")
+    return {case.stem: background_result(f"e2e:{case.stem}", lambda case=case: _run_case(case, base))
+            for case in _wanted(request.session.items)}
 
 
 def _ids() -> list[str]:

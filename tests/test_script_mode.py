@@ -14,13 +14,14 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 import torch
+
+from conftest import Job, background_result
 
 from bisect_engine import autostart
 from bisect_engine.script.hook import HOOK_LINE, install_hook, uninstall_hook
@@ -339,11 +340,10 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def hook_site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def _hook_site(factory: pytest.TempPathFactory) -> dict[str, str]:
     """The real hook line, installed into a throwaway site folder that every process of the runs
     adds at start-up (a ``sitecustomize`` on PYTHONPATH): nothing is written to the venv."""
-    base = tmp_path_factory.mktemp("hook")
+    base = factory.mktemp("hook")
     site_dir, custom = base / "site", base / "custom"
     site_dir.mkdir()
     custom.mkdir()
@@ -352,13 +352,25 @@ def hook_site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(custom), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
+def _jobs(factory: pytest.TempPathFactory) -> dict[str, Callable[[], Run]]:
+    base, site = factory.mktemp("script_mode"), _hook_site(factory)
+    return {name: (lambda name=name, command=command, env=env: _run(base, name, command, **{**site, **env}))
+            for name, (command, env) in RUNS.items()}
+
+
+def background_jobs(session: pytest.Session) -> list[Job]:
+    """The runs, started when collection ends, when any test of this file reads them (tests/conftest.py)."""
+    if not any("runs" in getattr(item, "fixturenames", ()) for item in session.items
+               if getattr(item, "module", None) is sys.modules[__name__]):
+        return []
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    return [Job(f"script:{name}", 40.0, run) for name, run in _jobs(factory).items()]
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, hook_site: dict[str, str]) -> dict[str, Run]:
-    base = tmp_path_factory.mktemp("script_mode")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(_run, base, name, command, **{**hook_site, **env})
-                   for name, (command, env) in RUNS.items()}
-        return {name: future.result() for name, future in futures.items()}
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    return {name: background_result(f"script:{name}", lambda name=name: _jobs(tmp_path_factory)[name]())
+            for name in RUNS}
 
 
 @pytest.mark.e2e
