@@ -175,3 +175,30 @@ def test_a_gradient_that_is_zero_in_exact_arithmetic_is_not_material() -> None:
     assert floor > 1.0
     assert not material_difference(eager, compiled, scale_floor=floor).material
     assert material_difference(eager, compiled + 0.5, scale_floor=floor).material  # a real error still is
+
+
+def test_against_eager_a_rounding_eager_made_upstream_of_a_sub_is_not_floored_away() -> None:
+    """``(x + 32) - 32`` in bf16: eager rounds ``x + 32`` (spacing 0.25), a fused compile does not.
+    Against fp64 the sub is judged at its operands' scale (what it inherits is eager's error too);
+    with eager's values as the reference (``--oracle eager``) that floor would hide exactly the
+    difference the user asked to see, so it is gone there, and the 0.125 difference is a mismatch."""
+    from bisect_engine.verdict.judgement import GRAPH, Oracle, judge_outputs, output_facts
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    shifted = graph.call_function(torch.ops.aten.add.Tensor, (x, 32.0), name="add")
+    back = graph.call_function(torch.ops.aten.sub.Tensor, (shifted, 32.0), name="sub")
+    graph.output((back,))
+    nodes = {node.name: node for node in graph.nodes}
+    torch.manual_seed(0)
+    inputs = torch.randn(64, 16).to(torch.bfloat16)
+    values = {"x": inputs, "add": inputs + 32.0, "sub": (inputs + 32.0) - 32.0}
+    fused, fp64 = inputs.float().to(torch.bfloat16), inputs.double()
+    assert not torch.equal(values["sub"], fused)
+    verdicts = {}
+    for kind in ("outputs", "eager"):
+        oracle = Oracle(kind=kind)
+        facts = output_facts(oracle, nodes, values, ["sub"])
+        verdicts[kind] = judge_outputs(oracle, GRAPH, [values["sub"]], [fp64], [fused], facts)[0].outcome
+        assert (facts[0].scale_floor > 1.0) == (kind == "outputs")
+    assert verdicts == {"outputs": Outcome.MATCH, "eager": Outcome.MISMATCH}

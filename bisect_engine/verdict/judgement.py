@@ -147,8 +147,10 @@ def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "
     upstream = upstream_units(oracle, candidate, values) if candidate is not None else [None] * len(names)
     if len(upstream) != len(names):
         upstream = [None] * len(names)
-    return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above), scale_floor(nodes, values, name),
-                        name in random, name in bookkeeping) for name, output, above in zip(names, outputs, upstream)]
+    inherited = oracle.reference == "fp64"
+    return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above),
+                        scale_floor(nodes, values, name, inherited), name in random, name in bookkeeping)
+            for name, output, above in zip(names, outputs, upstream)]
 
 
 def upstream_units(oracle: Oracle, graph_module: "torch.fx.GraphModule", values: "Mapping[str, Any]") -> "list[float | None]":
@@ -184,11 +186,16 @@ def allowed_unit(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", name: str
     return allowed.unit if allowed else None
 
 
-def scale_floor(nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]", name: str) -> float:
+def scale_floor(nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]", name: str,
+                inherited: bool = True) -> float:
     """The scale of what a reduction or matmul combined (see :func:`combined_scale`), looking
-    through the views and copies that reshape its result (a bias gradient is ``view(sum(...))``)."""
+    through the views and copies that reshape its result (a bias gradient is ``view(sum(...))``).
+    ``inherited=False`` (eager's values are the reference): no floor for an add or sub, whose floor
+    stands for the error it inherits from its operands; against eager, a rounding eager made
+    upstream and compiled skipped (``(x + 32) - 32`` in bf16, fused in fp32) is what the user
+    asked to see. A reordered reduction or matmul has no right order: its floor stays."""
     node = computed_by(nodes, name)
-    return combined_scale(node, values) if node is not None else 0.0
+    return combined_scale(node, values, inherited) if node is not None else 0.0
 
 
 def producer(nodes: "Mapping[str, torch.fx.Node]", name: str) -> "torch.fx.Node | None":
@@ -225,7 +232,7 @@ def _magnitude(value: Any) -> float:
     return abs(float(value)) if isinstance(value, (int, float)) else 0.0
 
 
-def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]") -> float:
+def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]", inherited: bool = True) -> float:
     """For a sum, mean, matmul, add or sub: the scale its rounding lives at, that of the terms it adds up.
     A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
     reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
@@ -234,7 +241,7 @@ def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]") -> float:
     name = op_base_name(node.target)
     args = [values.get(a.name) if isinstance(a, torch.fx.Node) else a for a in node.args]
     out = values.get(node.name)
-    if name in _ADDS and len(args) >= 2:  # a - b with a ~ b: the rounding is at the operands' scale
+    if name in _ADDS and len(args) >= 2 and inherited:  # a - b with a ~ b: the rounding is at the operands' scale
         return max(_magnitude(args[0]), _magnitude(args[1]))
     if name in _MEANS and args:
         return _rms(args[0])
