@@ -119,3 +119,23 @@ def test_the_repro_holds_the_frozen_inputs_as_constants() -> None:
     script = render(with_judgement(repro_spec(cut, plain.eager_values, title="t", finding=[], environment={},
                                               config={}, unrenderable_config=[]), plain, cut)).script
     assert "CONSTANT_INPUTS = " not in script and "def frozen_copy(" not in script
+
+
+def test_freezing_given_only_in_options_freezes_nothing_so_we_do_not_either() -> None:
+    """``torch.compile(options={"freezing": True})`` patches the config after Dynamo traced the
+    parameters as inputs: torch's own compile freezes nothing (checked here, one small compile each
+    way), so our global patch of the user's options leaves the key out."""
+    from torch._inductor.utils import run_and_get_code
+
+    from bisect_engine.api import without_dynamo_only_keys
+
+    assert without_dynamo_only_keys({"freezing": True, "max_autotune": True}) == {"max_autotune": True}
+    model = nn.Linear(8, 8).eval()
+    frozen = []
+    for options, global_freezing in (({"freezing": True}, False), ({}, True)):
+        torch._dynamo.reset()
+        with inductor_config.patch(freezing=global_freezing, fx_graph_cache=False), torch.no_grad():
+            _, code = run_and_get_code(torch.compile(model, options=options), torch.randn(4, 8))
+        frozen.append("_frozen_param" in code[0])
+    torch._dynamo.reset()
+    assert frozen == [False, True]
