@@ -78,7 +78,7 @@ class Compiler:
         compiled as parameters holding the values in ``example_inputs``, under no_grad, so Inductor
         freezes them as it froze the user's; the callable returned still takes every input.
         """
-        if constants:
+        if constants and torch._guards.detect_fake_mode(list(example_inputs)) is None:  # real values to freeze
             return self._compile_frozen(graph_module, list(example_inputs), constants, label=label,
                                         config_patches=config_patches, decompositions=decompositions,
                                         fallbacks=fallbacks, aten_graph=aten_graph, output_code=output_code,
