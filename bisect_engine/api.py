@@ -40,8 +40,16 @@ def user_compile_options(spec: Any) -> Iterator[None]:
         return
     import torch._inductor.config as inductor_config
 
-    with inductor_config.patch(spec.compile_options):
+    with inductor_config.patch(without_dynamo_only_keys(spec.compile_options)):
         yield
+
+
+def without_dynamo_only_keys(options: dict[str, Any]) -> dict[str, Any]:
+    """The user's ``options=`` less ``freezing``: ``torch.compile`` patches them around Inductor's
+    compile only, after Dynamo traced the graph with the parameters as inputs, so the user's compile
+    freezes nothing (freezing takes effect where ``torch._inductor.config.freezing`` is set before
+    Dynamo traces). Patched globally it would make our capture freeze them, and every copy after it."""
+    return {key: value for key, value in options.items() if key != "freezing"}
 
 
 def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions(),

@@ -28,6 +28,7 @@ from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import default_partition
 
 from ..errors import ModelError
+from ..verdict.frozen import freezing_on
 from ..verdict.fx_eval import fresh_inputs
 from ..verdict.graphs import CapturedGraph
 from ..verdict.shapes import ShapeMismatch, fake_inputs, shape_signature
@@ -117,7 +118,8 @@ class CaptureBackend:
         def compiler(graph_module: fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
             captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module,
                                      model_outputs=_model_outputs(kind), compile_id=compile_id,
-                                     guards=_shape_guards(self.trace_inputs))
+                                     guards=_shape_guards(self.trace_inputs),
+                                     frozen=_frozen_parameters(kind, graph_module))
             self.graphs.append(captured)
 
             parameters: list[int | None] = []
@@ -185,6 +187,21 @@ def _shape_guards(trace_inputs: list[Any] | None = None) -> tuple[str, ...]:
         return ()
     guards = [str(shape_env.simplify(guard.expr)) for guard in shape_env.guards]
     return tuple(dict.fromkeys(g for g in guards if g not in ("True", "False")))
+
+
+def _frozen_parameters(kind: str, graph_module: fx.GraphModule) -> tuple[str, ...]:
+    """The placeholders a compile with ``freezing`` (under no_grad) turns into constants: the
+    parameters and buffers AOT Autograd lifted first (``params_flat``), less any the graph writes
+    in place (as Inductor's ``replace_params_with_constants`` keeps those inputs)."""
+    context = torch._guards.TracingContext.try_get()
+    params = getattr(context, "params_flat", None) if context is not None else None
+    if kind != "forward" or not params or not freezing_on():
+        return ()
+    metadata = getattr(context, "fw_metadata", None)
+    info = list(getattr(metadata, "input_info", None) or [])
+    placeholders = [node.name for node in graph_module.graph.nodes if node.op == "placeholder"]
+    return tuple(name for i, name in enumerate(placeholders[:len(params)])
+                 if not (i < len(info) and (info[i].mutates_data or info[i].mutates_metadata)))
 
 
 def _model_outputs(kind: str) -> int | None:

@@ -26,6 +26,7 @@ import torch
 
 from ..verdict import compare, fx_eval, judgement, precision
 from ..verdict import recipes as recipes_module
+from ..verdict import frozen as frozen_module
 from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
 from . import repro_runtime
@@ -76,6 +77,9 @@ class ReproSpec:
     symbolic: tuple[Any, ...] | None = None
     # The classes of the higher-order ops' subgraphs ``Repro`` holds as attributes (repro_modules).
     subgraph_classes: str = ""
+    # The positions of the inputs the job's compile froze into constants (``freezing``: parameters
+    # and what is computed from them alone); the repro compiles them as parameters. () : none.
+    constants: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,14 @@ _SYMBOLIC = '''
 SYMBOLIC_SHAPES = {shapes}
 '''
 
+_CONSTANTS = '''
+# The job compiled with torch._inductor.config.freezing (no grad): these inputs (its parameters,
+# and values computed from them alone) were constants of the graph Inductor compiled, and here they
+# are parameters of the module compiled, frozen the same way (max-autotune's C++ GEMM template,
+# for one, is chosen only for a constant weight).
+CONSTANT_INPUTS = {positions}
+'''
+
 _DATA_DEPENDENT = '''
 # This graph has a data-dependent op (nonzero, masked_select, unique, .item()): Inductor traces it
 # with a ShapeEnv, as under torch.compile. Each input's sizes and strides, all static.
@@ -289,7 +301,8 @@ if __name__ == "__main__":
     try:
         status = repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
                             RNG_STRICT, SEED, INPUT_RECIPES, symbolic=globals().get("SYMBOLIC_SHAPES"),
-                            oracle=globals().get("ORACLE"), facts=globals().get("OUTPUT_FACTS"))
+                            oracle=globals().get("ORACLE"), facts=globals().get("OUTPUT_FACTS"),
+                            constants=globals().get("CONSTANT_INPUTS"))
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -375,7 +388,9 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
                               downstream_outputs=list(spec.downstream_output_names),
                               input_names=list(spec.input_names)) if spec.downstream_code else "")
         + _embedded(compare) + _embedded(precision) + _embedded(judgement) + _embedded(fx_eval) + _embedded(recipes_module)
-        + (_embedded(shapes_module) if spec.symbolic else "") + _embedded(repro_runtime)
+        + (_embedded(shapes_module) if spec.symbolic else "")
+        + (_CONSTANTS.format(positions=list(spec.constants)) + _embedded(frozen_module) if spec.constants else "")
+        + _embedded(repro_runtime)
         + _judgement_block(spec)
         + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN_PRE_GRAD if spec.expect == "pre_grad" else _MAIN)
     )
@@ -406,7 +421,9 @@ def with_judgement(spec: ReproSpec, context: Any, subgraph: Subgraph | None = No
     facts = tuple(context.output_facts(spec.output_names, outputs, subgraph.graph_module if subgraph else None))
     title = spec.title if context.reference != "eager" else \
         spec.title.replace("(fp64 reference)", "(eager's values as the reference)")
-    return dataclasses.replace(spec, oracle=context.oracle.pinned(), output_facts=facts, title=title)
+    constants = tuple(context.constant_positions(spec.input_names))
+    return dataclasses.replace(spec, oracle=context.oracle.pinned(), output_facts=facts, title=title,
+                               constants=constants)
 
 
 def _shapes_literal(signature: tuple[Any, ...] | None) -> str:

@@ -27,6 +27,7 @@ if __package__:  # imported by the tool itself; inside a repro these names are d
     from ..verdict.fx_eval import clone_value, interpret, run_graph, to_fp64
     from ..verdict.recipes import random_inputs
     from ..verdict.shapes import fake_inputs
+    from ..verdict.frozen import frozen_copy, kept_inputs
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_CANNOT_RUN = 1, 0, 125
 # The verdict line the tool's verification reads: "reproduced" needs this line *and* exit 1, so a
@@ -51,14 +52,21 @@ def load_inputs(inputs_b64, inputs_file, script_path, recipes=None, seed=0):
     return torch.load(io.BytesIO(zlib.decompress(blob)), weights_only=True)
 
 
-def compile_with_inductor(graph_module, inputs, inductor_config, seed, example_inputs=None):
-    """``example_inputs``: what Inductor compiles for (symbolic fake inputs); default ``inputs``."""
+def compile_with_inductor(graph_module, inputs, inductor_config, seed, example_inputs=None, constants=None):
+    """``example_inputs``: what Inductor compiles for (symbolic fake inputs); default ``inputs``.
+    ``constants``: the positions of the inputs the job's compile froze (``freezing``): compiled as
+    the module's parameters, under no_grad, so Inductor folds them into constants as it did."""
     from torch._inductor.compile_fx import compile_fx
 
+    if constants:
+        kept = kept_inputs(len(inputs), constants)
+        graph_module = frozen_copy(graph_module, constants, inputs)
+        inputs = [inputs[i] for i in kept]
+        example_inputs = None if example_inputs is None else [example_inputs[i] for i in kept]
     # A fresh compile every time: no FX-graph or AOT-autograd cache entry may answer for it.
     fresh = {"use_pre_grad_passes": False, "fx_graph_cache": False, "fx_graph_remote_cache": False}
     with torch._inductor.config.patch({**fresh, **inductor_config}), \
-            torch._functorch.config.patch(enable_autograd_cache=False):
+            torch._functorch.config.patch(enable_autograd_cache=False), torch.set_grad_enabled(not constants):
         compiled = compile_fx(copy.deepcopy(graph_module), list(inputs if example_inputs is None else example_inputs))
         torch.manual_seed(seed)
         with torch.no_grad():
@@ -137,7 +145,7 @@ def output_facts_of(graph_module, facts):
 
 
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
-               rng_strict=False, seed=0, recipes=None, symbolic=None, oracle=None, facts=None):
+               rng_strict=False, seed=0, recipes=None, symbolic=None, oracle=None, facts=None, constants=None):
     try:
         oracle = judging(oracle, rng_strict, seed)
         inputs = load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)
@@ -151,7 +159,7 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         found = has_nonfinite(eager)
         return say_verdict(found, f"eager output {'holds' if found else 'holds no'} NaN/Inf")
     try:
-        compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed, fakes)
+        compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed, fakes, constants)
     except Exception as error:
         if expect == "crash":
             return say_verdict(True, f"Inductor raised {type(error).__name__}: {error}")

@@ -20,6 +20,7 @@ from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from ..search import Budget, BudgetExhausted
 from .inductor_adapter import forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
+from .frozen import frozen_copy, kept_inputs
 from .kernels import OutputCode
 from .shapes import (ShapeMismatch, data_dependent, fake_inputs, forget_unbacked_bindings, shape_signature,
                      static_signature)
@@ -62,6 +63,7 @@ class Compiler:
         aten_graph: bool = True,
         output_code: list[OutputCode] | None = None,
         shapes: str = "as_captured",
+        constants: Sequence[int] = (),
     ) -> Callable[..., Any]:
         """Compile with Inductor; ``fallbacks`` are ops forced to their aten kernels.
 
@@ -72,7 +74,15 @@ class Compiler:
         ``shapes``: "as_captured" compiles a graph whose placeholders carry symbolic sizes
         symbolically (the same dims symbolic, from a fresh ShapeEnv; the result runs at any size),
         "static" at the sizes of ``example_inputs``.
+        ``constants``: the inputs the user's compile froze (see :mod:`~bisect_engine.verdict.frozen`):
+        compiled as parameters holding the values in ``example_inputs``, under no_grad, so Inductor
+        freezes them as it froze the user's; the callable returned still takes every input.
         """
+        if constants and torch._guards.detect_fake_mode(list(example_inputs)) is None:  # real values to freeze
+            return self._compile_frozen(graph_module, list(example_inputs), constants, label=label,
+                                        config_patches=config_patches, decompositions=decompositions,
+                                        fallbacks=fallbacks, aten_graph=aten_graph, output_code=output_code,
+                                        shapes=shapes)
         self.budget.check(self.compiles)
         example_inputs_list = list(example_inputs)
         example = self._example(graph_module, example_inputs_list, shapes)
@@ -102,6 +112,17 @@ class Compiler:
         finally:
             self.seconds += time.perf_counter() - start
         return cast(Callable[..., Any], compiled)  # compile_fx returns the compiled callable here
+
+    def _compile_frozen(self, graph_module: fx.GraphModule, inputs: list[Any], constants: Sequence[int],
+                        **options: Any) -> Callable[..., Any]:
+        kept = kept_inputs(len(inputs), constants)
+        with torch.no_grad():  # Inductor freezes only a compile without grad, as Dynamo does
+            compiled = self.compile(frozen_copy(graph_module, constants, inputs), [inputs[i] for i in kept], **options)
+
+        def called(*args: Any) -> Any:
+            return compiled(*[args[i] for i in kept])
+
+        return called
 
     def _example(self, graph_module: fx.GraphModule, inputs: list[Any], shapes: str) -> list[Any]:
         signature = shape_signature(graph_module) if shapes == "as_captured" else None

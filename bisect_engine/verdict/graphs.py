@@ -59,6 +59,9 @@ class CapturedGraph:
     # A graph with symbolic sizes: the guards its compile recorded on them (expression text,
     # e.g. "s0 <= 128"); the sizes the job's compiled graph accepts.
     guards: tuple[str, ...] = ()
+    # Placeholders the user's compile froze into constants (``torch._inductor.config.freezing``
+    # under no_grad: the parameters and buffers AOT Autograd lifted first, none written in place).
+    frozen: tuple[str, ...] = ()
 
     @property
     def shape_signature(self) -> tuple[Any, ...] | None:
@@ -261,6 +264,20 @@ class Subgraph:
     node_names: tuple[str, ...]
 
 
+def constant_names(view: GraphView, frozen: Iterable[str]) -> frozenset[str]:
+    """The values the user's compile holds as constants: the ``frozen`` placeholders and every
+    value computed from them alone (a weight's transpose; freezing folds it), random ops excepted.
+    Every cut or per-node copy takes these as frozen constants (:mod:`~bisect_engine.verdict.frozen`)."""
+    constants = set(frozen)
+    if not constants:
+        return frozenset()
+    for node in view.compute_nodes:
+        sources = fed_inputs(node)
+        if sources and not is_random(node) and not is_mutating(node) and all(source.name in constants for source in sources):
+            constants.update(value.name for value in value_nodes(node))
+    return frozenset(constants)
+
+
 def build_subgraph(
     view: GraphView,
     names: Iterable[str],
@@ -341,13 +358,15 @@ def reference_inputs(subgraph: Subgraph, values: dict[str, Any]) -> list[Any]:
 # Per-node check by signature: one compiled copy per distinct node, run once per member
 # ---------------------------------------------------------------------------------------------
 
-def node_signature(node: fx.Node, values: dict[str, Any]) -> tuple[Any, ...] | None:
+def node_signature(node: fx.Node, values: dict[str, Any], constants: frozenset[str] = frozenset()) -> tuple[Any, ...] | None:
     """Everything Inductor sees when it compiles ``node`` alone on placeholder inputs.
 
     The op, its arguments' structure, every constant argument, and per tensor input its dtype,
     shape, stride, storage offset and device (the metadata Inductor specialises on), plus which
     arguments are the same value. Two nodes with one signature compile to the same kernel, so
     one compiled copy judges both. None when an input's value is unknown (never grouped).
+    An input in ``constants`` (frozen into the compiled copy) is described by its name: nodes that
+    read different constants compile different code.
     """
     order: dict[fx.Node, int] = {}
 
@@ -358,6 +377,8 @@ def node_signature(node: fx.Node, values: dict[str, Any]) -> tuple[Any, ...] | N
             if arg.name not in values:
                 raise KeyError(arg.name)
             order.setdefault(arg, len(order))
+            if arg.name in constants:
+                return ("constant", arg.name)
             return ("input", order[arg], _value_meta(values[arg.name]))
         if isinstance(arg, (list, tuple)):
             return (type(arg).__name__, tuple(describe(a) for a in arg))
@@ -410,14 +431,15 @@ class CopyPlan:
 COPY_COST_IN_RUNS = 256
 
 
-def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], max_calls: int | None = None) -> CopyPlan:
+def plan_copies(view: GraphView, names: Iterable[str], values: dict[str, Any], max_calls: int | None = None,
+                constants: frozenset[str] = frozenset()) -> CopyPlan:
     """Group nodes by :func:`node_signature`, in graph order; groups longer than ``max_calls``
     are split (more copies, fewer calls). ``None``: the split that minimises the estimated cost,
     every copy compiled once and run once per call (see :func:`calls_per_copy`)."""
     groups: dict[Any, list[str]] = {}
     order: list[Any] = []
     for name in names:
-        signature = node_signature(view.nodes[name], values)
+        signature = node_signature(view.nodes[name], values, constants)
         key = ("alone", name) if signature is None else signature
         if key not in groups:
             groups[key] = []
@@ -462,6 +484,13 @@ class Copies:
         return [values[source.name]
                 for copy in range(len(self.plan.members))
                 for source in fed_inputs(view.nodes[self.plan.feed(copy, call)])]
+
+    def positions(self, view: GraphView, names: frozenset[str]) -> list[int]:
+        """The placeholders that read one of ``names`` (the same value on every call: a copy's
+        members share the constants they read, see :func:`node_signature`)."""
+        sources = [source for copy in range(len(self.plan.members))
+                   for source in fed_inputs(view.nodes[self.plan.members[copy][0]])]
+        return [i for i, source in enumerate(sources) if source.name in names]
 
     def assign(self, view: GraphView, call: int, outputs: Sequence[Any]) -> dict[str, Any]:
         """Map one call's outputs to the value-node names of the members judged on that call."""

@@ -20,7 +20,8 @@ import torch.fx as fx
 from .graphs import CapturedGraph
 from .compare import Difference, Outcome, Tolerance, TensorVerdict, material_difference, worst
 from ..search import BudgetExhausted
-from .graphs import GraphView, Subgraph, build_copies, build_subgraph, is_bookkeeping, plan_copies, reference_inputs, value_nodes
+from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
+                     reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, run_graph, to_fp64
 from .judgement import GRAPH, Oracle, OutputFacts, computed_by, judge_outputs, output_facts, scale_floor
@@ -106,6 +107,15 @@ class GraphContext:
     def name(self) -> str:
         return self.captured.name
 
+    @functools.cached_property
+    def constants(self) -> frozenset[str]:
+        """Values the user's compile froze into constants (its parameters under
+        ``freezing``, and what is computed from them alone); every copy compiles them so."""
+        return constant_names(self.view, self.captured.frozen)
+
+    def constant_positions(self, input_names: Sequence[str]) -> list[int]:
+        return [i for i, name in enumerate(input_names) if name in self.constants]
+
     def replay(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """Every node's value in an eager run of the captured graph with ``overrides`` substituted
         (a node's compiled value injected). The last few are kept: a culprit's replay is asked for
@@ -152,7 +162,7 @@ class GraphContext:
             compiled = compiler.compile(
                 subgraph.graph_module, inputs, label=label,
                 config_patches=config_patches, decompositions=decompositions, fallbacks=fallbacks,
-                output_code=code, shapes=shapes,
+                output_code=code, shapes=shapes, constants=self.constant_positions(subgraph.input_names),
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
@@ -177,13 +187,14 @@ class GraphContext:
         if self.rng_strict or not names:
             verdict = self.judge(subgraph, compiler, label=label)
             return dataclasses.replace(verdict, copies=len(names), calls=1)
-        plan = plan_copies(self.view, names, self.eager_values, max_calls)
+        plan = plan_copies(self.view, names, self.eager_values, max_calls, self.constants)
         copies = build_copies(self.view, plan)
         compiled_values: dict[str, Any] = {}
         try:
             # Every placeholder its own tensor: a value fed to two copies must not look aliased.
             example = [clone_value(v) for v in copies.inputs(self.view, self.eager_values, 0)]
-            compiled = compiler.compile(copies.graph_module, example, label=label)
+            compiled = compiler.compile(copies.graph_module, example, label=label,
+                                        constants=copies.positions(self.view, self.constants))
             for call in range(plan.calls):
                 torch.manual_seed(self.seed)
                 outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
