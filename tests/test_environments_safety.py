@@ -125,3 +125,15 @@ def test_compare_refuses_a_script_as_the_model_of_a_model_bundle_in_one_line(bun
     script.write_text("import torch\nf = torch.compile(torch.tanh)\nprint(f(torch.ones(2)))\n")
     said = _one_line_exit_2(_cli("compare", str(bundle), "--model", str(script), "--out", str(tmp_path / "B")))
     assert "recorded from another model" in said and not (tmp_path / "B").exists()
+
+
+def test_compare_of_a_script_that_fails_here_compares_the_graphs_it_compiled(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import os, torch\ntorch.compile(torch.tanh)(torch.ones(3))\n"
+                      "if os.environ.get('ENV_B'):\n    raise SystemExit(3)\n")
+    assert _cli("record", str(script), "--out", str(tmp_path / "A")).exit_code == 0
+    monkeypatch.setenv("ENV_B", "1")
+    result = _cli("compare", str(tmp_path / "A"))
+    assert result.exit_code == 0, result.output  # its one graph computes as recorded
+    assert "failed (exit 3)" in result.output and "graph forward_0: 1 of 1" in result.output

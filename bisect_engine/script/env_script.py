@@ -66,14 +66,18 @@ class ScriptRun:
     message: str | None  # the script's traceback or SystemExit message
 
 
-def run_capturing(script: Path, argv: Sequence[str]) -> ScriptGraphs:
-    """Run the script once with every compiled graph's first call captured; a script that fails,
-    is interrupted or compiles nothing Inductor compiles is a :class:`UsageError` (one line)."""
+def run_capturing(script: Path, argv: Sequence[str], failure_allowed: bool = False) -> ScriptGraphs:
+    """Run the script once with every compiled graph's first call captured; a script that fails
+    (unless ``failure_allowed`` and it compiled a graph first: ``compare``, where a failure may be
+    the very change), is interrupted or compiles nothing Inductor compiles is a :class:`UsageError`
+    (one line)."""
     run = _run_once(script, argv)
     graphs = run.graphs
+    failed = f"the script {script.name} failed (exit {run.exit_code}{_last_line(run.message)})"
+    if run.exit_code != 0 and not (failure_allowed and graphs.captured):
+        raise UsageError(f"{failed}; it must run to its end in this environment")
     if run.exit_code != 0:
-        raise UsageError(f"the script {script.name} failed (exit {run.exit_code}{_last_line(run.message)}); "
-                         "it must run to its end in this environment")
+        graphs.not_recorded.append(f"{failed}: only the graphs it compiled until then are compared")
     if graphs.compiled == 0:
         raise UsageError(f"the script {script.name} compiled nothing (no torch.compile, nn.Module.compile or "
                          "torch._dynamo.optimize call ran): nothing to record or compare")
@@ -140,9 +144,9 @@ def compare_script(bundle: Any, script: Path) -> tuple[Any, list[dict[str, Any]]
     judge each recorded graph's ops; also the lines on graphs not captured here."""
     from ..localise.environments import compare_graphs
 
-    graphs = run_capturing(script, bundle.manifest["model"].get("argv", []))
+    graphs = run_capturing(script, bundle.manifest["model"].get("argv", []), failure_allowed=True)
     comparison, repros = compare_graphs(bundle, graphs.captured, [], device=script_device(), patches=graphs.patches)
-    return comparison, repros, [f"not captured here: {line}" for line in graphs.not_recorded]
+    return comparison, repros, [f"here: {line}" for line in graphs.not_recorded]
 
 
 def script_device() -> str:
