@@ -104,26 +104,56 @@ def _repro_inputs(result: RunResult, output: OutputOptions, with_repro: bool) ->
 
 
 def record_environment(model_path: str | Path, out_dir: Path, value_cap: int, device: str | None = None,
-                       force: bool = False) -> dict[str, Any]:
-    """``bisect-accuracy record``: the environment bundle of a model file (see load/bundle.py),
-    written through the output folder's checks (locked, vetted, probed before the work; atomic)."""
+                       force: bool = False, script_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``bisect-accuracy record``: the environment bundle of a model file, or of the graphs a plain
+    script compiles (run once, with ``script_args``; see script/env_script.py), written through the
+    output folder's checks (locked, vetted, probed before the work; atomic)."""
     from .localise.env_record import record
     from .output.folder import ENVIRONMENT_NAMES
+    from .script.env_script import record_script
 
-    refuse_plain_script(Path(model_path), "record")
+    script = _script_or_model(Path(model_path), script_args, device)
+    if script:
+        with _left_empty_removed(Path(out_dir)):
+            with OutputFolder(Path(out_dir), force, names=ENVIRONMENT_NAMES) as folder:  # vetted before the script runs
+                return record_script(Path(model_path), script_args, folder.write_bytes, value_cap)
     spec = load_model_spec(model_path, device)
     with OutputFolder(Path(out_dir), force, names=ENVIRONMENT_NAMES) as folder:
         return record(spec, folder.write_bytes, value_cap, device=device or "cpu")
 
 
-def refuse_plain_script(path: Path, command: str) -> None:
-    """``record`` / ``compare`` take model files; a plain script (script mode) is one line, exit 2."""
+@contextlib.contextmanager
+def _left_empty_removed(out_dir: Path) -> Iterator[None]:
+    """A folder this command created and wrote nothing into (the script failed, or compiled
+    nothing) is removed: never a silent empty bundle."""
+    from .output.folder import LOCK_FILE, MANIFEST_FILE
+
+    created = not out_dir.exists() and not out_dir.is_symlink()
+    try:
+        yield
+    except BaseException:
+        if created and out_dir.is_dir() and {p.name for p in out_dir.iterdir()} <= {LOCK_FILE, MANIFEST_FILE}:
+            for name in (LOCK_FILE, MANIFEST_FILE):
+                (out_dir / name).unlink(missing_ok=True)
+            out_dir.rmdir()
+        raise
+
+
+def _script_or_model(path: Path, script_args: tuple[str, ...], device: str | None) -> bool:
+    """Whether ``path`` is a plain script (script mode); arguments and --device refused where they
+    do not apply, in one line."""
     from .errors import UsageError
     from .load.contract import defines_model_contract
 
-    if path.is_file() and not defines_model_contract(path):
-        raise UsageError(f"{path.name} is a plain script: script mode is not supported by {command} yet; "
-                         "give a model file (get_model() and get_inputs(), see README)")
+    if not path.is_file():
+        raise UsageError(f"no such model file or script: {path}")
+    script = not defines_model_contract(path)
+    if script and device:
+        raise UsageError("--device is for model files; a plain script places its own tensors")
+    if not script and script_args:
+        raise UsageError(f"{path.name} is a model file: the arguments {' '.join(script_args)!r} are only for "
+                         "plain scripts")
+    return script
 
 
 def compare_environment(bundle_path: Path, out_dir: Path | None, model_path: Path | None = None,
@@ -136,21 +166,26 @@ def compare_environment(bundle_path: Path, out_dir: Path | None, model_path: Pat
     from .localise.environments import check_model, compare
     from .output.env_report import check_out_dir, summary_lines, write_comparison
     from .output.folder import ENVIRONMENT_NAMES
+    from .script.env_script import compare_script
 
     bundle = read_bundle(bundle_path)
     model = Path(model_path or bundle.manifest["model"].get("path", "")).resolve()
-    refuse_plain_script(model, "compare")
     check_model(bundle, model)
+    script = _script_or_model(model, (), device)
     flips = parse_settings(settings)
     with contextlib.ExitStack() as stack:
         folder = None
         if out_dir is not None:
             check_out_dir(Path(out_dir), bundle)
+            stack.enter_context(_left_empty_removed(Path(out_dir)))  # the script failed here: no empty folder
             folder = stack.enter_context(OutputFolder(Path(out_dir), force, names=ENVIRONMENT_NAMES))
+        notes: list[str] = []
         with applied(flips):
-            spec = load_model_spec(model, device)
-            comparison, repros = compare(bundle, spec, device=device or "cpu")
-        lines = summary_lines(comparison)
+            if script:
+                comparison, repros, notes = compare_script(bundle, model)
+            else:
+                comparison, repros = compare(bundle, load_model_spec(model, device), device=device or "cpu")
+        lines = notes + summary_lines(comparison)
         if folder is not None:
             lines += [f"wrote {path}" for path in write_comparison(folder, comparison, repros, bundle)]
     return comparison, lines

@@ -478,8 +478,9 @@ def uninstall_hook_command() -> None:
                else "bisect-accuracy: no start-up hook installed")
 
 
-@main.command("record")
+@main.command("record", context_settings={"ignore_unknown_options": True})
 @click.argument("model_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="The bundle folder to write (manifest.json, values.pt).")
 @click.option("--value-cap", type=click.IntRange(min=0), default=1_000_000, show_default=True,
@@ -488,12 +489,16 @@ def uninstall_hook_command() -> None:
 @click.option("--force", is_flag=True,
               help="Use an --out folder holding files named like ours that this tool did not write (moved to "
                    "OUT/previous/<n>, never overwritten; a folder this tool did not write is never moved).")
-def record_command(model_file: Path, out_dir: Path, value_cap: int, device: str | None, force: bool) -> None:
-    """Record what this environment computes for every op of MODEL_FILE (for `compare` elsewhere)."""
+def record_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, value_cap: int,
+                   device: str | None, force: bool) -> None:
+    """Record what this environment computes for every op of MODEL_FILE (for `compare` elsewhere),
+    or of the graphs a plain script compiles (run once with SCRIPT_ARGS; put its own options after `--`)."""
     from .api import record_environment
 
-    manifest = _guarded(lambda: record_environment(model_file, out_dir, value_cap, device, force))
+    manifest = _guarded(lambda: record_environment(model_file, out_dir, value_cap, device, force, script_args))
     nodes = sum(len(g["nodes"]) for g in manifest["graphs"])
+    for line in manifest["settings"].get("graphs_not_recorded", []):
+        click.echo(f"bisect-accuracy: not recorded: {line}")
     click.echo(f"bisect-accuracy: recorded {len(manifest['graphs'])} graph(s), {nodes} ops, "
                f"torch {manifest['environment']['torch']}: {out_dir}")
 

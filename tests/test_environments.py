@@ -3,7 +3,8 @@ environment B is a second interpreter whose start-up (a ``sitecustomize``) plant
 (tests/env_cases): Inductor's tanh lowering (compiled side), the ATen CPU kernel of exp (eager
 side), and F.silu written out (another graph). Each is named with its side and direction; the same
 environment reports no change; each changed op's bisection repro exits 1 under B and 0 under A in
-fresh processes; bad bundles are one line and exit 2."""
+fresh processes; bad bundles are one line and exit 2. A plain script (tests/env_cases/script.py,
+one tiny graph) is recorded and compared the same way, run exactly once per command."""
 from __future__ import annotations
 
 import json
@@ -23,9 +24,15 @@ CASES = ROOT / "tests" / "env_cases"
 MODEL = CASES / "model.py"
 
 
+# One Inductor cache per side for this module's processes (a fresh one costs each process its C++
+# set-up again, about half of a tiny compile): B's (the planted lowering) is never A's, so a planted
+# kernel is never served to A, nor A's to B.
+_CACHES: dict[bool, str] = {}
+
+
 def _environment(plant: bool, site: Path) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="envs-cache-")  # a planted lowering is never served from a cache
+    environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHES.setdefault(plant, tempfile.mkdtemp(prefix=f"envs-cache-{'b' if plant else 'a'}-"))
     if plant:
         environ["PYTHONPATH"] = os.pathsep.join([str(site), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return environ
@@ -77,6 +84,7 @@ def test_a_changed_lowering_is_named_on_the_compiled_side(changed: tuple[Any, Pa
     assert change["side"] == "compiled" and change["direction"] == "farther"
     # B's compiled tanh left B's eager one (unchanged): no longer equal to eager, moved away from it
     assert change["eager_gap"]["matches_eager"] is False and change["eager_gap"]["toward"] == "away"
+    assert (changed[1] / "bisect" / f"{change['graph']}_{change['node']}" / "bisect_repro.py").is_file()
 
 
 def test_a_changed_aten_kernel_is_named_on_the_eager_side(changed: tuple[Any, Path]) -> None:
@@ -91,7 +99,9 @@ def test_a_changed_graph_is_said_before_values_are_judged(changed: tuple[Any, Pa
                                          "aten.mul.Tensor"}  # nothing unplanted is called changed
 
 
-@pytest.mark.parametrize("op", ["aten.tanh.default", "aten.exp.default"])
+# The compiled side's repro (the planted tanh lowering) is run in fresh processes by the script test
+# below (the same renderer; two interpreters that compile cost about 90 s on 2 loaded cores).
+@pytest.mark.parametrize("op", ["aten.exp.default"])
 def test_the_bisection_repro_exits_1_under_b_and_0_under_a(changed: tuple[Any, Path], site: Path, op: str) -> None:
     change = _changes(changed[0])[op]
     repro = changed[1] / "bisect" / f"{change['graph']}_{change['node']}" / "bisect_repro.py"
@@ -120,16 +130,77 @@ def _bad(bundle: Path, tmp_path: Path, how: str) -> Path:
     return broken
 
 
+def _in_process(args: list[str]) -> Any:
+    """The CLI in this process: refusals that end before any compile need no interpreter of their own."""
+    from click.testing import CliRunner
+
+    from bisect_engine.cli import main
+
+    return CliRunner().invoke(main, args)
+
+
 @pytest.mark.parametrize("how", ["missing", "truncated", "newer", "nowhere"])
 def test_a_bad_bundle_is_one_line_and_exit_2(bundle: Path, tmp_path: Path, how: str) -> None:
     target = tmp_path / "nowhere" if how == "nowhere" else _bad(bundle, tmp_path, how)
-    run = _cli(["compare", str(target)])
-    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "Traceback" not in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
+    run = _in_process(["compare", str(target)])
+    assert run.exit_code == 2, run.output[-2000:]
+    assert "Traceback" not in run.output and run.output.strip().count("\n") == 0, run.output
 
 
 def test_a_bundle_from_another_model_is_refused(bundle: Path, tmp_path: Path) -> None:
     other = tmp_path / "other.py"
     other.write_text(MODEL.read_text().replace("nn.Linear(16, 4)", "nn.Linear(16, 5)"))
-    run = _cli(["compare", str(bundle), "--model", str(other)])
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    run = _in_process(["compare", str(bundle), "--model", str(other)])
+    assert run.exit_code == 2 and "Traceback" not in run.output, run.output[-2000:]
+
+
+# -- a plain script (script mode): recorded in A, compared in B; run once per command ------------
+
+SCRIPT = CASES / "script.py"
+
+
+@pytest.fixture(scope="module")
+def script_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("script")
+    runs = folder / "runs.txt"  # the script appends a line per run
+    recorded = _cli(["record", str(SCRIPT), str(runs), "--out", str(folder / "A")])
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    assert runs.read_text().count("ran") == 1  # the script ran exactly once
+    manifest = json.loads((folder / "A" / "manifest.json").read_text())
+    assert manifest["model"]["kind"] == "script" and [g["name"] for g in manifest["graphs"]] == ["forward_0"]
+    assert [c["name"] for c in manifest["graphs"][0]["constants"]] == ["_tensor_constant0"]
+    return folder / "A", runs
+
+
+def test_a_script_compared_in_the_same_environment_reports_no_change(script_bundle: tuple[Path, Path],
+                                                                      tmp_path: Path) -> None:
+    bundle, runs = script_bundle
+    before = runs.read_text().count("ran")
+    run = _cli(["compare", str(bundle), "--out", str(tmp_path / "same")])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "no change" in run.stdout and runs.read_text().count("ran") == before + 1
+    comparison = json.loads((tmp_path / "same" / "comparison.json").read_text())
+    assert comparison["changed"] is False and not _changes(comparison)
+    assert comparison["graphs"][0]["aligned"] == 3 and not comparison["graphs"][0]["not_checked"]
+
+
+def test_a_script_with_a_changed_lowering_names_the_op_and_its_repro_bisects(
+        script_bundle: tuple[Path, Path], site: Path, tmp_path: Path) -> None:
+    bundle, runs = script_bundle
+    before = runs.read_text().count("ran")
+    out = tmp_path / "B"
+    run = _cli(["compare", str(bundle), "--out", str(out)], plant=True, site=site)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert runs.read_text().count("ran") == before + 1  # re-run once, in B
+    comparison = json.loads((out / "comparison.json").read_text())
+    changes = _changes(comparison)
+    assert set(changes) == {"aten.tanh.default"}, changes  # the op reading the graph constant is judged, unchanged
+    assert changes["aten.tanh.default"]["side"] == "compiled" and changes["aten.tanh.default"]["direction"] == "farther"
+    assert not comparison["graphs"][0]["not_checked"]
+    copy = Path(tempfile.mkdtemp(prefix="bisect-repro-"))
+    shutil.copytree(out / "bisect" / "forward_0_tanh", copy, dirs_exist_ok=True)
+    runs = [subprocess.Popen([sys.executable, "bisect_repro.py"], cwd=copy, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=_environment(plant, site))
+            for plant in (True, False)]  # under B and under A, side by side
+    said = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [1, 0], said

@@ -1,8 +1,8 @@
 """``record`` / ``compare --out`` go through the run's output-folder checks (output/folder.py):
 a link is never followed, the user's files are never overwritten (refused, or moved aside with
 --force), a folder we did not write is never moved, an earlier bundle is kept in previous/<n>, a
-busy folder is refused; ``compare --out`` is never the bundle itself; a plain script is refused by
-``record`` in one line (script mode is not supported there yet). One tiny model (a tanh), in
+busy folder is refused; ``compare --out`` is never the bundle itself; a plain script that compiles
+nothing or fails is one line for ``record`` (exit 2, no folder left). One tiny model (a tanh), in
 this process."""
 from __future__ import annotations
 
@@ -108,16 +108,32 @@ def test_compare_writes_through_the_folder_and_keeps_an_earlier_comparison(bundl
     assert json.loads((out / "previous" / "1" / "comparison.json").read_text())["changed"] is False
 
 
-def test_record_refuses_a_plain_script_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("body, said", [
+    ("import torch\ntorch.ones(2).sum()\n", "compiled nothing"),
+    ("import torch\nraise ValueError('boom')\n",
+     "failed (exit 1: ValueError: boom)"),
+])
+def test_record_of_a_script_that_compiles_nothing_or_fails_is_one_line(tmp_path: Path, body: str, said: str) -> None:
     script = tmp_path / "train.py"
-    script.write_text("import torch\nf = torch.compile(torch.tanh)\nprint(f(torch.ones(2)))\n")
-    said = _one_line_exit_2(_cli("record", str(script), "--out", str(tmp_path / "A")))
-    assert "script mode is not supported by record yet" in said
+    script.write_text(body)
+    assert said in _one_line_exit_2(_cli("record", str(script), "--out", str(tmp_path / "A")))
     assert not (tmp_path / "A").exists()  # never a silent empty bundle
 
 
-def test_compare_refuses_a_plain_script_as_the_model_in_one_line(bundle: Path, tmp_path: Path) -> None:
+def test_compare_refuses_a_script_as_the_model_of_a_model_bundle_in_one_line(bundle: Path, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("import torch\nf = torch.compile(torch.tanh)\nprint(f(torch.ones(2)))\n")
     said = _one_line_exit_2(_cli("compare", str(bundle), "--model", str(script), "--out", str(tmp_path / "B")))
-    assert "script mode is not supported by compare yet" in said and not (tmp_path / "B").exists()
+    assert "recorded from another model" in said and not (tmp_path / "B").exists()
+
+
+def test_compare_of_a_script_that_fails_here_compares_the_graphs_it_compiled(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import os, torch\ntorch.compile(torch.tanh)(torch.ones(3))\n"
+                      "if os.environ.get('ENV_B'):\n    raise SystemExit(3)\n")
+    assert _cli("record", str(script), "--out", str(tmp_path / "A")).exit_code == 0
+    monkeypatch.setenv("ENV_B", "1")
+    result = _cli("compare", str(tmp_path / "A"))
+    assert result.exit_code == 0, result.output  # its one graph computes as recorded
+    assert "failed (exit 3)" in result.output and "graph forward_0: 1 of 1" in result.output

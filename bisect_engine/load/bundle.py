@@ -4,21 +4,24 @@ A bundle is a folder of two files, both readable without unpickling code:
 
 ``manifest.json``
     ``format`` ("bisect-accuracy-bundle"), ``format_version`` (:data:`FORMAT_VERSION`; a reader
-    refuses a newer one), ``model`` (path, name, sha256 of the model file), ``environment``
+    refuses a newer one), ``model`` (path, name, sha256 of the model file; a plain script's also
+    ``kind`` "script", ``argv`` and ``cwd``: ``compare`` runs it again), ``environment``
     (torch, triton, cuda, device, cpu capability, python, TF32 flags, the Inductor config),
-    ``settings`` (the value cap, the compile settings the model file gave), ``graphs`` (per
+    ``settings`` (the value cap, the compile settings the model file gave; a script's
+    ``script_compile_options`` per graph and ``graphs_not_recorded``), ``graphs`` (per
     captured aten graph: ``name``, ``kind``, ``code`` (the graph's Python source,
-    ``GraphModule.code``), ``placeholders`` and ``nodes``: per compute node its ``name``, ``op``,
+    ``GraphModule.code``), ``placeholders``, ``constants`` (its ``get_attr`` tensors; absent in
+    bundles written before them) and ``nodes``: per compute node its ``name``, ``op``,
     ``inputs`` (names of the values it reads) and ``values`` (per tensor it makes: ``name``,
     ``meta`` {shape, dtype}, ``stored`` (whether its values are in values.pt) and ``digest`` per
     side)), ``model_outputs`` (keys into values.pt).
 ``values.pt``
     ``torch.save`` of a flat ``dict[str, Tensor]``, loaded with ``weights_only=True``. Keys:
-    ``GRAPH/VALUE/input`` (a placeholder's real input), ``GRAPH/VALUE/eager``, ``/fp64`` (the op run
+    ``GRAPH/VALUE/input`` (a placeholder's real input), ``GRAPH/VALUE/constant``, ``GRAPH/VALUE/eager``, ``/fp64`` (the op run
     in fp64 on the eager values of its inputs), ``/compiled`` (the op compiled alone by Inductor on
     the same inputs), ``model/outN``. A tensor with more elements than the cap is kept as a digest only.
 
-The graphs are re-captured from the model file in the other environment and aligned to these
+The graphs are re-captured from the model file (or the script, run again) in the other environment and aligned to these
 records by structure (:mod:`bisect_engine.localise.environments`); the source text says what the
 recorded graph was when they differ.
 """

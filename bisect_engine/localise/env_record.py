@@ -2,10 +2,11 @@
 computes for each node (see :mod:`bisect_engine.load.bundle` for the format)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.utils._pytree as pytree
+from torch._inductor import config as inductor_config
 
 from ..errors import ModelError
 from ..load.bundle import DEFAULT_VALUE_CAP, bundle_files, environment_facts, file_sha256
@@ -42,21 +43,34 @@ def record(spec: ModelSpec, write: Callable[[str, bytes], Any], value_cap: int =
            compiler: Compiler | None = None, device: str = "cpu") -> dict[str, Any]:
     """Write the bundle's files with ``write(name, data)`` (the output folder's); returns its manifest
     (without the tensors)."""
+    model = {"path": str(spec.path), "name": spec.path.name, "sha256": file_sha256(spec.path)}
+    settings = {"inductor_config_set_by_model": _plain(spec.inductor_config), "backend": spec.backend,
+                "dynamic": spec.dynamic}
+    return record_graphs(capture_graphs(spec, seed), model_outputs(spec, seed), write, model, settings,
+                         value_cap, seed, compiler, device)
+
+
+def record_graphs(captured: list[CapturedGraph], outputs: list[torch.Tensor], write: Callable[[str, bytes], Any],
+                  model: dict[str, Any], settings: dict[str, Any], value_cap: int = DEFAULT_VALUE_CAP, seed: int = 0,
+                  compiler: Compiler | None = None, device: str = "cpu",
+                  patches: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The bundle of graphs captured already (a model file's, or those a script compiled):
+    every op measured alone; ``patches``: the Inductor config each graph was compiled under (a
+    script's ``torch.compile(mode=, options=)``), by graph name."""
     compiler = compiler or Compiler()
     values: dict[str, Any] = {}
     graphs = []
-    for graph in capture_graphs(spec, seed):
-        context = GraphContext.from_captured(graph, Oracle(seed=seed))
-        measured = measure(context, compiler, label=f"record {graph.name}")
+    for graph in captured:
+        with inductor_config.patch((patches or {}).get(graph.name, {})):
+            context = GraphContext.from_captured(graph, Oracle(seed=seed))
+            measured = measure(context, compiler, label=f"record {graph.name}")
         graphs.append(graph_record(graph, context, measured, values, value_cap))
-    outputs = model_outputs(spec, seed)
     for index, output in enumerate(outputs):
         _keep(values, f"model/out{index}", output, value_cap)
     manifest = {
-        "model": {"path": str(spec.path), "name": spec.path.name, "sha256": file_sha256(spec.path)},
+        "model": model,
         "environment": environment_facts(device),
-        "settings": {"value_cap": value_cap, "seed": seed, "inductor_config_set_by_model": _plain(spec.inductor_config),
-                     "backend": spec.backend, "dynamic": spec.dynamic},
+        "settings": {"value_cap": value_cap, "seed": seed, **settings},
         "graphs": graphs,
         "model_outputs": [f"model/out{index}" for index in range(len(outputs))],
         "compiles": compiler.compiles,
@@ -73,6 +87,8 @@ def graph_record(graph: CapturedGraph, context: GraphContext, measured: NodeValu
     for name, value in zip(view.placeholder_names(), graph.inputs):
         placeholders.append({"name": name, "meta": value_meta(value),
                              "digest": _keep(values, f"{graph.name}/{name}/input", value, value_cap)})
+    constants = [{"name": name, "meta": value_meta(value), "digest": _keep(values, f"{graph.name}/{name}/constant", value, value_cap)}
+                 for name, value in graph_constants(view, context.eager_values)]
     checkable = set(checkable_names(view))
     nodes = []
     for node in view.compute_nodes:
@@ -88,7 +104,14 @@ def graph_record(graph: CapturedGraph, context: GraphContext, measured: NodeValu
             entry["values"].append(record_value)
         nodes.append(entry)
     return {"name": graph.name, "kind": graph.kind, "code": graph.graph_module.code,
-            "placeholders": placeholders, "nodes": nodes, "compile_error": measured.compile_error}
+            "placeholders": placeholders, "constants": constants, "nodes": nodes, "compile_error": measured.compile_error}
+
+
+def graph_constants(view: GraphView, values: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
+    """The tensors a graph holds as attributes (``get_attr``: AOT Autograd's ``_tensor_constantN``),
+    in graph order: recorded like inputs, so an op reading one is judged too."""
+    return [(node.name, values[node.name]) for node in view.graph_module.graph.nodes
+            if node.op == "get_attr" and isinstance(values.get(node.name), torch.Tensor)]
 
 
 def value_meta(value: Any) -> dict[str, Any]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch.fx as fx
+from torch._inductor import config as inductor_config
 
 from ..errors import UsageError
 from ..load.bundle import Bundle, environment_differences, environment_facts, file_sha256
@@ -27,7 +28,7 @@ from ..verdict.drift import Drift, EagerGap, drift, eager_gap
 from ..verdict.graphs import CapturedGraph, GraphView
 from ..verdict.judgement import Oracle
 from ..verdict.oracle import GraphContext
-from .env_record import capture_graphs, model_outputs, value_meta
+from .env_record import capture_graphs, graph_constants, model_outputs, value_meta
 from .measure_env import NodeValues, measure, tensor_value_names
 
 
@@ -102,18 +103,27 @@ def check_model(bundle: Bundle, model_path: Path) -> None:
 def compare(bundle: Bundle, spec: ModelSpec, compiler: Compiler | None = None, device: str = "cpu") -> tuple[Comparison, list[dict[str, Any]]]:
     """Recompute here and judge each recorded node; returns the comparison and, per change, the
     values its repro needs."""
+    seed = int(bundle.manifest.get("settings", {}).get("seed", 0))
+    return compare_graphs(bundle, capture_graphs(spec, seed), model_outputs(spec, seed), compiler, device)
+
+
+def compare_graphs(bundle: Bundle, captured: list[CapturedGraph], outputs: list[Any], compiler: Compiler | None = None,
+                   device: str = "cpu", patches: Mapping[str, dict[str, Any]] | None = None,
+                   ) -> tuple[Comparison, list[dict[str, Any]]]:
+    """:func:`compare` on graphs captured here already (a model file's, or those a script compiled);
+    ``patches``: the Inductor config each graph was compiled under here, by graph name."""
     compiler = compiler or Compiler()
     seed = int(bundle.manifest.get("settings", {}).get("seed", 0))
-    current = {graph.name: graph for graph in capture_graphs(spec, seed)}
+    current = {graph.name: graph for graph in captured}
     recorded = {graph["name"]: graph for graph in bundle.graphs}
     results, repros = [], []
     for name, graph_record in recorded.items():
         if name not in current:
             continue
-        result, inputs = _compare_graph(bundle, graph_record, current[name], compiler, seed)
+        with inductor_config.patch((patches or {}).get(name, {})):
+            result, inputs = _compare_graph(bundle, graph_record, current[name], compiler, seed)
         results.append(result)
         repros += inputs
-    outputs = model_outputs(spec, seed)
     output_change = max((elementwise_change(bundle.values[key], new) for key, new in
                          zip(bundle.manifest.get("model_outputs", []), outputs) if key in bundle.values), default=0.0)
     comparison = Comparison(tuple(environment_differences(bundle.environment, environment_facts(device))), tuple(results),
@@ -127,7 +137,7 @@ def _compare_graph(bundle: Bundle, record: dict[str, Any], graph: CapturedGraph,
     context = GraphContext.from_captured(graph, Oracle(seed=seed))
     view = context.view
     pairs, structure = align(record["nodes"], view, context.eager_values)
-    mapping = _value_mapping(record, pairs, view, graph)
+    mapping = _value_mapping(record, pairs, view, graph, context.eager_values)
     fed, unmapped = _recorded_inputs(bundle, record["name"], mapping, context.eager_values)
     measured = measure(GraphContext(graph, view, fed, Oracle(seed=seed)), compiler, label=f"compare {graph.name}")
     changes, not_checked = [], []
@@ -214,12 +224,17 @@ def reads_as_recorded(recorded_node: dict[str, Any], node: fx.Node, recorded_nod
 
 
 def _value_mapping(record: dict[str, Any], pairs: list[tuple[dict[str, Any], fx.Node]], view: GraphView,
-                   graph: CapturedGraph) -> dict[str, tuple[str, str, dict[str, Any] | None]]:
+                   graph: CapturedGraph, graph_values: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, Any] | None]]:
     """Current value name -> (recorded value name, side it is stored under, its digest)."""
     mapping: dict[str, tuple[str, str, dict[str, Any] | None]] = {}
     for recorded, (name, value) in zip(record["placeholders"], zip(view.placeholder_names(), graph.inputs)):
         if recorded["meta"] == value_meta(value):
             mapping[name] = (recorded["name"], "input", recorded.get("digest"))
+    constants = {(c["name"], str(c["meta"])): c for c in record.get("constants", [])}
+    for name, value in graph_constants(view, graph_values):
+        recorded_constant = constants.get((name, str(value_meta(value))))
+        if recorded_constant is not None:  # AOT Autograd names them by position: _tensor_constant0, ...
+            mapping[name] = (name, "constant", recorded_constant.get("digest"))
     for recorded_node, node in pairs:
         for recorded_value, name in zip(recorded_node["values"], tensor_value_names(node)):
             mapping[name] = (recorded_value["name"], "eager", recorded_value.get("eager"))

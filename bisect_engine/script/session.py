@@ -196,6 +196,8 @@ class Session:
         self.interrupted: str | None = None  # the signal that ended the program, if one did
         self.ended_early: str | None = None  # "os._exit(N)": the program ended itself, skipping its exit
         self.graphs: list[GraphRecord] = []
+        # level 1 under `record` / `compare SCRIPT`: what takes each graph's checked call instead of OUT/graphs
+        self.on_record: Callable[[GraphRecord, Sequence[Any]], None] | None = None
         # The judgement every checked call is held to: the default policy (the CLI refuses --oracle,
         # --rng, --seed and --random-inputs for scripts: the program's own draws and seed are used).
         self.oracle = Oracle()
@@ -238,7 +240,8 @@ class Session:
         if self._busy or self.divergence is not None or not self.settings.checks_call(record.calls):
             return compiled(*args)
         if self.settings.level is Level.RECORD:
-            self._guarded(record, lambda: self._write_graph(record, args))
+            write = self.on_record or self._write_graph  # record/compare SCRIPT: the graph's aten capture
+            self._guarded(record, lambda: write(record, args))
             return compiled(*args)
         return self._checked_call(record, compiled, args)
 
