@@ -4,9 +4,14 @@ writes lands outside its temporary folders."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -19,7 +24,39 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bisect
 @pytest.fixture
 def fresh_inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A fresh cache folder, for a subprocess that plants a bug."""
-    return str(tmp_path_factory.mktemp("inductor-cache"))
+    return str(seeded_cache_dir(tmp_path_factory.mktemp("inductor-cache")))
+
+
+_PROBES: list[Path] = []
+_PROBES_MADE = threading.Event()
+_PROBES_LOCK = threading.Lock()
+
+
+def seeded_cache_dir(path: Path | str) -> Path:
+    """A fresh Inductor cache folder (no graph, no kernel compiled in it: a planted lowering is
+    never served from it), seeded with the CPU-capability probes Inductor compiles first in every
+    empty folder: small C++ files named by the hash of their own source, never a graph's kernel
+    (about 4 CPU-seconds of each fresh process here)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for source in _probe_sources():
+        (path / source.parent.name).mkdir(exist_ok=True)
+        for made in source.parent.glob(source.stem + ".*"):
+            shutil.copy2(made, path / source.parent.name / made.name)
+    return path
+
+
+def _probe_sources() -> list[Path]:
+    with _PROBES_LOCK:
+        if not _PROBES_MADE.is_set():
+            template = Path(tempfile.mkdtemp(prefix="bisect-tests-probes-"))
+            subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: x + 1)(torch.ones(4))"],
+                           env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(template)}, capture_output=True, timeout=600)
+            # a graph's kernel includes Inductor's prefix header; the probes do not
+            _PROBES.extend(source for source in sorted(template.glob("*/*.cpp"))
+                           if "cpp_prefix.h" not in source.read_text(errors="replace"))
+            _PROBES_MADE.set()
+    return list(_PROBES)
 
 
 # Wall seconds of each end-to-end case (tests/test_e2e.py fills it): printed after the run, so the

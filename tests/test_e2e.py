@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from conftest import E2E_SECONDS, Job, background_result
+from conftest import E2E_SECONDS, Job, background_result, seeded_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 # BISECT_TEST_DEVICE=cuda runs every case whose DEVICES lists cuda with `--device cuda` (its model,
@@ -115,7 +115,7 @@ def _run_case_untimed(case: Path, base: Path) -> CaseRun:
     if _literal(case, "PLANTED", None) is not None:
         # A planted lowering or decomposition compiled once would be served from the on-disk cache
         # to the next case's compile of the same graph: each planted case gets its own cache.
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(base / case.stem / "inductor-cache")
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(base / case.stem / "inductor-cache"))
     command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(out_dir),
                "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", []), *(["--trace"] if case.stem in TRACED else [])]
     if DEVICE != "cpu":

@@ -14,9 +14,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import pytest
+
+from conftest import Job, background_result, seeded_cache_dir
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +35,7 @@ _CACHES: dict[bool, str] = {}
 
 def _environment(plant: bool, site: Path) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHES.setdefault(plant, tempfile.mkdtemp(prefix=f"envs-cache-{'b' if plant else 'a'}-"))
+    environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHES.setdefault(plant, str(seeded_cache_dir(tempfile.mkdtemp(prefix=f"envs-cache-{'b' if plant else 'a'}-"))))
     if plant:
         environ["PYTHONPATH"] = os.pathsep.join([str(site), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return environ
@@ -43,38 +46,73 @@ def _cli(args: list[str], *, plant: bool = False, site: Path = Path()) -> subpro
                           env=_environment(plant, site), timeout=900)
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("site_b")
+def _site(factory: pytest.TempPathFactory) -> Path:
+    folder = factory.mktemp("site_b")
     (folder / "sitecustomize.py").write_text(f"import runpy\nrunpy.run_path({str(CASES / 'plant_all.py')!r})\n")
     return folder
 
 
+@dataclass
+class ModelRuns:
+    """The model's record in A, its compare in B (planted) and in A again: one chain of processes,
+    started when collection ends (tests/conftest.py) beside the in-process tests."""
+    site: Path
+    bundle: Path
+    recorded: subprocess.CompletedProcess[str]
+    changed: "subprocess.CompletedProcess[str] | None" = None
+    same: "subprocess.CompletedProcess[str] | None" = None
+
+
+def _model_runs(factory: pytest.TempPathFactory) -> ModelRuns:
+    folder = factory.mktemp("envs_model")
+    runs = ModelRuns(_site(factory), folder / "A", _cli(["record", str(MODEL), "--out", str(folder / "A")]))
+    if runs.recorded.returncode == 0:
+        runs.changed = _cli(["compare", str(runs.bundle), "--out", str(folder / "B")], plant=True, site=runs.site)
+        runs.same = _cli(["compare", str(runs.bundle), "--out", str(folder / "same")])
+    return runs
+
+
+def background_jobs(session: pytest.Session) -> list[Job]:
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    wanted = {name for item in session.items if getattr(item, "module", None) is sys.modules[__name__]
+              for name in getattr(item, "fixturenames", ())}
+    jobs = [Job("envs:model", 120.0, lambda: _model_runs(factory))] if "model_runs" in wanted else []
+    return jobs + ([Job("envs:script", 150.0, lambda: _script_runs(factory))] if "script_runs" in wanted else [])
+
+
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("bundle") / "A"
-    recorded = _cli(["record", str(MODEL), "--out", str(out)])
-    assert recorded.returncode == 0, recorded.stderr[-3000:]
+def model_runs(tmp_path_factory: pytest.TempPathFactory) -> ModelRuns:
+    return background_result("envs:model", lambda: _model_runs(tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def site(model_runs: ModelRuns) -> Path:
+    return model_runs.site
+
+
+@pytest.fixture(scope="module")
+def bundle(model_runs: ModelRuns) -> Path:
+    assert model_runs.recorded.returncode == 0, model_runs.recorded.stderr[-3000:]
+    out = model_runs.bundle
     assert (out / "manifest.json").is_file() and (out / "values.pt").is_file()
     return out
 
 
 @pytest.fixture(scope="module")
-def changed(bundle: Path, site: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
-    out = tmp_path_factory.mktemp("compare") / "B"
-    run = _cli(["compare", str(bundle), "--out", str(out)], plant=True, site=site)
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    return json.loads((out / "comparison.json").read_text()), out
+def changed(bundle: Path, model_runs: ModelRuns) -> tuple[Any, Path]:
+    run = model_runs.changed
+    assert run is not None and run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:] if run else None
+    return json.loads((bundle.parent / "B" / "comparison.json").read_text()), bundle.parent / "B"
 
 
 def _changes(comparison: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["op"]: c for g in comparison["graphs"] for c in g["changes"]}
 
 
-def test_the_same_environment_reports_no_change(bundle: Path, tmp_path: Path) -> None:
-    run = _cli(["compare", str(bundle), "--out", str(tmp_path / "same")])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    comparison = json.loads((tmp_path / "same" / "comparison.json").read_text())
+def test_the_same_environment_reports_no_change(bundle: Path, model_runs: ModelRuns) -> None:
+    run = model_runs.same
+    assert run is not None and run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:] if run else None
+    comparison = json.loads((bundle.parent / "same" / "comparison.json").read_text())
     assert comparison["changed"] is False and not _changes(comparison)
     assert not any(g["structure"] for g in comparison["graphs"])
 
@@ -159,39 +197,56 @@ def test_a_bundle_from_another_model_is_refused(bundle: Path, tmp_path: Path) ->
 SCRIPT = CASES / "script.py"
 
 
+@dataclass
+class ScriptRuns:
+    """The script's record in A, its compare in A again and in B (planted): one chain of processes
+    started when collection ends; ``counts`` is how many times the script had run after each."""
+    folder: Path
+    site: Path
+    recorded: subprocess.CompletedProcess[str]
+    counts: list[int]
+    same: "subprocess.CompletedProcess[str] | None" = None
+    changed: "subprocess.CompletedProcess[str] | None" = None
+
+
+def _script_runs(factory: pytest.TempPathFactory) -> ScriptRuns:
+    folder, site = factory.mktemp("script"), _site(factory)
+    runs_file = folder / "runs.txt"  # the script appends a line per run
+    count = lambda: runs_file.read_text().count("ran") if runs_file.exists() else 0  # noqa: E731
+    runs = ScriptRuns(folder, site, _cli(["record", str(SCRIPT), str(runs_file), "--out", str(folder / "A")]), [])
+    runs.counts.append(count())
+    if runs.recorded.returncode == 0:
+        runs.same = _cli(["compare", str(folder / "A"), "--out", str(folder / "same")])
+        runs.counts.append(count())
+        runs.changed = _cli(["compare", str(folder / "A"), "--out", str(folder / "B")], plant=True, site=site)
+        runs.counts.append(count())
+    return runs
+
+
 @pytest.fixture(scope="module")
-def script_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("script")
-    runs = folder / "runs.txt"  # the script appends a line per run
-    recorded = _cli(["record", str(SCRIPT), str(runs), "--out", str(folder / "A")])
-    assert recorded.returncode == 0, recorded.stderr[-3000:]
-    assert runs.read_text().count("ran") == 1  # the script ran exactly once
-    manifest = json.loads((folder / "A" / "manifest.json").read_text())
+def script_runs(tmp_path_factory: pytest.TempPathFactory) -> ScriptRuns:
+    runs = background_result("envs:script", lambda: _script_runs(tmp_path_factory))
+    assert runs.recorded.returncode == 0, runs.recorded.stderr[-3000:]
+    assert runs.counts[0] == 1  # the script ran exactly once
+    manifest = json.loads((runs.folder / "A" / "manifest.json").read_text())
     assert manifest["model"]["kind"] == "script" and [g["name"] for g in manifest["graphs"]] == ["forward_0"]
     assert [c["name"] for c in manifest["graphs"][0]["constants"]] == ["_tensor_constant0"]
-    return folder / "A", runs
+    return runs
 
 
-def test_a_script_compared_in_the_same_environment_reports_no_change(script_bundle: tuple[Path, Path],
-                                                                      tmp_path: Path) -> None:
-    bundle, runs = script_bundle
-    before = runs.read_text().count("ran")
-    run = _cli(["compare", str(bundle), "--out", str(tmp_path / "same")])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "no change" in run.stdout and runs.read_text().count("ran") == before + 1
-    comparison = json.loads((tmp_path / "same" / "comparison.json").read_text())
+def test_a_script_compared_in_the_same_environment_reports_no_change(script_runs: ScriptRuns) -> None:
+    run = script_runs.same
+    assert run is not None and run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:] if run else None
+    assert "no change" in run.stdout and script_runs.counts[1] == script_runs.counts[0] + 1
+    comparison = json.loads((script_runs.folder / "same" / "comparison.json").read_text())
     assert comparison["changed"] is False and not _changes(comparison)
     assert comparison["graphs"][0]["aligned"] == 3 and not comparison["graphs"][0]["not_checked"]
 
 
-def test_a_script_with_a_changed_lowering_names_the_op_and_its_repro_bisects(
-        script_bundle: tuple[Path, Path], site: Path, tmp_path: Path) -> None:
-    bundle, runs = script_bundle
-    before = runs.read_text().count("ran")
-    out = tmp_path / "B"
-    run = _cli(["compare", str(bundle), "--out", str(out)], plant=True, site=site)
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    assert runs.read_text().count("ran") == before + 1  # re-run once, in B
+def test_a_script_with_a_changed_lowering_names_the_op_and_its_repro_bisects(script_runs: ScriptRuns) -> None:
+    run, out = script_runs.changed, script_runs.folder / "B"
+    assert run is not None and run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:] if run else None
+    assert script_runs.counts[2] == script_runs.counts[1] + 1  # re-run once, in B
     comparison = json.loads((out / "comparison.json").read_text())
     changes = _changes(comparison)
     assert set(changes) == {"aten.tanh.default"}, changes  # the op reading the graph constant is judged, unchanged
@@ -200,7 +255,7 @@ def test_a_script_with_a_changed_lowering_names_the_op_and_its_repro_bisects(
     copy = Path(tempfile.mkdtemp(prefix="bisect-repro-"))
     shutil.copytree(out / "bisect" / "forward_0_tanh", copy, dirs_exist_ok=True)
     runs = [subprocess.Popen([sys.executable, "bisect_repro.py"], cwd=copy, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, env=_environment(plant, site))
+                             stderr=subprocess.STDOUT, text=True, env=_environment(plant, script_runs.site))
             for plant in (True, False)]  # under B and under A, side by side
     said = [run.communicate(timeout=300)[0] for run in runs]
     assert [run.returncode for run in runs] == [1, 0], said

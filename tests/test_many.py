@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import seeded_cache_dir
+
 from bisect_engine.errors import UsageError
 from bisect_engine.many import ModelRun, exit_code, model_files, out_names, table
 
@@ -23,7 +25,7 @@ BROKEN = "def get_model():\n    raise RuntimeError('no weights')\n\ndef get_inpu
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="many-cache-")}
+    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tempfile.mkdtemp(prefix="many-cache-")))}
     return subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", *args], capture_output=True, text=True,
                           cwd=cwd, env=environment, timeout=900)
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+
+from conftest import seeded_cache_dir
 import torch
 from torch import nn
 
@@ -137,7 +139,7 @@ def test_the_users_compile_mode_and_options_are_read_back() -> None:
 
 def _cli(script: Path, out: Path, site: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(out.parent / "inductor-cache")
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(out.parent / "inductor-cache"))
     if site is not None:  # the plant in every fresh process (the repro's verification too)
         site.mkdir(parents=True)
         (site / "sitecustomize.py").write_text(
