@@ -1,0 +1,119 @@
+"""AOTInductor in script mode without compiling a package: the entry points' wrapping and its
+restoration, the exported graph made flat, dynamic dims and their second size, the second-size
+check's outcomes on fake packages, a package loaded from elsewhere named as not checked."""
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import torch
+from torch import nn
+
+from bisect_engine.load.exported import DynamicDim, dynamic_dims, flat_graph_module, flat_inputs, resized_inputs
+from bisect_engine.script import aoti_check
+from bisect_engine.script.levels import Level, ScriptSettings
+from bisect_engine.script.session import Session
+from bisect_engine.verdict.inductor_adapter import AotiPatches
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x: torch.Tensor, *, scale: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"y": self.norm(torch.relu(self.fc(x))) * scale}
+
+
+@pytest.fixture
+def exported() -> Any:
+    torch.manual_seed(0)
+    return torch.export.export(Block().eval(), (torch.randn(3, 8),), {"scale": torch.randn(4)},
+                               dynamic_shapes={"x": {0: torch.export.Dim("batch", min=2, max=16)}, "scale": None})
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    yield Session(ScriptSettings(out_dir=tmp_path / "out", level=Level.CHECK), tmp_path / "script.py", [], "test")
+
+
+def test_the_exported_graph_is_flat_and_runs_as_the_program(exported: Any) -> None:
+    graph, inputs = flat_graph_module(exported), flat_inputs(exported)
+    assert [n.op for n in graph.graph.nodes].count("placeholder") == 2 and len(inputs) == 2
+    (args, kwargs) = exported.example_inputs
+    assert torch.equal(graph(*inputs)[0], exported.module()(*args, **kwargs)["y"])
+
+
+def test_a_dynamic_dim_gets_a_second_size_inside_its_range(exported: Any) -> None:
+    inputs = flat_inputs(exported)
+    (dim,) = dynamic_dims(exported, inputs)
+    assert (dim.input, dim.dim, dim.size, dim.lower, dim.upper) == (0, 0, 3, 2, 16)
+    assert dim.other_size() == 6
+    assert DynamicDim(0, 0, 3, 3, 3, "s").other_size() is None  # the range holds the example size only
+    assert DynamicDim(0, 0, 9, 2, 10, "s").other_size() == 10
+    resized = resized_inputs(inputs, [dim], {dim.name: 6})
+    assert resized[0].shape == (6, 8) and resized[1] is inputs[1]
+    assert not torch.equal(resized[0][3:], resized[0][:3])  # the new rows are not copies
+
+
+def _fake_package(graph: Any, wrong_at: int | None = None, raises_at: int | None = None) -> Callable[[list[Any]], Any]:
+    def run(inputs: list[Any]) -> list[Any]:
+        rows = inputs[0].shape[0]
+        if rows == raises_at:
+            raise RuntimeError(f"Error: input_handles[0]: expected size 3 at dim 0, got {rows}")
+        outputs = list(graph(*inputs))
+        return [o + 1 if rows == wrong_at else o for o in outputs]
+    return run
+
+
+@pytest.mark.parametrize(("wrong_at", "raises_at", "outcome"), [(None, None, "match"), (None, 6, "raised"),
+                                                                (6, None, "mismatch")])
+def test_the_second_size_check_says_raised_wrong_or_match(session: Session, exported: Any, wrong_at: int | None,
+                                                          raises_at: int | None, outcome: str) -> None:
+    graph, inputs = flat_graph_module(exported), flat_inputs(exported)
+    record = session.add_graph(graph, aoti_check.BACKEND, {})
+    run = _fake_package(graph, wrong_at, raises_at)
+    session.check_external(record, run, inputs)
+    assert record.outcome == "match"
+    dims = dynamic_dims(exported, inputs)
+    entry = aoti_check.second_shape(session, record, run, inputs, dims, "m.pt2")
+    assert entry["second_shape"]["outcome"] == outcome and entry["second_shape"]["sizes"] == {dims[0].name: 6}
+    assert (session.divergence is not None) is (outcome == "mismatch")
+    if outcome == "raised":
+        assert "expected size 3" in entry["second_shape"]["detail"]
+        session.exported.append(entry)
+        line = aoti_check.summary_lines({"exported": session.exported})[0]
+        assert "at {'" in line and ": raised (RuntimeError" in line
+
+
+def test_a_package_loaded_from_elsewhere_is_named_not_checked(session: Session) -> None:
+    model = object()
+    assert aoti_check.package_loaded(session, "/somewhere/m.pt2", model) is model
+    (record,) = session.graphs
+    assert record.outcome == "not_checked"
+    assert record.notes == [aoti_check.loaded_elsewhere("/somewhere/m.pt2")]
+    session.aoti_packages.append("/here/m.pt2")
+    aoti_check.package_loaded(session, "/here/m.pt2", model)
+    assert len(session.graphs) == 1  # compiled in this process: checked when it was compiled
+
+
+def test_the_entry_points_are_wrapped_and_restored() -> None:
+    seen: list[Any] = []
+    package = types.ModuleType("torch._inductor.package")
+    package.load_package = lambda path, *a, **k: f"model of {path}"  # type: ignore[attr-defined]
+    debug = types.ModuleType("torch._inductor.debug")
+    debug.aot_inductor_minifier_wrapper = lambda func, ep, **k: "made.pt2"  # type: ignore[attr-defined]
+    original_load, original_compile = package.load_package, debug.aot_inductor_minifier_wrapper  # type: ignore[attr-defined]
+    with AotiPatches(lambda ep, path, configs: seen.append(("compiled", ep, path, configs)),
+                     lambda path, model: seen.append(("loaded", path, model)) or model,
+                     lambda gm, result: seen.append(("library", gm, result))) as patches:
+        patches.patch(package)
+        patches.patch(debug)
+        patches.patch(types.ModuleType("torch.other"))  # not an entry point: left alone
+        assert debug.aot_inductor_minifier_wrapper(None, "ep", inductor_configs={"a": 1}) == "made.pt2"  # type: ignore[attr-defined]
+        assert package.load_package("made.pt2") == "model of made.pt2"  # type: ignore[attr-defined]
+    assert seen == [("compiled", "ep", "made.pt2", {"a": 1}), ("loaded", "made.pt2", "model of made.pt2")]
+    assert package.load_package is original_load and debug.aot_inductor_minifier_wrapper is original_compile  # type: ignore[attr-defined]
