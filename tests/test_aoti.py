@@ -3,6 +3,11 @@ restoration, the exported graph made flat, dynamic dims and their second size, t
 check's outcomes on fake packages, a package loaded from elsewhere named as not checked."""
 from __future__ import annotations
 
+import ast
+import json
+import os
+import subprocess
+import sys
 import types
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -117,3 +122,64 @@ def test_the_entry_points_are_wrapped_and_restored() -> None:
         assert package.load_package("made.pt2") == "model of made.pt2"  # type: ignore[attr-defined]
     assert seen == [("compiled", "ep", "made.pt2", {"a": 1}), ("loaded", "made.pt2", "model of made.pt2")]
     assert package.load_package is original_load and debug.aot_inductor_minifier_wrapper is original_compile  # type: ignore[attr-defined]
+
+
+# -- end to end: the corpus pair through the CLI (AOTInductor compiles: tens of seconds each) -----
+
+ROOT = Path(__file__).resolve().parents[1]
+CLEAN_CASE = ROOT / "repro_cases" / "script_aoti_attention.py"
+PLANTED_CASE = ROOT / "repro_cases" / "script_aoti_attention_exp.py"
+
+
+def _literal(path: Path, name: str) -> Any:
+    tree = ast.parse(path.read_text())
+    return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(target, "id", None) == name for target in node.targets))
+
+
+def _cli(case: Path, out: Path, planted: bool) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(out.parent / "inductor-cache")  # fresh: a planted codegen is not in its key
+    if planted:  # the plant in every fresh process (the repro's verification too)
+        site = out.parent / "site"
+        site.mkdir(parents=True)
+        (site / "sitecustomize.py").write_text(
+            "import importlib.util as _u\n"
+            f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
+            "_module = _u.module_from_spec(_spec)\n_spec.loader.exec_module(_module)\n")
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    command = [sys.executable, "-m", "bisect_engine.cli", "run", "--out", str(out), "--verify-runs", "1", "-q", str(case)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=out.parent)
+
+
+@pytest.mark.e2e
+def test_an_exported_attention_block_through_aot_inductor_is_clean_at_both_sizes(tmp_path: Path) -> None:
+    expected = _literal(CLEAN_CASE, "EXPECTED")
+    run = _cli(CLEAN_CASE, tmp_path / "out", planted=False)
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == expected["verdict"] and report["script"]["graphs"][0]["backend"] == expected["backend"]
+    (entry,) = report["exported"]
+    assert entry["second_shape"]["outcome"] == expected["second_shape"] and entry["dynamic_dims"][0]["dim"] == 0
+    assert run.stdout.startswith("max |package - eager| = ")  # the program's own output, untouched
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="SUITE full: BISECT_CORPUS=all runs it")
+def test_a_wrong_exp_in_an_aot_inductor_package_is_named_and_its_repro_compiles_through_aoti(tmp_path: Path) -> None:
+    expected = _literal(PLANTED_CASE, "EXPECTED")
+    run = _cli(PLANTED_CASE, tmp_path / "out", planted=True)
+    assert run.returncode == 1, run.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == expected["verdict"]
+    assert {k: report["culprit"][k] for k in ("op", "graph", "kind")} == \
+        {k: expected[k] for k in ("op", "graph", "kind")}, run.stderr
+    assert report["script"]["graphs"][0]["backend"] == expected["backend"]
+    assert report["repro"]["status"] == "REPRODUCED", report["repro"]
+    repro = tmp_path / "out" / "repro.py"
+    assert '\nCOMPILE_WITH = "aot_inductor"\n' in repro.read_text()  # exported and packaged, as the program did
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "clean-cache")
+    without = subprocess.run([sys.executable, "repro.py"], cwd=repro.parent, capture_output=True, text=True,
+                             timeout=600, env=env)  # no plant in that process
+    assert without.returncode == 0, without.stdout + without.stderr

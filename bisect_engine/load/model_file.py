@@ -46,6 +46,9 @@ class ModelSpec:
     # the Inductor config its ``mode=`` / ``options=`` stand for (mode="max-autotune":
     # {"max_autotune": True, ...}); every compile of ours runs under it (see api.bisect_file)
     compile_options: dict[str, Any] = field(default_factory=dict)
+    # the graph was compiled by the user as an AOTInductor package (torch.export +
+    # aoti_compile_and_package, script mode): the repro compiles its cut the same way
+    aot_inductor: bool = False
 
     @property
     def custom_backend(self) -> bool:

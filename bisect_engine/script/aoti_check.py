@@ -103,7 +103,7 @@ def second_shape(session: Any, record: Any, run: Callable[[list[Any]], Any], inp
                     path, sizes)
         return entry
     checks = record.checks
-    session.check_external(record, run, resized, counted=False)
+    session.check_external(record, run, resized)
     shape["outcome"] = "mismatch" if session.divergence is not None else "match" if record.checks > checks else "error"
     return entry
 

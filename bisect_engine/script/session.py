@@ -491,7 +491,8 @@ class Session:
                 unrenderable.append(key)
         model = record.graph_module if record else _no_model
         return ModelSpec(path=self.script, model=model, inputs=tuple(inputs), loss_fn=None, get_batches=None,
-                         inductor_config=config, unrenderable_config=unrenderable)
+                         inductor_config=config, unrenderable_config=unrenderable,
+                         aot_inductor=record is not None and record.backend == aoti_check.BACKEND)
 
     # -- output ----------------------------------------------------------------------------
 
