@@ -741,10 +741,18 @@ def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], m
 def _watch_aot_inductor(session: Session, stack: contextlib.ExitStack) -> None:
     """AOTInductor's entry points observed (:mod:`bisect_engine.script.aoti_check`): wrapped in
     the modules already imported, and in the others once the program imports them."""
-    patches = stack.enter_context(AotiPatches(
-        lambda exported, path, configs: aoti_check.package_compiled(session, exported, path, configs),
-        lambda path, model: aoti_check.package_loaded(session, path, model),
-        lambda graph_module, result: aoti_check.library_made(session, graph_module, result)))
+    def never_raises(observe: Callable[..., Any], fallback: Callable[..., Any]) -> Callable[..., Any]:
+        def observed(*args: Any) -> Any:
+            try:
+                return observe(session, *args)
+            except Exception as error:  # noqa: BLE001 - the tool's failure never ends the program
+                session._internal_error(error, f"checking an AOTInductor {observe.__name__}")
+                return fallback(*args)
+        return observed
+
+    patches = stack.enter_context(AotiPatches(never_raises(aoti_check.package_compiled, lambda *args: None),
+                                              never_raises(aoti_check.package_loaded, lambda path, model: model),
+                                              never_raises(aoti_check.library_made, lambda *args: None)))
     for name in AOTI_ENTRY_POINTS:
         if name in sys.modules:
             patches.patch(sys.modules[name])
