@@ -65,8 +65,7 @@ def package_compiled(session: Any, exported: Any, path: Any, configs: dict[str, 
     if session.busy or session.settings.level is Level.OFF:
         return
     record = session.add_graph(flat_graph_module(exported), BACKEND, compile_options(configs))
-    record.notes.append(f"an AOTInductor package ({os.fspath(path) if isinstance(path, (str, os.PathLike)) else path})"
-                        " checked on the exported program's example inputs")
+    record.notes.append(f"an AOTInductor package ({_where(path)}) checked on the exported program's example inputs")
     inputs = flat_inputs(exported)
     if not inputs and exported.example_inputs is None:
         record.outcome = "not_checked"
@@ -86,7 +85,7 @@ def second_shape(session: Any, record: Any, run: Callable[[list[Any]], Any], inp
     """The package at a second size of every dynamic dim: ``raised`` (it specialised), a divergence
     (checked as a call, so localised there), ``match``, or why it was not run."""
     sizes = {dim.name: size for dim in dims if (size := dim.other_size()) is not None}
-    entry: dict[str, Any] = {"graph": record.name, "package": str(path), "dynamic_dims": [d.to_json() for d in dims],
+    entry: dict[str, Any] = {"graph": record.name, "package": _where(path), "dynamic_dims": [d.to_json() for d in dims],
                              "second_shape": {"sizes": sizes, "outcome": "not_run", "detail": None}}
     if not sizes:
         entry["second_shape"]["detail"] = "every dynamic dim's range holds its example size only"
@@ -115,7 +114,7 @@ def package_loaded(session: Any, path: Any, model: Any) -> Any:
         return model
     record = session.add_graph(fx.GraphModule(torch.nn.Module(), fx.Graph()), f"{BACKEND} (loaded)", None)
     record.outcome = "not_checked"
-    record.notes.append(loaded_elsewhere(os.fspath(path) if isinstance(path, (str, os.PathLike)) else path))
+    record.notes.append(loaded_elsewhere(_where(path)))
     return model
 
 
@@ -126,6 +125,11 @@ def library_made(session: Any, graph_module: Any, result: Any) -> None:
     record = session.add_graph(fx.GraphModule(torch.nn.Module(), fx.Graph()), f"{BACKEND} (aot_compile)", None)
     record.outcome = "not_checked"
     record.notes.append(library_not_checked(result))
+
+
+def _where(path: Any) -> str:
+    """A package's path, or what it was written to (a buffer)."""
+    return os.fspath(path) if isinstance(path, (str, os.PathLike)) else f"a {type(path).__name__} buffer"
 
 
 def _compiled_here(session: Any, path: Any) -> bool:
