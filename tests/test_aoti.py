@@ -105,23 +105,66 @@ def test_a_package_loaded_from_elsewhere_is_named_not_checked(session: Session) 
     assert len(session.graphs) == 1  # compiled in this process: checked when it was compiled
 
 
+class FakeCompiledModel:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, x: int) -> str:
+        return f"{self.path}({x})"
+
+
 def test_the_entry_points_are_wrapped_and_restored() -> None:
     seen: list[Any] = []
     package = types.ModuleType("torch._inductor.package")
-    package.load_package = lambda path, *a, **k: f"model of {path}"  # type: ignore[attr-defined]
+    package.load_package = lambda path, *a, **k: FakeCompiledModel(path)  # type: ignore[attr-defined]
+    own_call = FakeCompiledModel.__call__
     debug = types.ModuleType("torch._inductor.debug")
     debug.aot_inductor_minifier_wrapper = lambda func, ep, **k: "made.pt2"  # type: ignore[attr-defined]
     original_load, original_compile = package.load_package, debug.aot_inductor_minifier_wrapper  # type: ignore[attr-defined]
     with AotiPatches(lambda ep, path, configs: seen.append(("compiled", ep, path, configs)),
-                     lambda path, model: seen.append(("loaded", path, model)) or model,
-                     lambda gm, result: seen.append(("library", gm, result))) as patches:
+                     lambda path, model: seen.append(("loaded", path, model.path)) or model,
+                     lambda gm, result: seen.append(("library", gm, result)),
+                     lambda model, args, kwargs, call: seen.append(("called", args)) or call(model, *args, **kwargs)
+                     ) as patches:
         patches.patch(package)
         patches.patch(debug)
         patches.patch(types.ModuleType("torch.other"))  # not an entry point: left alone
         assert debug.aot_inductor_minifier_wrapper(None, "ep", inductor_configs={"a": 1}) == "made.pt2"  # type: ignore[attr-defined]
-        assert package.load_package("made.pt2") == "model of made.pt2"  # type: ignore[attr-defined]
-    assert seen == [("compiled", "ep", "made.pt2", {"a": 1}), ("loaded", "made.pt2", "model of made.pt2")]
+        model = package.load_package("made.pt2")  # type: ignore[attr-defined]
+        assert isinstance(model, FakeCompiledModel) and model(3) == "made.pt2(3)"  # the program keeps its object
+    assert seen == [("compiled", "ep", "made.pt2", {"a": 1}), ("loaded", "made.pt2", "made.pt2"), ("called", (3,))]
     assert package.load_package is original_load and debug.aot_inductor_minifier_wrapper is original_compile  # type: ignore[attr-defined]
+    assert FakeCompiledModel.__call__ is own_call
+
+
+class FakePackage:
+    """A loaded package: the exported graph's own values, 1 too high when ``wrong``."""
+
+    def __init__(self, graph: Any, spec: Any, wrong: bool) -> None:
+        self.graph, self.spec, self.wrong = graph, spec, wrong
+
+    def __call__(self, x: torch.Tensor, *, scale: torch.Tensor) -> dict[str, torch.Tensor]:
+        (y,) = self.graph(x, scale)
+        return {"y": y + 1 if self.wrong and x.shape[0] == 5 else y}
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_the_programs_own_calls_of_a_package_it_compiled_are_checked(session: Session, exported: Any,
+                                                                    wrong: bool) -> None:
+    graph = flat_graph_module(exported)
+    record = session.add_graph(graph, aoti_check.BACKEND, {})
+    session.aoti_packages.append("m.pt2")
+    session.aoti_records.append(("m.pt2", record, exported))
+    model = FakePackage(graph, exported.call_spec.in_spec, wrong)
+    assert aoti_check.package_loaded(session, "m.pt2", model) is model and len(session.graphs) == 1
+    x = torch.randn(5, 8)  # the program's own input: not the example's size
+    out = aoti_check.package_called(session, model, (x,), {"scale": torch.ones(4)},
+                                    lambda m, *a, **k: FakePackage.__call__(m, *a, **k))
+    assert torch.equal(out["y"], model(x, scale=torch.ones(4))["y"])  # the program's result, as the package gave it
+    assert record.checks == 1 and (session.divergence is not None) is wrong
+    aoti_check.package_called(session, model, (x,), {"scale": torch.ones(4)},
+                              lambda m, *a, **k: FakePackage.__call__(m, *a, **k))
+    assert record.checks == 1  # the second call is not checked (check_every 0: the first only)
 
 
 # -- end to end: the corpus pair through the CLI (AOTInductor compiles: tens of seconds each) -----
@@ -161,6 +204,7 @@ def test_an_exported_attention_block_through_aot_inductor_is_clean_at_both_sizes
     assert report["verdict"] == expected["verdict"] and report["script"]["graphs"][0]["backend"] == expected["backend"]
     (entry,) = report["exported"]
     assert entry["second_shape"]["outcome"] == expected["second_shape"] and entry["dynamic_dims"][0]["dim"] == 0
+    assert report["script"]["calls_checked"] == 3  # the example inputs, the second size, the program's own call
     assert run.stdout.startswith("max |package - eager| = ")  # the program's own output, untouched
 
 

@@ -5,7 +5,9 @@ eagerly and in fp64 (:func:`bisect_engine.script.call_check.judge_call`). A dive
 localised like any compiled graph's: the exported graph (flat, :mod:`bisect_engine.load.exported`)
 captured and searched per node under the user's ``inductor_configs``. When the export declared a
 dynamic dim, the package also runs at a second size of it (``second_shape``): a package that
-raises there specialised the dim; one that is wrong there diverged (localised at that size).
+raises there specialised the dim; one that is wrong there diverged (localised at that size). Once
+the program loads that package (``aoti_load_package``), its calls are checked as a compiled
+graph's are (the first; every N-th on request), on the program's own inputs.
 
 What is not checked says so by name: a package loaded from a file this process did not compile,
 and a shared library from a direct ``torch._inductor.aot_compile``.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -29,6 +32,16 @@ from .levels import Level
 log = logging.getLogger(__name__)
 
 BACKEND = "aot_inductor"
+
+
+@dataclass
+class LoadedPackage:
+    """A package this process compiled, loaded by the program: its calls are checked as the graph's."""
+
+    model: Any
+    record: Any  # the GraphRecord of the exported graph
+    exported: Any
+    calls: int = 0
 
 
 def compile_options(configs: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +78,7 @@ def package_compiled(session: Any, exported: Any, path: Any, configs: dict[str, 
     if session.busy or session.settings.level is Level.OFF:
         return
     record = session.add_graph(flat_graph_module(exported), BACKEND, compile_options(configs))
+    session.aoti_records.append((path, record, exported))
     record.notes.append(f"an AOTInductor package ({_where(path)}) checked on the exported program's example inputs")
     inputs = flat_inputs(exported)
     if not inputs and exported.example_inputs is None:
@@ -109,8 +123,14 @@ def second_shape(session: Any, record: Any, run: Callable[[list[Any]], Any], inp
 
 def package_loaded(session: Any, path: Any, model: Any) -> Any:
     """``aoti_load_package(path)``: a package this process compiled was checked when it was
-    compiled; any other is named as not checked."""
-    if session.busy or session.settings.level is Level.OFF or _compiled_here(session, path):
+    compiled, and its calls are checked from here on (:func:`package_called`); any other is named
+    as not checked."""
+    if session.busy or session.settings.level is Level.OFF:
+        return model
+    made = next(((record, exported) for made, record, exported in session.aoti_records if _same(made, path)), None)
+    if made is not None:
+        session.aoti_loaded.append(LoadedPackage(model, *made))
+    if _compiled_here(session, path):
         return model
     record = session.add_graph(fx.GraphModule(torch.nn.Module(), fx.Graph()), f"{BACKEND} (loaded)", None)
     record.outcome = "not_checked"
@@ -132,11 +152,44 @@ def _where(path: Any) -> str:
     return os.fspath(path) if isinstance(path, (str, os.PathLike)) else f"a {type(path).__name__} buffer"
 
 
-def _compiled_here(session: Any, path: Any) -> bool:
+def package_called(session: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   call: Callable[..., Any]) -> Any:
+    """A call of a loaded package: for one this process compiled, the checked calls (the first, every
+    N-th on request) are checked on the program's own inputs, on copies, before the real call.
+    The program's own call runs outside the tool's guard: its errors are its own."""
+    loaded = next((p for p in session.aoti_loaded if p.model is model), None)
+    if loaded is not None and not session.busy and session.divergence is None:
+        loaded.calls += 1
+        if session.settings.checks_call(loaded.calls):
+            _check_call(session, loaded, args, kwargs, call)
+    return call(model, *args, **kwargs)
+
+
+def _check_call(session: Any, loaded: LoadedPackage, args: tuple[Any, ...], kwargs: dict[str, Any],
+                call: Callable[..., Any]) -> None:
+    try:
+        inputs = flat_inputs(loaded.exported, args, kwargs)
+    except Exception as error:  # noqa: BLE001 - inputs the export's spec does not take: the package will say so
+        log.debug("a call of the AOTInductor package not checked: %s", error)
+        return
+    spec = loaded.exported.call_spec.in_spec
+
+    def run(values: list[Any]) -> Any:
+        call_args, call_kwargs = pytree.tree_unflatten(list(values), spec)
+        return flat_values(call(loaded.model, *call_args, **call_kwargs))
+
+    session.check_external(loaded.record, run, inputs)
+
+
+def _same(made: Any, path: Any) -> bool:
     def key(value: Any) -> Any:
         return os.path.realpath(os.fspath(value)) if isinstance(value, (str, os.PathLike)) else id(value)
 
-    return any(key(path) == key(made) for made in session.aoti_packages)
+    return bool(key(made) == key(path))
+
+
+def _compiled_here(session: Any, path: Any) -> bool:
+    return any(_same(made, path) for made in session.aoti_packages)
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

@@ -219,6 +219,8 @@ class Session:
         self.started_at = process_started_at(time.time())
         self.trace_recording = contextlib.ExitStack()  # --trace: closed (the trace kept) by finish()
         self.aoti_packages: list[Any] = []  # the AOTInductor packages this process compiled (paths, buffers)
+        self.aoti_records: list[tuple[Any, GraphRecord, Any]] = []  # (package, its graph's record, ExportedProgram)
+        self.aoti_loaded: list[aoti_check.LoadedPackage] = []  # those the program loaded: their calls are checked
         self.exported: list[dict[str, Any]] = []  # each package's dynamic dims and second-size check
 
     # -- compiling and calling -------------------------------------------------------------
@@ -752,7 +754,8 @@ def _watch_aot_inductor(session: Session, stack: contextlib.ExitStack) -> None:
 
     patches = stack.enter_context(AotiPatches(never_raises(aoti_check.package_compiled, lambda *args: None),
                                               never_raises(aoti_check.package_loaded, lambda path, model: model),
-                                              never_raises(aoti_check.library_made, lambda *args: None)))
+                                              never_raises(aoti_check.library_made, lambda *args: None),
+                                              lambda *args: aoti_check.package_called(session, *args)))
     for name in AOTI_ENTRY_POINTS:
         if name in sys.modules:
             patches.patch(sys.modules[name])

@@ -220,12 +220,16 @@ class AotiPatches:
     the block ends (a context manager: ``finally``). After each package compile,
     ``compiled(exported_program, package_path, inductor_configs)``; each load returns
     ``loaded(path, model)``; a shared library compiled outside a package compile,
-    ``made_library(graph_module, result)``."""
+    ``made_library(graph_module, result)``; a loaded package's every call, ``called(model, args,
+    kwargs, call)`` (its class's ``__call__`` wrapped, so the program keeps the object it was given;
+    ``call(model, *args, **kwargs)`` is the real call)."""
 
     def __init__(self, compiled: Callable[[Any, Any, dict[str, Any]], None], loaded: Callable[[Any, Any], Any],
-                 made_library: Callable[[Any, Any], None]):
-        self.compiled, self.loaded, self.made_library = compiled, loaded, made_library
+                 made_library: Callable[[Any, Any], None],
+                 called: Callable[[Any, tuple[Any, ...], dict[str, Any], Callable[..., Any]], Any] | None = None):
+        self.compiled, self.loaded, self.made_library, self.called = compiled, loaded, made_library, called
         self.saved: dict[str, tuple[Any, Any]] = {}
+        self.classes: dict[type, Any] = {}  # a loaded package's class -> its own __call__
         self.packaging: list[bool] = []  # inside a package compile (its own aot_compile and loads are its)
 
     def __enter__(self) -> "AotiPatches":
@@ -234,7 +238,10 @@ class AotiPatches:
     def __exit__(self, *exc: Any) -> None:
         for module, original in self.saved.values():
             setattr(module, AOTI_ENTRY_POINTS[module.__name__], original)
+        for cls, call in self.classes.items():
+            cls.__call__ = call  # type: ignore[method-assign]
         self.saved.clear()
+        self.classes.clear()
 
     def patch(self, module: Any) -> None:
         name = getattr(module, "__name__", "")
@@ -261,8 +268,22 @@ class AotiPatches:
     def _package_load(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
             model = original(path, *args, **kwargs)
-            return model if self.packaging else self.loaded(path, model)
+            if self.packaging:
+                return model
+            self._watch_calls(type(model))
+            return self.loaded(path, model)
         return wrapper
+
+    def _watch_calls(self, cls: type) -> None:
+        if self.called is None or cls in self.classes or not callable(getattr(cls, "__call__", None)):
+            return
+        call, called = cls.__call__, self.called
+
+        def __call__(model: Any, *args: Any, **kwargs: Any) -> Any:
+            return called(model, args, kwargs, call)
+
+        self.classes[cls] = call
+        cls.__call__ = functools.wraps(call)(__call__)  # type: ignore[method-assign]
 
     def _library_compile(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(graph_module: Any, *args: Any, **kwargs: Any) -> Any:
