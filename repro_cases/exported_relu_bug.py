@@ -1,8 +1,8 @@
 """Planted bug in an exported program: ``get_model()`` returns ``torch.export.export(model, inputs)``
 (what ``aoti_compile_and_package`` takes) and Inductor's C++ codegen turns relu(x) into x + 1
 (``cpp.inject_relu_bug_TESTING_ONLY``). The exported program is checked as its graph module
-(``ExportedProgram.module()``), per node, eager vs fp64 vs Inductor; the repro compiles the op
-through Inductor's ``compile_fx`` (not through an AOTInductor package).
+(``ExportedProgram.module()``), per node, eager vs fp64 vs Inductor; the repro exports the op and
+compiles it through AOTInductor (``aoti_compile_and_package``, then ``aoti_load_package``).
 """
 import torch
 import torch._inductor.config as inductor_config

@@ -507,13 +507,36 @@ def test_a_script_that_exits_or_raises_behaves_as_under_python(tmp_path: Path, s
         assert ours.stderr.split("Traceback", 1)[1].startswith(" (most recent call last):\n  File \"" + str(script))
 
 
-def test_an_aot_inductor_package_is_named_not_checked_never_compiled_nothing(tmp_path: Path) -> None:
-    """torch.export + aoti_compile_and_package: Inductor compiled, script mode did not check it: exit 4."""
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all",
+                    reason="SUITE full: make test checks a package through script_aoti_attention (tests/test_aoti.py)")
+def test_an_aot_inductor_package_the_script_compiles_is_checked(tmp_path: Path) -> None:
+    """torch.export + aoti_compile_and_package + aoti_load_package: the package, run on the exported
+    program's example inputs, is checked against the exported graph eagerly and in fp64: clean, exit 0."""
     script = Path(__file__).parent / "scripts" / "aoti_package.py"
     env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
     ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", str(script), "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, env=env, timeout=600)
-    assert ours.returncode == 4 and "an AOTInductor package was compiled" in ours.stderr, ours.stderr
-    assert "compiled nothing" not in ours.stderr
+    assert ours.returncode == 0 and "compiled nothing" not in ours.stderr, ours.stderr
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert report["script"]["aot_inductor"] is True and report["verdict"] == "unchecked"
+    assert report["script"]["aot_inductor"] is True and report["verdict"] == "clean"
+    graph = report["script"]["graphs"][0]
+    # checked twice: on the exported program's example inputs, then on the script's own call of the loaded package
+    assert (graph["backend"], graph["outcome"], graph["checks"]) == ("aot_inductor", "match", 2)
+
+
+def test_an_aot_inductor_package_compiled_elsewhere_is_named_not_checked(tmp_path: Path) -> None:
+    """aoti_load_package of a file another process compiled: not checked, by name (exit 4)."""
+    package = tmp_path / "m.pt2"
+    make = ("import torch; from torch import nn; torch.manual_seed(0); x = torch.randn(2, 8); "
+            "ep = torch.export.export(nn.Linear(8, 4).eval(), (x,)); "
+            f"torch._inductor.aoti_compile_and_package(ep, package_path={str(package)!r})")
+    env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-c", make], check=True, env=env, timeout=600, capture_output=True)
+    script = Path(__file__).parent / "scripts" / "aoti_load_elsewhere.py"
+    ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", str(script), str(package), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert ours.returncode == 4, ours.stderr
+    assert f"an AOTInductor package loaded from {package} was compiled in another process" in ours.stderr
+    assert "compiled nothing" not in ours.stderr and ours.stdout == "torch.Size([2, 4])\n"
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["verdict"] == "incomplete" and report["script"]["graphs"][0]["outcome"] == "not_checked"

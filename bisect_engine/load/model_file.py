@@ -46,6 +46,9 @@ class ModelSpec:
     # the Inductor config its ``mode=`` / ``options=`` stand for (mode="max-autotune":
     # {"max_autotune": True, ...}); every compile of ours runs under it (see api.bisect_file)
     compile_options: dict[str, Any] = field(default_factory=dict)
+    # the graph was compiled by the user as an AOTInductor package (torch.export +
+    # aoti_compile_and_package, script mode): the repro compiles its cut the same way
+    aot_inductor: bool = False
 
     @property
     def custom_backend(self) -> bool:
@@ -100,7 +103,9 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
     for name in REQUIRED:
         if not callable(getattr(module, name, None)):
             raise UsageError(f"{path.name} must define {name}() (see README: model file contract)")
-    model = exported_module(_call(path, module.get_model, "get_model"))
+    returned = _call(path, module.get_model, "get_model")
+    model = exported_module(returned)
+    exported = model is not returned  # an ExportedProgram: the finding's repro compiles through AOTInductor
     if not callable(model):
         raise UsageError(f"{path.name}: get_model() returned {type(model).__name__}, not a module or callable")
     inputs = _call(path, module.get_inputs, "get_inputs")
@@ -121,12 +126,13 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
     return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
                      get_batches if callable(get_batches) else None, config, unrenderable,
                      get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled),
-                     options)
+                     options, aot_inductor=exported)
 
 
 def exported_module(model: Any) -> Any:
     """A ``torch.export.ExportedProgram`` (what AOTInductor packages) is checked as its graph module
-    (``ExportedProgram.module()``): eager, fp64 and Inductor per node on the exported graph."""
+    (``ExportedProgram.module()``): eager, fp64 and Inductor per node on the exported graph; the
+    finding's repro compiles through AOTInductor (``ModelSpec.aot_inductor``)."""
     import torch.export
 
     return model.module() if isinstance(model, torch.export.ExportedProgram) else model

@@ -483,7 +483,7 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
         rng_strict=graph.context.rng_strict, seed=graph.context.seed, recipes=recipes,
         title=f"{ops[0]}{' (+%d more)' % (len(ops) - 1) if len(ops) > 1 else ''}: {what}",
         finding=finding, environment=environment(), expect=expect,
-        kernels=graph.kernels if expect != "eager_nonfinite" else (),
+        kernels=graph.kernels if expect != "eager_nonfinite" else (), aot_inductor=result.spec.aot_inductor,
     )
     return with_judgement(spec, sized, subgraph)
 

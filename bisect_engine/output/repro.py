@@ -80,6 +80,9 @@ class ReproSpec:
     # The positions of the inputs the job's compile froze into constants (``freezing``: parameters
     # and what is computed from them alone); the repro compiles them as parameters. () : none.
     constants: tuple[int, ...] = ()
+    # The finding came from an AOTInductor package: the repro exports the cut and compiles it with
+    # aoti_compile_and_package (then aoti_load_package), as the user's program did (COMPILE_WITH).
+    aot_inductor: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ def repro_spec(
     seed: int = 0,
     recipes: list[dict[str, Any]] | None = None,
     kernels: tuple[Kernel, ...] = (),
+    aot_inductor: bool = False,
 ) -> ReproSpec:
     forward_code = init_code(subgraph.graph_module) + subgraph.graph_module.code.strip()
     return ReproSpec(
@@ -141,6 +145,7 @@ def repro_spec(
         kernels=kernel_quotes(kernels),
         symbolic=_compiled_shapes(subgraph, values),
         subgraph_classes=subgraph_classes(subgraph.graph_module),
+        aot_inductor=aot_inductor,
     )
 
 
@@ -210,6 +215,13 @@ _CONFIG = '''
 # The non-default Inductor config the failing compile ran with.
 INDUCTOR_CONFIG = {config}
 {unrenderable}'''
+
+_AOT_INDUCTOR = '''
+# The program compiled this graph as an AOTInductor package (torch.export +
+# torch._inductor.aoti_compile_and_package): the cut below is exported and packaged the same way,
+# loaded with torch._inductor.aoti_load_package and run.
+COMPILE_WITH = "aot_inductor"
+'''
 
 _BODY = '''
 # {what}
@@ -302,7 +314,8 @@ if __name__ == "__main__":
         status = repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
                             RNG_STRICT, SEED, INPUT_RECIPES, symbolic=globals().get("SYMBOLIC_SHAPES"),
                             oracle=globals().get("ORACLE"), facts=globals().get("OUTPUT_FACTS"),
-                            constants=globals().get("CONSTANT_INPUTS"))
+                            constants=globals().get("CONSTANT_INPUTS"),
+                            compile_with=globals().get("COMPILE_WITH"))
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -369,6 +382,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + notes
         + _kernel_block(spec.kernels)
         + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable)
+        + (_AOT_INDUCTOR if spec.aot_inductor else "")
         + ("\n# The higher-order ops' subgraphs, as Repro's attributes.\n" + spec.subgraph_classes
            if spec.subgraph_classes else "")
         + _BODY.format(

@@ -74,6 +74,25 @@ def compile_with_inductor(graph_module, inputs, inductor_config, seed, example_i
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
 
+def compile_with_aot_inductor(graph_module, inputs, inductor_config, seed):
+    """The graph as an AOTInductor package, as a program ships it: ``torch.export`` of the graph
+    at these inputs, ``aoti_compile_and_package`` under the config, ``aoti_load_package``, run."""
+    import tempfile
+
+    fresh = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
+    with torch._inductor.config.patch({**fresh, **inductor_config}), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        exported = torch.export.export(copy.deepcopy(graph_module), tuple(clone_value(v) for v in inputs), strict=False)
+        with tempfile.TemporaryDirectory() as folder:
+            path = torch._inductor.aoti_compile_and_package(
+                exported, package_path=os.path.join(folder, "repro.pt2"), inductor_configs={**fresh, **inductor_config})
+            package = torch._inductor.aoti_load_package(path)
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                outputs = package(*[clone_value(v) for v in inputs])
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
 def trace(repro_module, inputs, symbolic=None):
     """The repro's graph. make_fx records every aten call, factory ops (rand, arange, ...)
     included, where symbolic tracing would bake their values in as constants. ``symbolic``: the
@@ -145,7 +164,8 @@ def output_facts_of(graph_module, facts):
 
 
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
-               rng_strict=False, seed=0, recipes=None, symbolic=None, oracle=None, facts=None, constants=None):
+               rng_strict=False, seed=0, recipes=None, symbolic=None, oracle=None, facts=None, constants=None,
+               compile_with=None):
     try:
         oracle = judging(oracle, rng_strict, seed)
         inputs = load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)
@@ -159,7 +179,10 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         found = has_nonfinite(eager)
         return say_verdict(found, f"eager output {'holds' if found else 'holds no'} NaN/Inf")
     try:
-        compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed, fakes, constants)
+        if compile_with == "aot_inductor":
+            compiled = compile_with_aot_inductor(graph_module, inputs, inductor_config, seed)
+        else:
+            compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed, fakes, constants)
     except Exception as error:
         if expect == "crash":
             return say_verdict(True, f"Inductor raised {type(error).__name__}: {error}")

@@ -28,13 +28,13 @@ def log_to_stderr(level: int = logging.WARNING) -> None:
 
 
 # Modules that only an AOTInductor package brings in (torch._inductor.aoti_compile_and_package and
-# aoti_load_package import them; a torch.compile run does not): the script compiled through
-# torch.export + AOTInductor, which no torch.compile backend of ours sees.
+# aoti_load_package import them; a torch.compile run does not). Script mode checks the packages it
+# sees compiled (script/aoti_check.py); this names the rest: AOTInductor ran by a way it did not see.
 AOTI_MODULES = ("torch._inductor.package",)
-AOTI_NOT_CHECKED = ("an AOTInductor package was compiled (torch.export + aoti_compile_and_package / aoti_load_package): "
-                    "not checked by script mode (it hooks torch.compile only); run the exported model as a model file "
-                    "(get_model() returning the nn.Module you exported, get_inputs() its example inputs) to localise "
-                    "the op Inductor gets wrong")
+AOTI_NOT_CHECKED = ("AOTInductor ran (torch._inductor.package was imported) but no package compile or load went through "
+                    "torch._inductor.aoti_compile_and_package / aoti_load_package while script mode watched: not "
+                    "checked; compile the package with aoti_compile_and_package in the script, or run the exported "
+                    "model as a model file (get_model() returning the ExportedProgram, get_inputs() its example inputs)")
 
 
 def aoti_compiled() -> bool:

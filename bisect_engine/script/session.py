@@ -43,7 +43,8 @@ from .call_check import (CallVerdict, check_gradients, flat_values, grad_positio
                           weighted_sum)
 from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
 from ..verdict.state import tensor_attributes
-from ..verdict.inductor_adapter import compiles_routed_through, nondefault_inductor_config
+from ..verdict.inductor_adapter import AOTI_ENTRY_POINTS, AotiPatches, compiles_routed_through, nondefault_inductor_config
+from . import aoti_check
 from .levels import (MAX_RECORD_FILES_VARIABLE, MAX_RECORD_VARIABLE,
                      ROOT_PID_VARIABLE, Level, ScriptSettings, clear_environment,
                      settings_from_environment)
@@ -52,6 +53,7 @@ from ..output.folder import FolderBusy, OutputError, OutputFolder
 from ..output.trace import emit_findings, note_trace, recording_trace
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, aoti_compiled, log_to_stderr
+from .watch import EveryImport
 from .processes import (cover, cover_root, process_lines, process_reports, process_started_at, should_cover_root,
                         written_since)
 
@@ -218,6 +220,10 @@ class Session:
         # a report written in OUT since this process started is another program's, running beside it
         self.started_at = process_started_at(time.time())
         self.trace_recording = contextlib.ExitStack()  # --trace: closed (the trace kept) by finish()
+        self.aoti_packages: list[Any] = []  # the AOTInductor packages this process compiled (paths, buffers)
+        self.aoti_records: list[tuple[Any, GraphRecord, Any]] = []  # (package, its graph's record, ExportedProgram)
+        self.aoti_loaded: list[aoti_check.LoadedPackage] = []  # those the program loaded: their calls are checked
+        self.exported: list[dict[str, Any]] = []  # each package's dynamic dims and second-size check
 
     # -- compiling and calling -------------------------------------------------------------
 
@@ -264,6 +270,36 @@ class Session:
             positions = grad_positions(args) if trains else []
             self._judged(record, compiled, verdict, references.random, pristine, positions)
         return outputs
+
+    def check_external(self, record: GraphRecord, run: Callable[[list[Any]], Any], inputs: list[Any],
+                       counted: bool = True) -> None:
+        """A call compiled outside ``torch.compile`` (an AOTInductor package), checked as a compiled
+        call of ``record``'s graph: ``run`` on a copy of ``inputs`` against eager and fp64."""
+        if counted:
+            record.calls += 1
+            self.calls += 1
+        if self.divergence is not None or self.settings.level is Level.RECORD:
+            return
+        pristine = self._guarded(record, lambda: clone_value(inputs))
+        references = self._guarded(record, lambda: reference_outputs(record.graph_module, pristine))
+        arguments = self._guarded(record, lambda: clone_value(inputs))
+        outputs = self._guarded(record, lambda: run(arguments))
+        if references is None or outputs is None:
+            return
+        verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, arguments,
+                                                           self.oracle))
+        if verdict is not None:
+            self._judged(record, run, verdict, references.random, pristine, [])
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def guarded(self, record: GraphRecord, work: Callable[[], Any]) -> Any:
+        return self._guarded(record, work)
+
+    def tool_work(self) -> Any:
+        return self._tool_work()
 
     def _judged(self, record: GraphRecord, compiled: Callable[..., Any], verdict: CallVerdict, random: bool,
                 pristine: list[Any], positions: list[int]) -> None:
@@ -460,7 +496,8 @@ class Session:
                 unrenderable.append(key)
         model = record.graph_module if record else _no_model
         return ModelSpec(path=self.script, model=model, inputs=tuple(inputs), loss_fn=None, get_batches=None,
-                         inductor_config=config, unrenderable_config=unrenderable)
+                         inductor_config=config, unrenderable_config=unrenderable,
+                         aot_inductor=record is not None and record.backend == aoti_check.BACKEND)
 
     # -- output ----------------------------------------------------------------------------
 
@@ -558,6 +595,7 @@ class Session:
             # see a patched lowering or codegen (the engine's own compiles bypass that cache).
             self.report["stale_artifact"] = STALE_ARTIFACT
         folder = self.output_folder()
+        self.report["exported"] = self.exported or self.report.get("exported")  # AOTInductor packages' dynamic dims
         if self.out_dir == self.root and self.rank is None:  # the top level: one verdict for every process
             self.report = cover(self.report, process_reports(self.root))
         if folder is not None:
@@ -657,7 +695,7 @@ def script_summary(report: dict[str, Any]) -> str:
         if report.get("verdict_from") == "processes" and report["verdict"] == "incomplete":
             what = "not every process checked"
         return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
-                          *process_lines(script)]) + not_checked_lines(script)
+                          *process_lines(script), *aoti_check.summary_lines(report)]) + not_checked_lines(script)
     lines = [summary(report)]
     if report.get("verdict_from") == "processes":
         lines.append(f"  from:    another process of the program (this one: {script.get('own_verdict')})")
@@ -670,6 +708,7 @@ def script_summary(report: dict[str, Any]) -> str:
     if script.get("internal_error"):
         lines.append(f"  internal error: {script['internal_error']}")
     lines.append(f"  script:  {counts}")
+    lines += aoti_check.summary_lines(report)
     lines += process_lines(script)
     lines.append(f"  report:  {report['report_path']}")
     return "\n".join(lines)
@@ -698,9 +737,39 @@ def start_session(settings: ScriptSettings, script: Path, argv: Sequence[str], m
     os.register_at_fork(after_in_child=session.forked)
     stack = contextlib.ExitStack()
     stack.enter_context(compiles_routed_through(session.wrap_backend))
+    _watch_aot_inductor(session, stack)
     if folder is not None:  # --trace (the CLI opens the folder first), kept when the session finishes
         session.trace_recording.enter_context(recording_trace(folder, settings.trace))
     return ActiveSession(session, stack)
+
+
+def _watch_aot_inductor(session: Session, stack: contextlib.ExitStack) -> None:
+    """AOTInductor's entry points observed (:mod:`bisect_engine.script.aoti_check`): wrapped in
+    the modules already imported, and in the others once the program imports them."""
+    def never_raises(observe: Callable[..., Any], fallback: Callable[..., Any]) -> Callable[..., Any]:
+        def observed(*args: Any) -> Any:
+            try:
+                return observe(session, *args)
+            except Exception as error:  # noqa: BLE001 - the tool's failure never ends the program
+                session._internal_error(error, f"checking an AOTInductor {observe.__name__}")
+                return fallback(*args)
+        return observed
+
+    patches = stack.enter_context(AotiPatches(never_raises(aoti_check.package_compiled, lambda *args: None),
+                                              never_raises(aoti_check.package_loaded, lambda path, model: model),
+                                              never_raises(aoti_check.library_made, lambda *args: None),
+                                              lambda *args: aoti_check.package_called(session, *args)))
+    for name in AOTI_ENTRY_POINTS:
+        if name in sys.modules:
+            patches.patch(sys.modules[name])
+    finder = EveryImport(AOTI_ENTRY_POINTS, patches.patch)
+    sys.meta_path.insert(0, finder)
+    stack.callback(_remove_finder, finder)
+
+
+def _remove_finder(finder: EveryImport) -> None:
+    if finder in sys.meta_path:
+        sys.meta_path.remove(finder)
 
 
 # -- BISECT_ACCURACY_LEVEL=<n> python train.py -----------------------------------------------

@@ -117,8 +117,10 @@ def state_labels(record: Any) -> dict[str, str]:
 
 def not_checked_lines(script: dict[str, Any]) -> str:
     """Summary lines for the graphs whose checked calls compared nothing."""
-    graphs = [g["graph"] for g in script.get("graphs", []) if g.get("outcome") == "not_checked"]
+    unchecked = [g for g in script.get("graphs", []) if g.get("outcome") == "not_checked"]
+    named = [f"\n  {g['graph']}: {note}" for g in unchecked for note in g.get("notes", []) if note.startswith("not checked:")]
+    graphs = [g["graph"] for g in unchecked if not any(n.startswith("not checked:") for n in g.get("notes", []))]
     if not graphs:
-        return ""
-    return (f"\n  not checked: {', '.join(graphs)}: the checked call compared nothing (no output, no tensor "
-            "written); exit status 4")
+        return "".join(named) + ("; exit status 4" if named else "")
+    return "".join(named) + (f"\n  not checked: {', '.join(graphs)}: the checked call compared nothing (no output, "
+                             "no tensor written); exit status 4")

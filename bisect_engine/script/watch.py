@@ -57,3 +57,29 @@ class AfterImport:
 
 def remove_finders() -> None:
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AfterImport)]
+
+
+class EveryImport:
+    """A meta-path finder kept until removed: each time one of ``names`` is imported,
+    ``callback(module)`` once its code has run (script mode's AOTInductor entry points)."""
+
+    def __init__(self, names: Any, callback: Callable[[Any], None]):
+        self.names = frozenset(names)
+        self.callback = callback
+        self._finding = False
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in self.names or self._finding:
+            return None
+        self._finding = True  # the other finders are asked below; this one must not answer itself
+        try:
+            for finder in list(sys.meta_path):
+                find_spec = getattr(finder, "find_spec", None) if finder is not self else None
+                spec = find_spec(fullname, path, target) if find_spec is not None else None
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = _RunAfterExec(spec.loader, self.callback)
+                    return spec
+            return None
+        finally:
+            self._finding = False

@@ -199,3 +199,105 @@ def graphs_reaching_inductor(torch_level: Callable[[Any, list[Any]], Any],
         yield
     finally:
         module._maybe_wrap_and_compile_fx_main, module._compile_fx_inner = saved
+
+
+
+# AOTInductor's entry points, each read by torch at call time from the module that defines it (so a
+# script's own early ``from torch._inductor import aoti_compile_and_package`` still goes through
+# them): the package compile (``aoti_compile_and_package`` calls ``debug.aot_inductor_minifier_wrapper``
+# with the ExportedProgram), the package load (``aoti_load_package`` calls ``package.load_package``)
+# and the shared-library compile (``aot_compile`` calls ``compile_fx.compile_fx_aot``).
+AOTI_ENTRY_POINTS = {"torch._inductor.debug": "aot_inductor_minifier_wrapper",
+                     "torch._inductor.package": "load_package",
+                     "torch._inductor.compile_fx": "compile_fx_aot"}
+
+
+class AotiPatches:
+    """Observers of AOTInductor's entry points. AOTInductor has no hook for the programs it
+    compiles or loads (its one observer, the whole-graph minifier, is driven by config and re-runs
+    the compile), so each entry point is wrapped in the module that defines it, once that module
+    is imported (:meth:`patch`, called by the script session's import watcher), and restored when
+    the block ends (a context manager: ``finally``). After each package compile,
+    ``compiled(exported_program, package_path, inductor_configs)``; each load returns
+    ``loaded(path, model)``; a shared library compiled outside a package compile,
+    ``made_library(graph_module, result)``; a loaded package's every call, ``called(model, args,
+    kwargs, call)`` (its class's ``__call__`` wrapped, so the program keeps the object it was given;
+    ``call(model, *args, **kwargs)`` is the real call)."""
+
+    def __init__(self, compiled: Callable[[Any, Any, dict[str, Any]], None], loaded: Callable[[Any, Any], Any],
+                 made_library: Callable[[Any, Any], None],
+                 called: Callable[[Any, tuple[Any, ...], dict[str, Any], Callable[..., Any]], Any] | None = None):
+        self.compiled, self.loaded, self.made_library, self.called = compiled, loaded, made_library, called
+        self.saved: dict[str, tuple[Any, Any]] = {}
+        self.classes: dict[type, Any] = {}  # a loaded package's class -> its own __call__
+        self.packaging: list[bool] = []  # inside a package compile (its own aot_compile and loads are its)
+
+    def __enter__(self) -> "AotiPatches":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for module, original in self.saved.values():
+            setattr(module, AOTI_ENTRY_POINTS[module.__name__], original)
+        for cls, call in self.classes.items():
+            cls.__call__ = call  # type: ignore[method-assign]
+        self.saved.clear()
+        self.classes.clear()
+
+    def patch(self, module: Any) -> None:
+        name = getattr(module, "__name__", "")
+        attribute = AOTI_ENTRY_POINTS.get(name)
+        original = getattr(module, attribute, None) if attribute else None
+        if attribute is None or original is None or name in self.saved:
+            return  # not one of ours, already wrapped, or a module still being imported
+        wrap = {"torch._inductor.debug": self._package_compile, "torch._inductor.package": self._package_load,
+                "torch._inductor.compile_fx": self._library_compile}[name]
+        self.saved[name] = (module, original)
+        setattr(module, attribute, functools.wraps(original)(wrap(original)))
+
+    def _package_compile(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(func: Any, exported_program: Any, *args: Any, **kwargs: Any) -> Any:
+            self.packaging.append(True)
+            try:
+                path = original(func, exported_program, *args, **kwargs)
+            finally:
+                self.packaging.pop()
+            self.compiled(exported_program, path, dict(kwargs.get("inductor_configs") or {}))
+            return path
+        return wrapper
+
+    def _package_load(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
+            model = original(path, *args, **kwargs)
+            if self.packaging:
+                return model
+            self._watch_calls(type(model))
+            return self.loaded(path, model)
+        return wrapper
+
+    def _watch_calls(self, cls: type) -> None:
+        if self.called is None or cls in self.classes or not callable(getattr(cls, "__call__", None)):
+            return
+        call, called = cls.__call__, self.called
+
+        def __call__(model: Any, *args: Any, **kwargs: Any) -> Any:
+            return called(model, args, kwargs, call)
+
+        self.classes[cls] = call
+        cls.__call__ = functools.wraps(call)(__call__)  # type: ignore[method-assign]
+
+    def _library_compile(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(graph_module: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(graph_module, *args, **kwargs)
+            if not self.packaging:
+                self.made_library(graph_module, result)
+            return result
+        return wrapper
+
+
+def aoti_load_package(path: Any) -> Any:
+    """Load an AOTInductor package (a buffer read from its start)."""
+    from torch._inductor.package import load_package
+
+    if hasattr(path, "seek"):
+        path.seek(0)
+    return load_package(path)
