@@ -10,11 +10,12 @@ from ..progress import Progress
 from ..verdict.candidate import GraphCandidate, Switch
 from ..verdict.compare import Outcome
 from ..strategies.inside import Inside, descend, hop_name
+from ..strategies.protocol import GraphSearch
 from ..strategies.subsystems import Attribution, attribute
 from .judge import Judge
 
 
-def descend_into_hop(finding: Any, judge: Judge, search: Any, progress: Progress) -> Inside | None:
+def descend_into_hop(finding: Any, judge: Judge, search: GraphSearch, progress: Progress) -> Inside | None:
     """The op inside the culprit HOP's subgraph that is wrong alone (``GraphFinding.inside``; a node
     culprit only: a crash or a window has no one op to look inside). None: not a HOP culprit."""
     if finding is None or finding.crash or finding.culprit_kind != "node" or len(finding.culprit_nodes) != 1:
@@ -27,7 +28,7 @@ def descend_into_hop(finding: Any, judge: Judge, search: Any, progress: Progress
         return descend(context, name, search, judge.add)
 
 
-def attribute_inside(finding: Any, judge: Judge, search: Any, progress: Progress) -> tuple[bool, Attribution | None]:
+def attribute_inside(finding: Any, judge: Judge, search: GraphSearch, progress: Progress) -> tuple[bool, Attribution | None]:
     """The subsystem behind the op named inside a HOP, judged on that op alone in its subgraph (the
     HOP as a whole has no switch of its own); a lowering fallback is then tried on the HOP node
     itself (one compile) and the note says whether it fixes it there. (False, None): no op inside
@@ -46,7 +47,7 @@ def attribute_inside(finding: Any, judge: Judge, search: Any, progress: Progress
             attribution, workaround=workaround, note=f"{attribution.note}; {note}" if attribution.note else note)
 
 
-def _where(attribution: Any, inside: Any, graph: str, search: Any) -> tuple[str, bool]:
+def _where(attribution: Any, inside: Any, graph: str, search: GraphSearch) -> tuple[str, bool]:
     """Whether the switch found on the op alone also fixes the HOP node (lowerings: checked), and
     the note that says so."""
     alone = f"found on {inside.op} compiled alone, outside {inside.hop}"
