@@ -13,12 +13,13 @@ from ..strategies.inside import Inside, descend, hop_name
 from ..strategies.protocol import GraphSearch
 from ..strategies.subsystems import Attribution, attribute
 from .judge import Judge
+from .records import GraphFinding
 
 
-def descend_into_hop(finding: Any, judge: Judge, search: GraphSearch, progress: Progress) -> Inside | None:
+def descend_into_hop(finding: GraphFinding, judge: Judge, search: GraphSearch, progress: Progress) -> Inside | None:
     """The op inside the culprit HOP's subgraph that is wrong alone (``GraphFinding.inside``; a node
     culprit only: a crash or a window has no one op to look inside). None: not a HOP culprit."""
-    if finding is None or finding.crash or finding.culprit_kind != "node" or len(finding.culprit_nodes) != 1:
+    if finding.crash or finding.culprit_kind != "node" or len(finding.culprit_nodes) != 1:
         return None
     (name,) = finding.culprit_nodes
     context = finding.context
@@ -28,12 +29,12 @@ def descend_into_hop(finding: Any, judge: Judge, search: GraphSearch, progress: 
         return descend(context, name, search, judge.add)
 
 
-def attribute_inside(finding: Any, judge: Judge, search: GraphSearch, progress: Progress) -> tuple[bool, Attribution | None]:
+def attribute_inside(finding: GraphFinding, judge: Judge, search: GraphSearch, progress: Progress) -> tuple[bool, Attribution | None]:
     """The subsystem behind the op named inside a HOP, judged on that op alone in its subgraph (the
     HOP as a whole has no switch of its own); a lowering fallback is then tried on the HOP node
     itself (one compile) and the note says whether it fixes it there. (False, None): no op inside
     named (the caller attributes the HOP); else (True, the attribution or None)."""
-    inside = getattr(finding, "inside", None) if finding is not None else None
+    inside = finding.inside
     if inside is None or inside.op is None or inside.graph not in judge.contexts:
         return False, None
     with progress.step(f"{inside.graph}: subsystem bisection"):
