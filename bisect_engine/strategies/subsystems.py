@@ -27,7 +27,6 @@ from ..verdict.graphs import Subgraph, reference_inputs
 from ..verdict.inductor_adapter import default_decompositions, is_lowered
 from ..verdict.oracle import GraphContext
 from .nodes import crash_key
-from .protocol import GraphSearch
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +109,7 @@ def applied_decompositions(subgraph: Subgraph, inputs: list[Any]) -> list[Any]:
 class SubsystemSearch:
     """Proposes subsystem switches on one culprit's nodes to the run's search object."""
 
-    def __init__(self, context: GraphContext, nodes: Iterable[str], search: GraphSearch):
+    def __init__(self, context: GraphContext, nodes: Iterable[str], search: Any):
         self.context = context
         self.nodes = frozenset(nodes)
         self.search = search
@@ -245,7 +244,7 @@ def _decomposition_workaround(drop: str) -> str:
     )
 
 
-def attribute(context: GraphContext, nodes: Iterable[str], search: GraphSearch, verified: bool = True) -> Attribution | None:
+def attribute(context: GraphContext, nodes: Iterable[str], search: Any, verified: bool = True) -> Attribution | None:
     """The first subsystem whose switch makes the culprit's nodes match eager, in table order.
 
     ``verified=False``: first check that they diverge with nothing switched off.
@@ -259,7 +258,7 @@ def attribute(context: GraphContext, nodes: Iterable[str], search: GraphSearch, 
     return subsystems.decomposition() or subsystems.config() or subsystems.lowering()
 
 
-def attribute_model(search: GraphSearch) -> Attribution | None:
+def attribute_model(search: Any) -> Attribution | None:
     """For a divergence no captured graph shows (e.g. a pre-grad pass on the torch-level graph):
     recompile the whole model with each switch until it matches. Costs a full compile per try,
     as ``CompilerBisector`` does, but only for what the per-graph search cannot reach."""
