@@ -9,6 +9,7 @@ report of what was learned, with verdict ``interrupted``; the exception then goe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -72,7 +73,7 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
             try:
                 with user_compile_options(spec):  # the user's mode= / options=, in every compile we make
                     result = engine(spec, options, progress, compiler, on_divergence=interpreters.start)
-                    inputs = _repro_inputs(result, output, with_repro)
+                    result, inputs = _repro_inputs(result, output, with_repro)
             except Interrupted as interrupt:  # before the engine had a result (loading, capture, a scan)
                 report = bare_report(spec.path, "interrupted")
                 report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}
@@ -91,16 +92,16 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
             progress.close()
 
 
-def _repro_inputs(result: RunResult, output: OutputOptions, with_repro: bool) -> ReproInputs:
+def _repro_inputs(result: RunResult, output: OutputOptions, with_repro: bool) -> tuple[RunResult, ReproInputs]:
     """--random-inputs: whether the finding reproduces on random draws (one compile, before
     anything is written); an interrupt here ends the run as one during the search would."""
     if not (output.random_inputs and with_repro) or result.interrupted:
-        return REAL
+        return result, REAL
     try:
-        return checked_random_inputs(result)
+        return result, checked_random_inputs(result)
     except Interrupted as interrupt:
-        result.interrupted = {"signal": interrupt.name, "signum": interrupt.signum, "stage": "repro"}
-        return REAL
+        interrupted = {"signal": interrupt.name, "signum": interrupt.signum, "stage": "repro"}
+        return dataclasses.replace(result, interrupted=interrupted), REAL
 
 
 def record_environment(model_path: str | Path, out_dir: Path, value_cap: int, device: str | None = None,

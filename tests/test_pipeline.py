@@ -3,6 +3,7 @@ in what order, what the budget cuts, and what the report then says. The model is
 real (Dynamo and AOT Autograd), so the aten graphs are the ones a user's run gives."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,16 @@ import torch
 from bisect_engine.load.capture import capture
 from bisect_engine.load.model_file import ModelSpec
 from bisect_engine.localise.options import EngineOptions
+from bisect_engine.localise.drive import Driver, Step
+from bisect_engine.localise.graph_steps import CULPRIT_FIRST_PLAN, GRAPH_PLAN
 from bisect_engine.localise.pipeline import RunResult, run_captured
+from bisect_engine.localise.records import RunFinding
+from bisect_engine.localise.run_steps import FOLLOW_UP, RUN_PLAN
 from bisect_engine.output.report import build_report
 from bisect_engine.output.summary import summary
 from bisect_engine.progress import Progress
-from bisect_engine.search import Budget
+from bisect_engine.search import Budget, BudgetExhausted
+from bisect_engine.verdict.compiler import Compiler
 from fakes import FakeCompiler, kernel
 
 
@@ -240,3 +246,49 @@ def test_a_node_that_crashes_only_in_our_cut_is_harness_never_a_crash(spec, capt
     assert "relu alone" in harness["problem"] and harness["judged"] is True
     assert report["culprit"] is None
     assert "harness: our recompile" in summary(report)
+
+
+@pytest.mark.parametrize("faulty, options, step", [
+    (("relu",), {"divergence_known": True}, "confirm"),  # per-node check first, the culprit alone
+    (("relu",), {"culprit_first": False}, "confirm"),  # whole graph first, then the culprit alone
+    (("addmm", "relu"), {"stop_after": "localise"}, "window"),  # no node wrong alone: a window
+    (("nothing",), {}, "whole"),  # a clean graph: its whole compile decided it
+], ids=["culprit-first", "whole-first", "window", "clean"])
+def test_each_graph_says_which_step_of_its_plan_decided_it(spec, captured, faulty, options, step) -> None:
+    kernels = _relu_kernel(captured) if faulty == ("relu",) else None
+    compiler = FakeCompiler(faulty, kernels) if kernels else FakeCompiler(faulty)
+    result, report = _run(spec, captured, compiler, **options)
+    assert result.graphs[0].ended_by == report["graphs"][0]["ended_by"] == step
+
+
+def test_the_findings_are_frozen_records(spec, captured) -> None:
+    result, _ = _run(spec, captured, FakeCompiler(("relu",), _relu_kernel(captured)), divergence_known=True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.budget = "changed"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.graphs[0].window = ("relu",)  # type: ignore[misc]
+
+
+def test_a_step_cut_by_the_budget_leaves_what_the_steps_before_it_learned() -> None:
+    compiler = Compiler()
+    finding = RunFinding(None, (), compiler, 0.0, search=object())  # type: ignore[arg-type]
+    driver = Driver(finding, None, EngineOptions(), Progress(enabled=False), None)  # type: ignore[arg-type]
+
+    def spent(run: RunFinding, driver: Driver) -> RunFinding:
+        raise BudgetExhausted("no compile left", "max_compiles")
+
+    plan = (Step("model_check", lambda r, d: dataclasses.replace(r, model_level="mismatch"), stage="model_check"),
+            Step("not_applicable", spent, when=lambda r, d: r.model_level == "match"),
+            Step("subsystem", spent, stage="subsystem"),
+            Step("never_reached", lambda r, d: dataclasses.replace(r, model_level="match")))
+    with pytest.raises(BudgetExhausted):
+        driver.run_plan(plan)
+    assert driver.finding.model_level == "mismatch" and driver.ran == ["model_check", "subsystem"]
+    assert compiler.stage == "subsystem"  # what the budget message names
+    assert finding.model_level is None  # the record the run started from is untouched
+
+
+def test_every_step_of_a_plan_has_its_own_name() -> None:
+    for plan in (GRAPH_PLAN, CULPRIT_FIRST_PLAN, FOLLOW_UP, RUN_PLAN):
+        names = [step.name for step in plan]
+        assert len(names) == len(set(names)), names

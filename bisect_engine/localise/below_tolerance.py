@@ -14,6 +14,7 @@ from ..progress import Progress
 from ..strategies.nodes import NodeCheck, Reach, check_nodes, rank_culprits
 from ..verdict.compare import TensorVerdict, clearly_above_eager
 from ..verdict.oracle import GraphContext, SubgraphVerdict
+from ..strategies.protocol import GraphSearch
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def trigger(whole: SubgraphVerdict) -> tuple[str, TensorVerdict] | None:
     return max(above, key=lambda item: item[1].compiled_rms_ulps) if above else None
 
 
-def below_tolerance(context: GraphContext, whole: SubgraphVerdict, model_outputs: list[str], search: Any,
+def below_tolerance(context: GraphContext, whole: SubgraphVerdict, model_outputs: list[str], search: GraphSearch,
                     progress: Progress) -> BelowTolerance | None:
     """When ``whole`` matches but an output is clearly less accurate than eager's: every node judged
     alone (one compile), the culprits ranked by whether they reach the model outputs."""

@@ -9,44 +9,46 @@ import torch
 from ..progress import Progress
 from ..verdict.candidate import GraphCandidate, Switch
 from ..verdict.compare import Outcome
-from ..strategies.inside import descend, hop_name
-from ..strategies.subsystems import attribute
+from ..strategies.inside import Inside, descend, hop_name
+from ..strategies.protocol import GraphSearch
+from ..strategies.subsystems import Attribution, attribute
 from .judge import Judge
+from .records import GraphFinding
 
 
-def descend_into_hop(finding: Any, judge: Judge, search: Any, progress: Progress) -> None:
-    """``finding.inside``: the op inside the culprit HOP's subgraph that is wrong alone (a node
-    culprit only: a crash or a window has no one op to look inside)."""
-    if finding is None or finding.crash or finding.culprit_kind != "node" or len(finding.culprit_nodes) != 1:
-        return
+def descend_into_hop(finding: GraphFinding, judge: Judge, search: GraphSearch, progress: Progress) -> Inside | None:
+    """The op inside the culprit HOP's subgraph that is wrong alone (``GraphFinding.inside``; a node
+    culprit only: a crash or a window has no one op to look inside). None: not a HOP culprit."""
+    if finding.crash or finding.culprit_kind != "node" or len(finding.culprit_nodes) != 1:
+        return None
     (name,) = finding.culprit_nodes
     context = finding.context
     if hop_name(context.view.nodes[name]) is None:
-        return
+        return None
     with progress.step(f"{context.name}: inside {name}"):
-        finding.inside = descend(context, name, search, judge.add)
+        return descend(context, name, search, judge.add)
 
 
-def attribute_inside(finding: Any, judge: Judge, search: Any, progress: Progress) -> bool:
+def attribute_inside(finding: GraphFinding, judge: Judge, search: GraphSearch, progress: Progress) -> tuple[bool, Attribution | None]:
     """The subsystem behind the op named inside a HOP, judged on that op alone in its subgraph (the
     HOP as a whole has no switch of its own); a lowering fallback is then tried on the HOP node
-    itself (one compile) and the note says whether it fixes it there. False: no op inside named
-    (the caller attributes the HOP)."""
-    inside = getattr(finding, "inside", None) if finding is not None else None
+    itself (one compile) and the note says whether it fixes it there. (False, None): no op inside
+    named (the caller attributes the HOP); else (True, the attribution or None)."""
+    inside = finding.inside
     if inside is None or inside.op is None or inside.graph not in judge.contexts:
-        return False
+        return False, None
     with progress.step(f"{inside.graph}: subsystem bisection"):
         attribution = attribute(judge.contexts[inside.graph], (inside.node,), search)
-        if attribution is not None:
-            note, fixes = _where(attribution, inside, finding.context.name, search)
-            workaround = attribution.workaround if fixes else (
-                f"# none known: the switch ({attribution.name}) does not apply inside {inside.hop}")
-            finding.attribution = dataclasses.replace(
-                attribution, workaround=workaround, note=f"{attribution.note}; {note}" if attribution.note else note)
-    return True
+        if attribution is None:
+            return True, finding.attribution
+        note, fixes = _where(attribution, inside, finding.context.name, search)
+        workaround = attribution.workaround if fixes else (
+            f"# none known: the switch ({attribution.name}) does not apply inside {inside.hop}")
+        return True, dataclasses.replace(
+            attribution, workaround=workaround, note=f"{attribution.note}; {note}" if attribution.note else note)
 
 
-def _where(attribution: Any, inside: Any, graph: str, search: Any) -> tuple[str, bool]:
+def _where(attribution: Any, inside: Any, graph: str, search: GraphSearch) -> tuple[str, bool]:
     """Whether the switch found on the op alone also fixes the HOP node (lowerings: checked), and
     the note that says so."""
     alone = f"found on {inside.op} compiled alone, outside {inside.hop}"

@@ -64,10 +64,8 @@ def run_scanned(spec: ModelSpec, options: EngineOptions, progress: Progress, com
         exhausted = budget_cause(error)
         if exhausted is None:
             raise
-        result = _clean(spec, compiler, {})
-        result.budget = budget_message(exhausted, options, compiler)
-    result.seconds = time.perf_counter() - started
-    return result
+        result = dataclasses.replace(_clean(spec, compiler, {}), budget=budget_message(exhausted, options, compiler))
+    return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 
 def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress, compiler: Compiler,
@@ -82,10 +80,10 @@ def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress
     dims = recompiled_dims(batches, finding.step) if spec.dynamic is not False else []  # see _batches_flow
     result = run(dataclasses.replace(spec, model=model, inputs=marked_dynamic(finding.batch, dims)), _known(options),
                  progress, compiler, on_divergence)
-    result.scan = {"step": finding.step, "step_detail": finding.to_json()}
     if result.finding is None and result.draws_random:
-        result.scan = {"step": None, "step_detail": {**finding.to_json(), "cleared": CLEARED.format(what=f"step {finding.step}")}}
-    return result
+        return dataclasses.replace(result, scan={"step": None, "step_detail": {
+            **finding.to_json(), "cleared": CLEARED.format(what=f"step {finding.step}")}})
+    return dataclasses.replace(result, scan={"step": finding.step, "step_detail": finding.to_json()})
 
 
 def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress,
@@ -103,10 +101,10 @@ def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, p
         result = run(dataclasses.replace(spec, inputs=marked_dynamic(finding.batch, dims)), _known(options), progress,
                      compiler, on_divergence)
         finding = dataclasses.replace(finding, samples=None)
-    result.scan = {"batch": finding.to_json()}
     if result.finding is None and result.draws_random:
-        result.scan = {"batch": None, "batch_detail": {**finding.to_json(), "cleared": CLEARED.format(what=f"batch {finding.index}")}}
-    return result
+        return dataclasses.replace(result, scan={"batch": None, "batch_detail": {
+            **finding.to_json(), "cleared": CLEARED.format(what=f"batch {finding.index}")}})
+    return dataclasses.replace(result, scan={"batch": finding.to_json()})
 
 
 def _known(options: EngineOptions) -> EngineOptions:
@@ -115,6 +113,4 @@ def _known(options: EngineOptions) -> EngineOptions:
 
 
 def _clean(spec: ModelSpec, compiler: Compiler, scan: dict[str, Any]) -> RunResult:
-    result = RunResult(spec, [], compiler, 0.0)
-    result.scan = scan
-    return result
+    return RunResult(spec, (), compiler, 0.0, scan=scan)

@@ -265,6 +265,8 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         "whole_error": graph.whole.error or None,
         # "compile": the whole graph compiled at once; "eager_injection": not compiled (see not_checked)
         "whole_by": graph.whole_by,
+        # the step of the graph's search plan that decided it (localise/graph_steps.py GRAPH_PLAN)
+        "ended_by": graph.ended_by,
         "checked_nodes": len(graph.nodes.checked) if graph.nodes else 0,
         "crashed_nodes": [{"node": n, **crash_json(e)} for n, e in graph.nodes.crashes] if graph.nodes else [],
         "node_check_error": (graph.nodes.group_error or None) if graph.nodes else None,
@@ -428,7 +430,7 @@ def inputs_nonfinite(inputs: Any) -> list[dict[str, Any]]:
 def bare_report(model: Path | str, verdict: str, seconds: float = 0.0) -> dict[str, Any]:
     """A report with no engine run behind it (nothing checked yet, a script's clean run, an
     interrupted load): every public key present."""
-    result = RunResult(ModelSpec(Path(model), None, (), None, None), [], Compiler(), seconds)  # type: ignore[arg-type]
+    result = RunResult(ModelSpec(Path(model), None, (), None, None), (), Compiler(), seconds)  # type: ignore[arg-type]
     report = build_report(result)
     report["verdict"] = verdict
     return report

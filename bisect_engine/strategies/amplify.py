@@ -27,6 +27,7 @@ from ..verdict.compare import Difference, Outcome, elementwise_change, material_
 from ..verdict.graphs import value_nodes
 from ..verdict.oracle import GraphContext
 from ..verdict.replay import injected_values, replay
+from .protocol import GraphSearch
 
 JUMP = 2.0 ** 10  # an amplifier's relative change over its inputs' (three orders of magnitude)
 MAX_AMPLIFIERS = 4
@@ -83,7 +84,7 @@ def random_values(context: GraphContext) -> set[str]:
     return context.not_results
 
 
-def find_amplification(context: GraphContext, search: Any, checked: tuple[str, ...],
+def find_amplification(context: GraphContext, search: GraphSearch, checked: tuple[str, ...],
                        compiled_values: dict[str, Any], outputs: list[str]) -> Amplification | None:
     """The first node whose compiled value, injected into an eager replay, makes ``outputs``
     differ materially; None when no injection of the check's values does."""

@@ -24,6 +24,7 @@ from ..verdict.oracle import GraphContext
 from ..verdict.replay import replay
 
 # Inductor's setting that rounds intermediate low-precision values as eager does.
+from .protocol import GraphSearch
 EAGER_ROUNDING = Switch.config("config", "emulate_precision_casts", {"emulate_precision_casts": True})
 MAX_LISTED = 16
 
@@ -116,7 +117,7 @@ def _same_kind(eager: Any, compiled: Any) -> bool:
             and eager.shape == compiled.shape and eager.dtype == compiled.dtype)
 
 
-def follows_eager_with(context: GraphContext, search: Any, switch: Switch = EAGER_ROUNDING) -> bool:
+def follows_eager_with(context: GraphContext, search: GraphSearch, switch: Switch = EAGER_ROUNDING) -> bool:
     """One compile of the whole graph under ``switch``: do its outputs then match eager's
     (eager taken as the reference, within the floors)?"""
     names = context.view.compilable_names(keep_random=context.rng_strict)

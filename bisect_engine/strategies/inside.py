@@ -21,6 +21,7 @@ import torch.fx as fx
 from ..verdict.graphs import CapturedGraph, attribute_at, is_submodule_attr, op_name, source_location
 from ..verdict.oracle import GraphContext
 from .nodes import check_nodes
+from .protocol import GraphSearch
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def traced_subgraph(root: fx.GraphModule, attribute: str, inputs: list[Any], nam
     return CapturedGraph(name=name, kind="forward", index=index, graph_module=traced, inputs=list(inputs), called=True)
 
 
-def descend(context: GraphContext, node_name: str, search: Any, register: Callable[[GraphContext], None]) -> Inside | None:
+def descend(context: GraphContext, node_name: str, search: GraphSearch, register: Callable[[GraphContext], None]) -> Inside | None:
     """The op inside HOP node ``node_name`` that is wrong alone; None when the node is no HOP.
     ``register`` makes a subgraph's context known to the search's judge."""
     node = context.view.nodes[node_name]

@@ -22,6 +22,7 @@ from ..verdict.judgement import judge_against_eager
 from ..verdict.fx_eval import interpret
 from ..verdict.graphs import node_signature, value_nodes
 from ..verdict.oracle import GraphContext, SubgraphVerdict, merged
+from .protocol import GraphSearch
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class NodeCheck:
     calls: int = 1  # runs of that graph (one per member of the largest group)
 
 
-def check_nodes(context: GraphContext, search: Any, split_crash: bool = True) -> NodeCheck:
+def check_nodes(context: GraphContext, search: GraphSearch, split_crash: bool = True) -> NodeCheck:
     """``split_crash=False``: a crash of the one compile is left as it is (``group_error``), not
     halved down to the nodes that crash alone (the caller will decide whether that is worth it)."""
     view = context.view

@@ -16,6 +16,7 @@ from ..search import ddmin, find_integer, first_failing_prefix, remove_one_by_on
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.oracle import GraphContext, SubgraphVerdict
+from .protocol import GraphSearch
 
 SMALL_WINDOW = 8  # up to this size, dropping nodes one by one beats ddmin's chunking
 
@@ -24,7 +25,7 @@ def window(context: GraphContext, names: Iterable[str]) -> GraphCandidate:
     return GraphCandidate(context.name, frozenset(names), purpose="window")
 
 
-def find_window(context: GraphContext, search: Any, target: Outcome,
+def find_window(context: GraphContext, search: GraphSearch, target: Outcome,
                 known_passing: Iterable[str] = ()) -> tuple[str, ...]:
     """The 1-minimal set of nodes (in execution order) whose joint compile still gives ``target``."""
     order = context.view.compilable_names(keep_random=context.rng_strict)

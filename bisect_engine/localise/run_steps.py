@@ -1,0 +1,182 @@
+"""The run's search, as a plan of named steps over a :class:`RunFinding` (:data:`RUN_PLAN`).
+
+The captured graphs in order (forward graphs in call order, then backward) until one has a finding;
+with none, forward departures carried into the backward (one eager replay), the user's backend
+replayed against Dynamo's graph (script mode), and the model-level check through
+``torch.compile``; a model that diverges when every graph matches has each graph's later calls
+judged, then the backend and the model-level subsystem searched. A finding, wherever found, gets
+its own steps (:data:`FOLLOW_UP`): the op inside a HOP, the subsystem, the sizes it fails at.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from ..strategies.departures import backward_consequence
+from ..strategies.pregrad import localise_backend_rewrite, localise_pre_grad
+from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
+from ..strategies.subsystems import MODEL_PASSES, attribute, attribute_model
+from ..verdict.sizes import context_at
+from .drive import Driver, Step, model_candidate
+from .graph_steps import departure_values, examine
+from .hop import attribute_inside, descend_into_hop
+from .records import GraphFinding, RunFinding
+
+log = logging.getLogger(__name__)
+replace = dataclasses.replace
+PRE_GRAD_PASSES = {switch.name for switch in MODEL_PASSES}
+
+
+def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
+    for graph in run.captured:
+        if examine(graph, driver, driver.options).has_finding:
+            break
+    return driver.finding
+
+
+def _carry_departures(run: RunFinding, driver: Driver) -> RunFinding:
+    """A forward graph's departures (closer to fp64) carried into its backward graph by one eager
+    replay: where the gradients then differ materially, the user sees it, and the report says how."""
+    by_name = {graph.context.name: graph for graph in run.graphs}
+    graphs = []
+    for graph in run.graphs:
+        captured = graph.context.captured
+        backward = by_name.get(f"backward_{captured.index}")
+        if graph.departures and graph.context.name == f"forward_{captured.index}" and backward is not None:
+            graph = replace(graph, consequence=backward_consequence(graph.context, graph.departures,
+                                                                    departure_values(graph), backward.context))
+        graphs.append(graph)
+    return replace(run, graphs=tuple(graphs))
+
+
+def _backend_rewrite(run: RunFinding, driver: Driver) -> RunFinding:
+    """Every graph the user's backend hands Inductor matches: does the backend itself change what
+    the model computes (a pass of its own)? Eager replays, no compile; ``pre_grad`` says so."""
+    backend = run.backend_run
+    if backend is None or backend.note:
+        return run
+    with driver.progress.step(f"replaying what the backend {backend.backend} hands Inductor against Dynamo's graph"):
+        return replace(run, pre_grad=localise_backend_rewrite(backend, run.captured, driver.options.judgement))
+
+
+def _model_check(run: RunFinding, driver: Driver) -> RunFinding:
+    with driver.progress.step("model-level check"):
+        return replace(run, model_level=driver.search.judge(model_candidate(run, driver.options)).outcome.value)
+
+
+def _later_calls(run: RunFinding, driver: Driver) -> RunFinding:
+    """Every graph matched on its first call, yet the model diverges: a graph called again (a shared
+    block, a decode loop) may meet values its first call never showed. The recorded later calls of
+    each graph (``<graph>_call<k>``), the per-node check first, until one has a finding."""
+    known = replace(driver.options, divergence_known=True)
+    for graph in list(run.captured):
+        for k in range(2, len(graph.later_inputs) + 2):
+            if examine(graph.later_call(k), driver, known).has_finding:
+                return driver.finding
+    return driver.finding
+
+
+def _model_subsystem(run: RunFinding, driver: Driver) -> RunFinding:
+    with driver.progress.step("model-level subsystem bisection"):
+        return replace(run, model_attribution=attribute_model(driver.search))
+
+
+def _pre_grad(run: RunFinding, driver: Driver) -> RunFinding:
+    assert run.model_attribution is not None
+    with driver.progress.step("replaying the pre-grad passes eagerly"):
+        rewrite = localise_pre_grad(run.captured, driver.options.judgement)
+    return replace(run, pre_grad=replace(rewrite, by=run.model_attribution.name) if rewrite else None)
+
+
+def _inside_hop(finding: GraphFinding, driver: Driver) -> GraphFinding:
+    return replace(finding, inside=descend_into_hop(finding, driver.judge, driver.search, driver.progress))
+
+
+def _subsystem(finding: GraphFinding, driver: Driver) -> GraphFinding:
+    """The subsystem of the op inside a HOP when there is one, else of the culprit."""
+    if not driver.options.runs("subsystem") or finding.amplification is not None:
+        return finding
+    handled, attribution = attribute_inside(finding, driver.judge, driver.search, driver.progress)
+    return replace(finding, attribution=attribution) if handled else _attribute(finding, driver)
+
+
+def _attribute(finding: GraphFinding, driver: Driver) -> GraphFinding:
+    """Name the Inductor subsystem behind a compiler-made divergence (never for the model's NaN)."""
+    names, verified = finding.culprit_nodes, True
+    if finding.nodes and finding.nodes.culprits and not finding.window and not finding.crash and not finding.confirmed:
+        names = ()  # a culprit that does not diverge alone: no subgraph to switch subsystems on
+    if not names and finding.compiled_nan and not finding.eager_nan:
+        names, verified = (finding.compiled_nan,), False
+    if not names:
+        return finding
+    with driver.progress.step(f"{finding.context.name}: subsystem bisection"):
+        return replace(finding, attribution=attribute(finding.context, names, driver.search, verified=verified))
+
+
+def _symbolic(finding: GraphFinding, driver: Driver) -> bool:
+    """A compiler culprit in a graph with symbolic sizes."""
+    return bool(finding.culprit_nodes) and finding.amplification is None \
+        and finding.context.captured.shape_signature is not None \
+        and not (finding.eager_nan and not finding.crash and not (finding.nodes and finding.nodes.culprits))
+
+
+def _sizes(finding: GraphFinding, driver: Driver) -> GraphFinding:
+    """Dynamic-only or static too, and the failing sizes; the repro's inputs then come from the
+    smallest failing size."""
+    context, names, search = finding.context, finding.culprit_nodes, driver.search
+    with driver.progress.step(f"{context.name}: the culprit at static sizes"):
+        finding = replace(finding, shapes=static_shapes_verdict(context, names, search))
+    driver.update(finding)
+    with driver.progress.step(f"{context.name}: sweeping the symbolic sizes"):
+        finding = replace(finding, sweeps=sweep_sizes(context, names, search))
+    chosen = headline(finding.sweeps)
+    if chosen is not None and chosen.smallest_failing is not None and chosen.smallest_failing != chosen.checked:
+        try:
+            finding = replace(finding, sized_context=context_at(context, chosen.symbol, chosen.smallest_failing))
+        except Exception as error:  # noqa: BLE001 - the repro then uses the checked size
+            log.warning("%s: no inputs at %s=%d: %s", context.name, chosen.symbol, chosen.smallest_failing, error)
+    return finding
+
+
+# A finding's own steps, wherever it was found (none of them changes which step ended its search).
+FOLLOW_UP: tuple[Step[GraphFinding], ...] = (
+    Step("inside_hop", _inside_hop, decides=False),
+    Step("subsystem", _subsystem, stage="subsystem", decides=False),
+    Step("sizes", _sizes, when=_symbolic, stage="shapes", decides=False),
+)
+
+
+def _follow_up(run: RunFinding, driver: Driver) -> RunFinding:
+    assert run.finding is not None and run.finding is run.graphs[-1]
+    driver.run_graph_plan(FOLLOW_UP, run.finding)
+    return driver.finding
+
+
+def _found(run: RunFinding, driver: Driver) -> bool:
+    return run.finding is not None
+
+
+def _none_found(run: RunFinding, driver: Driver) -> bool:
+    return run.finding is None
+
+
+def _model_diverges(run: RunFinding, driver: Driver) -> bool:
+    return run.finding is None and run.model_level == "mismatch"
+
+
+RUN_PLAN: tuple[Step[RunFinding], ...] = (
+    Step("graphs", _graphs, stage="localise"),
+    Step("departures_into_backward", _carry_departures, when=_none_found),
+    Step("follow_up", _follow_up, when=_found),
+    Step("backend_rewrite_of_script", _backend_rewrite, stage="subsystem",
+         when=lambda r, d: _none_found(r, d) and not r.model_level_check),
+    Step("model_check", _model_check, stage="model_check", when=lambda r, d: _none_found(r, d) and r.model_level_check),
+    Step("later_calls", _later_calls, stage="localise", when=_model_diverges),
+    Step("follow_up_of_later_call", _follow_up, when=lambda r, d: _found(r, d) and "later_calls" in d.ran),
+    Step("settle", lambda r, d: r, stage="subsystem", when=lambda r, d: not _found(r, d) or "later_calls" not in d.ran),
+    Step("backend_rewrite", _backend_rewrite, when=_model_diverges),
+    Step("model_subsystem", _model_subsystem,
+         when=lambda r, d: _model_diverges(r, d) and r.pre_grad is None and d.options.runs("subsystem")),
+    Step("pre_grad", _pre_grad, when=lambda r, d: _model_diverges(r, d) and r.model_attribution is not None
+         and r.model_attribution.name in PRE_GRAD_PASSES),
+)

@@ -1,0 +1,28 @@
+"""What a strategy sees of the run's search: the typed extension point every strategy takes.
+
+A strategy only proposes: it builds candidates (:mod:`bisect_engine.verdict.candidate`) and asks
+the search for their verdicts; caching, counting and the budget stay the search's
+(:class:`bisect_engine.search.Search` over ``Candidate`` and ``SubgraphVerdict`` satisfies this
+protocol; a test's fake only needs the methods a strategy calls).
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..verdict.candidate import Candidate
+from ..verdict.oracle import SubgraphVerdict
+
+
+class GraphSearch(Protocol):
+    @property
+    def calls(self) -> int:
+        """Evaluations made so far (cache hits excluded)."""
+        ...
+
+    def judge(self, candidate: Candidate) -> SubgraphVerdict:
+        """The candidate's verdict: cached, or evaluated within the run's budget."""
+        ...
+
+    def record(self, candidate: Candidate, verdict: SubgraphVerdict) -> None:
+        """Seed the cache with a verdict learned without an evaluation."""
+        ...
