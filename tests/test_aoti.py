@@ -227,3 +227,42 @@ def test_a_wrong_exp_in_an_aot_inductor_package_is_named_and_its_repro_compiles_
     without = subprocess.run([sys.executable, "repro.py"], cwd=repro.parent, capture_output=True, text=True,
                              timeout=600, env=env)  # no plant in that process
     assert without.returncode == 0, without.stdout + without.stderr
+
+
+class _Relu(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+class _ReluPlusOne(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) + 1
+
+
+def _model_level(exported_model: nn.Module) -> tuple[Any, int]:
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.model_check import check_model_level
+    from bisect_engine.verdict.compiler import Compiler
+    from bisect_engine.verdict.judgement import Oracle
+
+    inputs = (torch.randn(4, 8),)
+    compiler = Compiler()
+    spec = ModelSpec(Path("m.py"), _Relu(), inputs, None, None, aot_inductor=True,
+                     exported_program=torch.export.export(exported_model, inputs))
+    return check_model_level(spec, compiler, Oracle(), 0).outcome, compiler.compiles
+
+
+def test_a_model_files_exported_program_is_checked_at_model_level_as_its_package() -> None:
+    """get_model() returning an ExportedProgram: the model-level check runs the AOTInductor package
+    the user ships, not torch.compile of ``ep.module()``. Shown by a spec whose program is not its
+    eager model (``relu(x) + 1`` exported, ``relu(x)`` eager): only the package can differ."""
+    from bisect_engine.verdict.compare import Outcome
+
+    assert _model_level(_ReluPlusOne()) == (Outcome.MISMATCH, 1)
+
+
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="a second package compile: BISECT_CORPUS=all")
+def test_a_model_files_exported_program_that_matches_its_package_is_a_match() -> None:
+    from bisect_engine.verdict.compare import Outcome
+
+    assert _model_level(_Relu()) == (Outcome.MATCH, 1)

@@ -49,6 +49,10 @@ class ModelSpec:
     # the graph was compiled by the user as an AOTInductor package (torch.export +
     # aoti_compile_and_package, script mode): the repro compiles its cut the same way
     aot_inductor: bool = False
+    # the ExportedProgram get_model() returned: the model-level check runs it as the package the
+    # user ships (aoti_compile_and_package), not through torch.compile (None: not exported, or moved
+    # with --device, where the program stays on its own device)
+    exported_program: Any = None
 
     @property
     def custom_backend(self) -> bool:
@@ -126,7 +130,8 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
     return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
                      get_batches if callable(get_batches) else None, config, unrenderable,
                      get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled),
-                     options, aot_inductor=exported)
+                     options, aot_inductor=exported,
+                     exported_program=returned if exported and target is None else None)
 
 
 def exported_module(model: Any) -> Any:

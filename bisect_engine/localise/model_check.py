@@ -1,4 +1,6 @@
-"""The model-level check: the user's model through a real ``torch.compile`` against eager and fp64.
+"""The model-level check: the user's model through a real ``torch.compile`` against eager and fp64
+(an ``ExportedProgram`` from ``get_model()``: the AOTInductor package the user ships, compiled with
+``aoti_compile_and_package`` and loaded).
 
 Run only when every captured graph matched, to tell ``clean`` from ``not_reproducible`` (the model
 diverges, but not in any graph we captured), and, under a switch, to attribute such a divergence to
@@ -8,6 +10,7 @@ a torch-level pass. The compile goes through Inductor's own entry point with the
 from __future__ import annotations
 
 import copy
+import tempfile
 from typing import Any, Callable
 
 import torch
@@ -73,6 +76,15 @@ def _user_side(error: BaseException) -> bool:
     return cause_of(error, (UserError, ConstraintViolationError)) is not None
 
 
+def _packaged(spec: ModelSpec, compiler: Compiler, patches: Any, switch: Switch, seed: int) -> list[Any]:
+    """The exported program as the user ships it: an AOTInductor package (under a config switch,
+    compiled with that config), run on the model's inputs."""
+    with tempfile.TemporaryDirectory(prefix="bisect-aoti-") as folder:
+        package = compiler.package(spec.exported_program, folder, label=f"model:{switch.name or 'as is'}",
+                                   config_patches=patches)
+        return _forward_and_grads(package, spec.inputs, None, seed)
+
+
 def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int,
                       switch: Switch = Switch()) -> SubgraphVerdict:
     """The whole model, outputs and (with loss_fn) gradients, compiled under ``switch``."""
@@ -101,6 +113,8 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
             compiler.budget.check(compiler.compiles)
             with torch._inductor.config.patch(patches or {}):
                 compiled = _forward_and_grads(spec.compiled, spec.inputs, spec.loss_fn, seed)  # type: ignore[arg-type]
+        elif spec.exported_program is not None and spec.loss_fn is None and not (decompositions or fallbacks):
+            compiled = _packaged(spec, compiler, patches, switch, seed)
         else:
             compiled = _forward_and_grads(torch.compile(spec.model, backend=backend, dynamic=spec.dynamic), spec.inputs, spec.loss_fn, seed)
     except Exception as error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, cast
@@ -18,7 +19,7 @@ import torch._functorch.config as functorch_config
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
 from ..search import Budget, BudgetExhausted
-from .inductor_adapter import forced_fallbacks, output_code_of, provenance_patch
+from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
 from .frozen import frozen_copy, kept_inputs
 from .kernels import OutputCode
@@ -112,6 +113,25 @@ class Compiler:
         finally:
             self.seconds += time.perf_counter() - start
         return cast(Callable[..., Any], compiled)  # compile_fx returns the compiled callable here
+
+    def package(self, exported: Any, folder: str, *, label: str = "",
+                config_patches: dict[str, Any] | None = None) -> Callable[..., Any]:
+        """An ``ExportedProgram`` as the user ships it: ``aoti_compile_and_package`` into ``folder``
+        under ``config_patches``, then loaded (the package must be run before ``folder`` goes).
+        Counted as one compile, within the budget."""
+        from torch._inductor import aoti_compile_and_package
+
+        self.budget.check(self.compiles)
+        self.compiles += 1
+        self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
+        log.debug("compile %d (%s): %s (AOTInductor package)", self.compiles, self.stage, label)
+        start = time.perf_counter()
+        try:
+            path = aoti_compile_and_package(exported, package_path=os.path.join(folder, "model.pt2"),
+                                            inductor_configs={**NO_GRAPH_CACHES, **(config_patches or {})})
+            return cast(Callable[..., Any], aoti_load_package(path))
+        finally:
+            self.seconds += time.perf_counter() - start
 
     def _compile_frozen(self, graph_module: fx.GraphModule, inputs: list[Any], constants: Sequence[int],
                         **options: Any) -> Callable[..., Any]:
