@@ -86,6 +86,19 @@ _FUTURES: dict[str, Future[Any]] = {}
 _POOLS: list[ThreadPoolExecutor] = []
 
 
+# The fixtures that wait for background runs (in the modules that declare ``background_jobs``).
+BACKGROUND_FIXTURES = {"case_runs", "runs", "model_runs", "script_runs"}
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that read background runs go last (in their order), so the in-process tests run
+    while the pool works instead of waiting behind the first of them."""
+    reads = [item for item in items if hasattr(getattr(item, "module", None), "background_jobs")
+             and BACKGROUND_FIXTURES & set(getattr(item, "fixturenames", ()))]
+    if reads:
+        items[:] = [item for item in items if item not in reads] + reads
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
