@@ -108,7 +108,7 @@ def _run_case(case: Path, base: Path) -> CaseRun:
         E2E_SECONDS[case.stem] = time.perf_counter() - started
 
 
-def _run_case_untimed(case: Path, base: Path) -> CaseRun:
+def _run_case_untimed(case: Path, base: Path, extra: tuple[str, ...] = ()) -> CaseRun:
     out_dir = base / case.stem / "out"
     workdir = base / case.stem / "cwd"
     workdir.mkdir(parents=True)
@@ -118,7 +118,8 @@ def _run_case_untimed(case: Path, base: Path) -> CaseRun:
         # to the next case's compile of the same graph: each planted case gets its own cache.
         env["TORCHINDUCTOR_CACHE_DIR"] = str(base / case.stem / "inductor-cache")
     command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(out_dir),
-               "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", []), *(["--trace"] if case.stem in TRACED else [])]
+               "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", []), *(["--trace"] if case.stem in TRACED else []),
+               *extra]
     if DEVICE != "cpu":
         command += ["--device", DEVICE]
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=workdir)
@@ -374,3 +375,48 @@ def test_tlparse_lists_our_artifacts_under_the_graphs_compile(case_runs: dict[st
     section = index[index.index(f'<a id="[{compile_id}]">'):]
     section = section[:section.index("</ul>")]  # the build products of that compile
     assert f"{folder}/bisect_accuracy_finding_" in section and "dynamo_output_graph" in section
+
+
+# --workers: the report is the same for one worker and several (timings and stats.workers aside),
+# on a planted case (its subsystem switches compiled by the workers) and a clean one.
+WORKER_CASES = [stem for stem in ("relu_bug", "graph_break_item") if stem in _ids()]
+
+
+def _without_timings(value: Any, out_dir: Path) -> Any:
+    """The report with its timings, ``stats.workers`` and its output folder's path taken out."""
+    if isinstance(value, dict):
+        return {key: _without_timings(item, out_dir) for key, item in value.items()
+                if key not in ("seconds", "workers") and not key.endswith("_seconds")}
+    if isinstance(value, list):
+        return [_without_timings(item, out_dir) for item in value]
+    return value.replace(str(out_dir), "OUT") if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("stem", WORKER_CASES)
+def test_one_worker_and_two_give_the_same_report(case_runs: dict[str, CaseRun], stem: str, tmp_path: Path) -> None:
+    from bisect_engine.localise.workers import default_workers
+
+    run = case_runs[stem]
+    other = "1" if default_workers() > 1 else "2"  # the suite's own run took the default
+    again = _run_case_untimed(run.case, tmp_path, ("--workers", other))
+    assert run.report is not None and again.report is not None, again.output
+    assert again.exit_code == run.exit_code
+    assert _without_timings(again.report, again.out_dir) == _without_timings(run.report, run.out_dir)
+    several = run.report if other == "1" else again.report
+    if _expected(run.case)["verdict"] != "clean":  # the workers did judge the subsystem switches
+        assert several["stats"]["workers"]["adopted"] >= 1, several["stats"]
+
+
+def test_a_worker_that_dies_is_an_internal_error_naming_its_candidate(tmp_path: Path) -> None:
+    from bisect_engine.localise.workers import DIE_ON
+
+    case = ROOT / "repro_cases" / "relu_bug.py"
+    env = {**_planting_env(case, tmp_path / "site"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache"),
+           DIE_ON: "subsystem"}
+    command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(tmp_path / "out"),
+               "--workers", "2", "--stage", "subsystem", "--quiet"]
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    said = [line for line in completed.stderr.splitlines() if line.startswith("bisect-accuracy:")]
+    assert completed.returncode == 3, completed.stdout + completed.stderr
+    assert len(said) == 1 and "worker process died" in said[0] and "forward_0:subsystem" in said[0], said
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["verdict"] == "error"

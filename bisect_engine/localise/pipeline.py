@@ -50,7 +50,7 @@ from ..verdict.replay import injected_whole_verdict
 from .below_tolerance import BelowTolerance, below_tolerance
 from .culprit_code import kept_kernels
 from .hop import attribute_inside, descend_into_hop
-from .judge import Judge, RunSearch, new_search
+from .judge import Judge, RunSearch, close_workers, new_search
 from .options import EngineOptions
 from .order import whole_first
 
@@ -234,7 +234,7 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     started = time.perf_counter() if started is None else started
     compiler = compiler or new_compiler(options)
     judge = Judge(compiler, options.judgement, options.seed, spec)
-    result = RunResult(spec, [], compiler, 0.0, captured, search=new_search(judge),
+    result = RunResult(spec, [], compiler, 0.0, captured, search=new_search(judge, options.workers),
                        model_level_check=model_level_check, backend_run=backend_run)
     try:
         _localise(result, judge, options, progress, model_level_check, on_divergence)
@@ -242,6 +242,8 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
         result.budget = budget_message(exhausted, options, compiler)
     except Interrupted as interrupt:  # what was learned so far is the result; the caller re-raises
         result.interrupted = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}
+    finally:
+        close_workers(result.search)
     result.seconds = time.perf_counter() - started
     return result
 
