@@ -111,8 +111,9 @@ def close_workers(search: RunSearch | None) -> None:
         search.ahead.close()
 
 
-def workers_stats(search: RunSearch | None) -> dict[str, int] | None:
-    """The report's ``stats.workers``: how many, candidates compiled ahead, and those judged."""
+def workers_stats(search: RunSearch | None) -> dict[str, Any] | None:
+    """The report's ``stats.workers``: how many, candidates compiled ahead, those judged, and the
+    seconds the search waited for a worker's verdict."""
     if search is not None and isinstance(search.ahead, WorkerPool):
         return search.ahead.stats()
     return None

@@ -28,6 +28,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -235,6 +236,8 @@ class WorkerPool:
     workers: int
     submitted: int = 0  # candidates sent to a worker
     adopted: int = 0  # of those, judged by the search (the others were not needed: discarded)
+    waited_s: float = 0.0  # the search's time blocked on a worker's verdict
+    ready_s: float | None = None  # from start() until every worker had started (imports, warm-up)
     _pending: dict[Hashable, _Pending] = field(default_factory=dict)
     _abandoned: list[Future[JobResult]] = field(default_factory=list)
     _executor: ProcessPoolExecutor | None = None
@@ -258,17 +261,25 @@ class WorkerPool:
     def start(self) -> None:
         """Start the workers now (their imports and warm-up overlap the search's own compiles)."""
         if not self.closed and self._executor is None:
+            started = time.perf_counter()
+
+            def ready(_future: Future[None]) -> None:
+                self.ready_s = max(self.ready_s or 0.0, time.perf_counter() - started)
+
             for _ in range(self.workers):
-                self._pool().submit(_ready)
+                self._pool().submit(_ready).add_done_callback(ready)
 
     def take(self, candidate: Candidate) -> SubgraphVerdict | None:
         pending = self._pending.pop(default_key(candidate), None)
         if pending is None:
             return None
+        waiting = time.perf_counter()
         try:
             result = pending.future.result()
         except BrokenProcessPool as error:
             raise WorkerDied(self._died(pending.label)) from error
+        finally:
+            self.waited_s += time.perf_counter() - waiting
         if result.unavailable:
             log.warning("%s: judged in this process (%s)", pending.label, result.unavailable)
             return None
@@ -295,8 +306,10 @@ class WorkerPool:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
 
-    def stats(self) -> dict[str, int]:
-        return {"workers": self.workers, "evaluated_ahead": self.submitted, "adopted": self.adopted}
+    def stats(self) -> dict[str, Any]:
+        return {"workers": self.workers, "evaluated_ahead": self.submitted, "adopted": self.adopted,
+                "waited_seconds": round(self.waited_s, 2),
+                "start_seconds": None if self.ready_s is None else round(self.ready_s, 2)}
 
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
