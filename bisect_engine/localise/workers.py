@@ -9,6 +9,9 @@ each comes back as a frozen :class:`JobResult` (the compiled outputs or the erro
 it made). The verdict is then formed here by the graph's own context (``GraphContext.verdict_from``)
 when the search *judges* the candidate, in the serial order, after the serial budget check; its
 compiles are added to the run's compiler then. So the report never depends on the worker count.
+Candidates queue here and go to a worker only when one is ready (started, warmed up) and idle; a
+queued candidate the search needs before that is judged in the tool's process, so a pool that is
+still starting never makes the search wait (the tool's process is one more worker).
 
 Each worker has its own Inductor cache folder inside the pool's temporary folder
 (``TORCHINDUCTOR_CACHE_DIR``) and ``compile_threads = 1``; it runs the compiled code with this
@@ -28,6 +31,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -52,6 +56,9 @@ log = logging.getLogger(__name__)
 MAX_WORKERS = 8
 # Tests only: a worker compiling a candidate whose label contains this text kills itself.
 DIE_ON = "BISECT_TESTING_WORKER_DIES_ON"
+# Tests only: candidates go to the workers before they are ready (queued behind their start),
+# instead of being judged in the tool's process while no worker is free: the workers surely judge some.
+EAGER = "BISECT_TESTING_WORKERS_EAGER"
 RUNNING = "running"  # in a worker's folder while it compiles: the label of the candidate
 
 
@@ -220,7 +227,8 @@ def _op_name(op: Any) -> str:
 
 @dataclass
 class _Pending:
-    future: Future[JobResult]
+    future: Future[JobResult] | None  # None: queued here, not yet handed to a worker
+    blob: bytes
     label: str
     subgraph: Any
     inputs: list[Any]
@@ -238,6 +246,9 @@ class WorkerPool:
     adopted: int = 0  # of those, judged by the search (the others were not needed: discarded)
     waited_s: float = 0.0  # the search's time blocked on a worker's verdict
     ready_s: float | None = None  # from start() until every worker had started (imports, warm-up)
+    judged_here: int = 0  # queued, but no worker was free when the search needed it
+    _ready_workers: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending: dict[Hashable, _Pending] = field(default_factory=dict)
     _abandoned: list[Future[JobResult]] = field(default_factory=list)
     _executor: ProcessPoolExecutor | None = None
@@ -245,26 +256,42 @@ class WorkerPool:
     closed: bool = False
 
     def submit(self, candidates: Any) -> None:
+        """Queue the candidates; each goes to a worker as soon as one is ready and idle."""
         if self.closed:
             return
+        self.start()
         for candidate in candidates:
             key = default_key(candidate)
             if key in self._pending:
                 continue
             prepared = self._prepare(candidate)
-            if prepared is None:
-                continue
-            blob, pending_args = prepared
-            self._pending[key] = _Pending(self._pool().submit(run_job, blob), *pending_args)
-            self.submitted += 1
+            if prepared is not None:
+                self._pending[key] = _Pending(None, *prepared)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand queued candidates, in submission order, to the workers that are ready and idle."""
+        busy = sum(1 for p in self._pending.values() if p.future is not None and not p.future.done()) + \
+            sum(1 for future in self._abandoned if not future.done())
+        with self._lock:
+            idle = (self.workers if os.environ.get(EAGER) else self._ready_workers) - busy
+        for pending in self._pending.values():
+            if idle <= 0:
+                break
+            if pending.future is None:
+                pending.future = self._pool().submit(run_job, pending.blob)
+                self.submitted += 1
+                idle -= 1
 
     def start(self) -> None:
         """Start the workers now (their imports and warm-up overlap the search's own compiles)."""
         if not self.closed and self._executor is None:
             started = time.perf_counter()
 
-            def ready(_future: Future[None]) -> None:
-                self.ready_s = max(self.ready_s or 0.0, time.perf_counter() - started)
+            def ready(_future: Future[None]) -> None:  # in the executor's thread
+                with self._lock:
+                    self._ready_workers += 1
+                    self.ready_s = max(self.ready_s or 0.0, time.perf_counter() - started)
 
             for _ in range(self.workers):
                 self._pool().submit(_ready).add_done_callback(ready)
@@ -272,6 +299,10 @@ class WorkerPool:
     def take(self, candidate: Candidate) -> SubgraphVerdict | None:
         pending = self._pending.pop(default_key(candidate), None)
         if pending is None:
+            return None
+        self._dispatch()  # the next ones to the idle workers, while this one is judged or awaited
+        if pending.future is None:  # no worker was free: the search judges it itself, now
+            self.judged_here += 1
             return None
         waiting = time.perf_counter()
         try:
@@ -291,7 +322,7 @@ class WorkerPool:
 
     def discard(self) -> None:
         for pending in self._pending.values():
-            if not pending.future.cancel():  # already running: nobody will wait for it
+            if pending.future is not None and not pending.future.cancel():  # running: nobody waits for it
                 self._abandoned.append(pending.future)
         self._pending.clear()
 
@@ -299,7 +330,11 @@ class WorkerPool:
         self.discard()
         self.closed = True
         if self._executor is not None:
-            if any(not future.done() for future in self._abandoned):  # do not wait for its compile
+            with self._lock:
+                starting = self._ready_workers < self.workers
+            if starting or any(not future.done() for future in self._abandoned):
+                # do not wait for a worker's start or a compile nobody needs (the kill may leave
+                # a "leaked semaphore" warning from multiprocessing's resource tracker: harmless)
                 for process in list((getattr(self._executor, "_processes", None) or {}).values()):
                     process.kill()
             self._executor.shutdown(wait=True, cancel_futures=True)
@@ -308,6 +343,7 @@ class WorkerPool:
 
     def stats(self) -> dict[str, Any]:
         return {"workers": self.workers, "evaluated_ahead": self.submitted, "adopted": self.adopted,
+                "judged_here": self.judged_here,
                 "waited_seconds": round(self.waited_s, 2),
                 "start_seconds": None if self.ready_s is None else round(self.ready_s, 2)}
 
@@ -336,7 +372,7 @@ class WorkerPool:
         return (f"a worker process died (killed, out of memory or crashed) while compiling "
                 f"{', '.join(running) or label}: no verdict was taken from it (rerun with --workers 1)")
 
-    def _prepare(self, candidate: Any) -> tuple[bytes, tuple[str, Any, list[Any], bool]] | None:
+    def _prepare(self, candidate: Any) -> tuple[bytes, str, Any, list[Any], bool] | None:
         """The candidate as a pickled :class:`Job`, or None where the search's own evaluator must
         judge it (see the module docstring)."""
         if not isinstance(candidate, GraphCandidate) or candidate.keep_code or candidate.graph not in self.judge.contexts:
@@ -360,7 +396,7 @@ class WorkerPool:
                    tuple(_op_name(op) for op in sorted(switch.fallbacks, key=str)))
             job = Job(label, subgraph.graph_module, tuple(inputs), (switch.kind, switch.name, switch.patch, *ops),
                       context.seed, ProcessState.here())
-            return pickle.dumps(job), (label, subgraph, inputs, own_inputs)
+            return pickle.dumps(job), label, subgraph, inputs, own_inputs
         except Exception as error:  # noqa: BLE001 - judged in this process instead
             log.debug("%s stays in this process: %s: %s", label, type(error).__name__, error)
             return None
