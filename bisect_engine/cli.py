@@ -209,10 +209,12 @@ def _run_many(paths: list[Path], context: click.Context, out_dir: Path, jobs: in
     from .many import exit_code, model_files, run_many, table
 
     passed_on = _passed_on(context)
+    jobs = jobs or max(1, (os.cpu_count() or 2) // 2)
+    if "workers" not in _typed(context):  # the CPUs are shared by the runs at once (localise/workers.py's default)
+        passed_on += ["--workers", str(max(1, min((os.cpu_count() or 1) // 2, 8) // jobs))]
     try:
         models = model_files(paths)
-        runs = run_many(models, out_dir, passed_on, executor, jobs or max(1, (os.cpu_count() or 2) // 2),
-                        ray_address)
+        runs = run_many(models, out_dir, passed_on, executor, jobs, ray_address)
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         return EXIT_USAGE
