@@ -90,6 +90,10 @@ def _isolate_from_hook() -> None:
                    "is never moved: the run is refused).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar; only the summary.")
 @click.option("--verbose", "-v", is_flag=True, help="Log each step and its duration to stderr.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Model files: worker processes that compile independent candidates at once (subsystem "
+                   "switches); the report is the same for any number. 1: everything in this process "
+                   "[default: one per two CPUs, at most 8; 1 on a 2-core machine].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Several model files (or a folder): models run at once [default: half the CPUs, at least 1].")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
@@ -112,7 +116,7 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
                  timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int,
                  random_inputs: bool, device: str | None, level: int | None, check_every: int,
                  stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
-                 jobs: int | None, executor: str, ray_address: str | None) -> None:
+                 workers: int | None, jobs: int | None, executor: str, ray_address: str | None) -> None:
     from .script.levels import Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
@@ -151,10 +155,11 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         sys.exit(EXIT_USAGE)
     from .localise.options import EngineOptions
+    from .localise.workers import default_workers
     from .output.writer import OutputOptions
 
     options = EngineOptions(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng,  # type: ignore[arg-type]
-                            stop_after=stage, oracle=oracle)  # type: ignore[arg-type]
+                            stop_after=stage, oracle=oracle, workers=workers or default_workers())  # type: ignore[arg-type]
     output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs, force=force,
                            trace=trace)
     sys.exit(_run_model_file(model_file, options, output, quiet, device))
@@ -162,7 +167,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
 
 # Options script mode does not honour: given on the command line for a plain script, they are refused
 # (exit 2) rather than silently ignored.
-MODEL_FILE_ONLY = {"oracle": "--oracle", "rng": "--rng", "seed": "--seed", "random_inputs": "--random-inputs"}
+MODEL_FILE_ONLY = {"oracle": "--oracle", "rng": "--rng", "seed": "--seed", "random_inputs": "--random-inputs",
+                   "workers": "--workers"}
 
 
 # Options of a run over several model files (or a folder); the rest are passed on to each model's run.
@@ -203,10 +209,12 @@ def _run_many(paths: list[Path], context: click.Context, out_dir: Path, jobs: in
     from .many import exit_code, model_files, run_many, table
 
     passed_on = _passed_on(context)
+    jobs = jobs or max(1, (os.cpu_count() or 2) // 2)
+    if "workers" not in _typed(context):  # the CPUs are shared by the runs at once (localise/workers.py's default)
+        passed_on += ["--workers", str(max(1, min((os.cpu_count() or 1) // 2, 8) // jobs))]
     try:
         models = model_files(paths)
-        runs = run_many(models, out_dir, passed_on, executor, jobs or max(1, (os.cpu_count() or 2) // 2),
-                        ray_address)
+        runs = run_many(models, out_dir, passed_on, executor, jobs, ray_address)
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         return EXIT_USAGE

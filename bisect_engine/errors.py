@@ -30,3 +30,8 @@ class Interrupted(BaseException):
 
 
 TIMEOUT = "timeout"  # Interrupted.name when --timeout's watchdog stopped a call that did not return
+
+
+class WorkerDied(RuntimeError):
+    """A worker process (``--workers``) died while compiling a candidate (killed, out of memory,
+    a segfault): an internal error naming the candidate (exit 3), never a verdict."""

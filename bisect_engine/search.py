@@ -9,6 +9,13 @@ whole run, whichever stage spends them; exhaustion raises :class:`BudgetExhauste
 algorithms (``find_integer``, ``first_failing_prefix``, ``ddmin``, ``remove_one_by_one``) are
 written once over plain integers and sequences and only *propose* candidates to a predicate.
 Deterministic. Standard library only.
+
+Independent candidates may be evaluated ahead, in parallel, by an :class:`Ahead` evaluator (worker
+processes: ``localise/workers.py``): :meth:`Search.prefetch` hands it the candidates a strategy is
+about to judge, :meth:`Search.first` the first that succeeds *in submission order*. The verdicts are
+still adopted one at a time, in the order the serial run judges them, each after the same budget
+check, so the answer (and every count) never depends on how many workers there are; a verdict
+computed ahead but never judged is discarded.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +73,11 @@ class Budget:
         if self.timeout_s is not None and self.elapsed_s > self.timeout_s:
             self._exhaust(f"timeout of {self.timeout_s:g} s exceeded", "timeout")
 
+    def room(self, spent: int) -> int | None:
+        """How many more evaluations the compile budget allows at most (None: no limit), each
+        costing at least one compile: a batch evaluated ahead is cut there, in submission order."""
+        return None if self.max_compiles is None else max(self.max_compiles - spent, 0)
+
     def _exhaust(self, message: str, reason: BudgetReason) -> None:
         self.exhausted = BudgetExhausted(message, reason)
         raise self.exhausted
@@ -78,6 +90,18 @@ def default_key(candidate: object) -> Hashable:
     if isinstance(candidate, (list, tuple)):
         return tuple(candidate)
     return candidate  # type: ignore[return-value]
+
+
+class Ahead(Protocol[C, V]):  # type: ignore[misc]
+    """Evaluates candidates ahead of the search (e.g. in worker processes). ``submit`` starts the
+    ones it can take (others are left to the search's own evaluator); ``take`` waits for a
+    submitted candidate's verdict and returns it (None: not submitted); ``discard`` drops the rest."""
+
+    def submit(self, candidates: Sequence[C]) -> None: ...
+
+    def take(self, candidate: C) -> V | None: ...
+
+    def discard(self) -> None: ...
 
 
 class Search(Generic[C, V]):
@@ -98,8 +122,10 @@ class Search(Generic[C, V]):
         max_calls: int | None = None,
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        ahead: Ahead[C, V] | None = None,
     ) -> None:
         self._evaluate = evaluate
+        self.ahead = ahead
         self._key = key
         self._on_call = on_call
         self.budget = budget if budget is not None else Budget(max_calls, timeout_s, clock)
@@ -124,13 +150,39 @@ class Search(Generic[C, V]):
             self.cache_hits += 1
             return self._verdicts[candidate_key]
         self.budget.check(self._cost())
-        verdict = self._evaluate(candidate)
+        verdict = self.ahead.take(candidate) if self.ahead is not None else None
+        if verdict is None:
+            verdict = self._evaluate(candidate)
         self._verdicts[candidate_key] = verdict
         self.history.append((candidate_key, verdict))
         logger.debug("evaluation %d: %r -> %r", self.calls, candidate_key, verdict)
         if self._on_call is not None:
             self._on_call(candidate, verdict)
         return verdict
+
+    def prefetch(self, candidates: Sequence[C]) -> None:
+        """Start evaluating ``candidates`` ahead (no-op without an :class:`Ahead` evaluator): the
+        uncached ones, cut in submission order to what the compile budget has room for."""
+        if self.ahead is None:
+            return
+        fresh = list({self._key(c): c for c in candidates if self._key(c) not in self._verdicts}.values())
+        room = self.budget.room(self._cost())
+        self.ahead.submit(fresh if room is None else fresh[:room])
+
+    def first(self, candidates: Sequence[C], success: Callable[[V], bool]) -> tuple[C, V] | None:
+        """The first candidate, in submission order, whose verdict is a ``success`` (judged ahead
+        where an evaluator can, adopted one by one exactly as the serial loop would)."""
+        self.prefetch(candidates)
+        for candidate in candidates:
+            verdict = self.judge(candidate)
+            if success(verdict):
+                return candidate, verdict
+        return None
+
+    def discard_ahead(self) -> None:
+        """Drop the verdicts evaluated ahead and never judged (they cost the run nothing)."""
+        if self.ahead is not None:
+            self.ahead.discard()
 
     def is_interesting(self, candidate: C) -> bool:
         """For boolean oracles: whether ``candidate`` still fails."""

@@ -107,17 +107,18 @@ def _run_case(case: Path, base: Path) -> CaseRun:
         E2E_SECONDS[case.stem] = time.perf_counter() - started
 
 
-def _run_case_untimed(case: Path, base: Path) -> CaseRun:
+def _run_case_untimed(case: Path, base: Path, extra: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> CaseRun:
     out_dir = base / case.stem / "out"
     workdir = base / case.stem / "cwd"
     workdir.mkdir(parents=True)
-    env = _planting_env(case, base / case.stem / "site")
+    env = {**_planting_env(case, base / case.stem / "site"), **(extra_env or {})}
     if _literal(case, "PLANTED", None) is not None:
         # A planted lowering or decomposition compiled once would be served from the on-disk cache
         # to the next case's compile of the same graph: each planted case gets its own cache.
         env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(base / case.stem / "inductor-cache"))
     command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(out_dir),
-               "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", []), *(["--trace"] if case.stem in TRACED else [])]
+               "--verify-runs", "1", "--quiet", *_literal(case, "CLI_ARGS", []), *(["--trace"] if case.stem in TRACED else []),
+               *extra]
     if DEVICE != "cpu":
         command += ["--device", DEVICE]
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=workdir)
@@ -169,7 +170,7 @@ def background_jobs(session: pytest.Session) -> list[Job]:
     beside the in-process tests)."""
     base = session.config._tmp_path_factory.mktemp("e2e")  # type: ignore[attr-defined]
     return [Job(f"e2e:{case.stem}", _cost(case), lambda case=case: _run_case(case, base))
-            for case in _wanted(session.items)]
+            for case in _wanted(session.items)] + [Job(key, 40.0, run) for key, run in _worker_jobs(session).items()]
 
 
 @pytest.fixture(scope="session")
@@ -383,3 +384,86 @@ def test_tlparse_lists_our_artifacts_under_the_graphs_compile(case_runs: dict[st
     section = index[index.index(f'<a id="[{compile_id}]">'):]
     section = section[:section.index("</ul>")]  # the build products of that compile
     assert f"{folder}/bisect_accuracy_finding_" in section and "dynamo_output_graph" in section
+
+
+# --workers: the report is the same for one worker and several (timings and stats.workers aside),
+# on a planted case (its subsystem switches compiled by the workers) and a clean one.
+WORKER_CASES = [stem for stem in ("relu_bug", "graph_break_item") if stem in _ids()]
+
+
+def _without_timings(value: Any, out_dir: Path) -> Any:
+    """The report with its timings, ``stats.workers`` and its output folder's path taken out."""
+    if isinstance(value, dict):
+        return {key: _without_timings(item, out_dir) for key, item in value.items()
+                if key not in ("seconds", "workers") and not key.endswith("_seconds")}
+    if isinstance(value, list):
+        return [_without_timings(item, out_dir) for item in value]
+    return value.replace(str(out_dir), "OUT") if isinstance(value, str) else value
+
+
+def _other_workers() -> str:
+    from bisect_engine.localise.workers import default_workers
+
+    return "1" if default_workers() > 1 else "2"  # the suite's own run took the default
+
+
+def _again(stem: str, base: Path) -> CaseRun:
+    """The case once more with the other worker count (EAGER: candidates queue to the workers
+    while they start, so they surely judge some)."""
+    from bisect_engine.localise.workers import EAGER
+
+    other = _other_workers()
+    case = next(case for case in CASES if case.stem == stem)
+    return _run_case_untimed(case, base, ("--workers", other), {EAGER: "1"} if other == "2" else {})
+
+
+def _dies(base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    from bisect_engine.localise.workers import DIE_ON, EAGER
+
+    case = ROOT / "repro_cases" / "relu_bug.py"
+    env = {**_planting_env(case, base / "site"), "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(base / "inductor-cache")),
+           DIE_ON: "subsystem", EAGER: "1"}
+    command = [sys.executable, "-m", "bisect_engine.cli", "run", str(case), "--out", str(base / "out"),
+               "--workers", "2", "--stage", "subsystem", "--quiet"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=base), base / "out"
+
+
+def _worker_jobs(session: pytest.Session) -> dict[str, Any]:
+    """The worker tests' runs, by key: each an argument-free callable."""
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    names = {getattr(item, "originalname", "") for item in session.items
+             if item.module is not None and item.module.__name__ == __name__}
+    jobs: dict[str, Any] = {}
+    if "test_one_worker_and_two_give_the_same_report" in names:
+        jobs.update({f"workers:{stem}": (lambda stem=stem: _again(stem, factory.mktemp(f"workers-{stem}")))
+                     for stem in WORKER_CASES})
+    if "test_a_worker_that_dies_is_an_internal_error_naming_its_candidate" in names:
+        jobs["workers:dies"] = lambda: _dies(factory.mktemp("workers-dies"))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def worker_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    here = {f"workers:{stem}": (lambda stem=stem: _again(stem, tmp_path_factory.mktemp(f"workers-{stem}")))
+            for stem in WORKER_CASES}
+    here["workers:dies"] = lambda: _dies(tmp_path_factory.mktemp("workers-dies"))
+    return {key: (lambda key=key, run=run: background_result(key, run)) for key, run in here.items()}
+
+
+@pytest.mark.parametrize("stem", WORKER_CASES)
+def test_one_worker_and_two_give_the_same_report(case_runs: dict[str, CaseRun], worker_runs: dict[str, Any],
+                                                 stem: str) -> None:
+    run, again = case_runs[stem], worker_runs[f"workers:{stem}"]()
+    assert run.report is not None and again.report is not None, again.output
+    assert again.exit_code == run.exit_code
+    assert _without_timings(again.report, again.out_dir) == _without_timings(run.report, run.out_dir)
+    if _other_workers() == "2" and _expected(run.case)["verdict"] != "clean":  # the workers judged subsystem switches
+        assert again.report["stats"]["workers"]["adopted"] >= 1, again.report["stats"]
+
+
+def test_a_worker_that_dies_is_an_internal_error_naming_its_candidate(worker_runs: dict[str, Any]) -> None:
+    completed, out = worker_runs["workers:dies"]()
+    said = [line for line in completed.stderr.splitlines() if line.startswith("bisect-accuracy:")]
+    assert completed.returncode == 3, completed.stdout + completed.stderr
+    assert len(said) == 1 and "worker process died" in said[0] and "forward_0:subsystem" in said[0], said
+    assert json.loads((out / "report.json").read_text())["verdict"] == "error"

@@ -335,3 +335,59 @@ def test_split_failing_infers_the_second_half_when_the_first_passes(n: int) -> N
         assert len(calls) <= 2 * math.ceil(math.log2(n)), (bad, calls)
     together = split_failing((0, 1), lambda group: False, infer=True)  # fails only as a pair
     assert together.failing == (1,) and together.passing == ((0,),)  # inferred, never called: unconfirmed
+
+
+class FakeAhead:
+    """An Ahead evaluator that computes every submitted verdict at once, in reverse order (as
+    workers finishing out of order would), and records what it was given."""
+
+    def __init__(self, evaluate: Callable[[int], bool]) -> None:
+        self.evaluate = evaluate
+        self.ready: dict[int, bool] = {}
+        self.submitted: list[int] = []
+        self.discarded: list[int] = []
+
+    def submit(self, candidates: Sequence[int]) -> None:
+        self.submitted += list(candidates)
+        for candidate in reversed(candidates):
+            self.ready[candidate] = self.evaluate(candidate)
+
+    def take(self, candidate: int) -> bool | None:
+        return self.ready.pop(candidate, None)
+
+    def discard(self) -> None:
+        self.discarded += list(self.ready)
+        self.ready.clear()
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(st.booleans(), min_size=1, max_size=12), st.integers(min_value=1, max_value=15))
+def test_first_success_in_submission_order_is_the_serial_answer_with_or_without_workers(
+        outcomes: list[bool], max_compiles: int) -> None:
+    """The answer, the history and where the budget stops never depend on evaluating ahead."""
+    candidates = list(range(len(outcomes)))
+
+    def run(ahead: FakeAhead | None) -> tuple[object, list[object], str | None]:
+        search: Search[int, bool] = Search(lambda c: outcomes[c], max_calls=max_compiles, ahead=ahead)
+        try:
+            found = search.first(candidates, bool)
+            stopped = None
+        except BudgetExhausted as exhausted:
+            found, stopped = None, exhausted.reason
+        return found, search.history, stopped
+
+    ahead = FakeAhead(lambda c: outcomes[c])
+    assert run(ahead) == run(None)
+    assert len(ahead.submitted) <= max_compiles  # the batch is cut where the budget would stop
+
+
+def test_prefetch_skips_cached_candidates_and_verdicts_judged_ahead_are_adopted_in_order() -> None:
+    calls: list[int] = []
+    ahead = FakeAhead(lambda c: c == 3)
+    search: Search[int, bool] = Search(lambda c: calls.append(c) or c == 3, ahead=ahead)
+    search.judge(0)  # cached: never submitted
+    assert search.first([0, 1, 2, 3, 4], bool) == (3, True)
+    assert ahead.submitted == [1, 2, 3, 4] and calls == [0]  # 1..3 came from the workers
+    assert [key for key, _ in search.history] == [0, 1, 2, 3]  # 4 was computed ahead, never judged
+    search.discard_ahead()
+    assert ahead.discarded == [4] and search.known(4) is None

@@ -14,6 +14,7 @@ from typing import Any
 from ..load.model_file import ModelSpec
 from ..search import Search
 from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, SizeCandidate, compile_arguments
+from ..verdict.compare import Outcome
 from ..verdict.judgement import Oracle
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import reference_inputs
@@ -22,6 +23,7 @@ from ..verdict.recipes import input_recipes, random_inputs
 from ..verdict.replay import replay_verdict
 from ..verdict.sizes import judge_sizes
 from .model_check import check_model_level
+from .workers import WorkerPool
 
 RunSearch = Search[Candidate, SubgraphVerdict]
 
@@ -84,7 +86,34 @@ class Judge:
                              keep_code=candidate.keep_code, shapes=candidate.shapes)
 
 
-def new_search(judge: Judge) -> RunSearch:
-    """The run's one search object: every compile it causes is counted against the budget."""
+def new_search(judge: Judge, workers: int = 1) -> RunSearch:
+    """The run's one search object: every compile it causes is counted against the budget.
+    ``workers`` > 1: independent candidates may be compiled ahead in worker processes
+    (:mod:`bisect_engine.localise.workers`; close them with :func:`close_workers`)."""
     compiler = judge.compiler
-    return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles)
+    if workers <= 1:
+        return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles)
+    pool = WorkerPool(judge, workers)
+
+    def start_on_divergence(candidate: Candidate, verdict: SubgraphVerdict) -> None:
+        # A graph that diverges is about to be searched: start the workers while it is (a clean
+        # run never starts them).
+        if verdict.outcome in (Outcome.MISMATCH, Outcome.CRASH):
+            pool.start()
+
+    return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles, ahead=pool,
+                  on_call=start_on_divergence)
+
+
+def close_workers(search: RunSearch | None) -> None:
+    """End the search's worker processes (if any); later candidates are judged in this process."""
+    if search is not None and isinstance(search.ahead, WorkerPool):
+        search.ahead.close()
+
+
+def workers_stats(search: RunSearch | None) -> dict[str, Any] | None:
+    """The report's ``stats.workers``: how many, candidates compiled ahead, those judged, and the
+    seconds the search waited for a worker's verdict."""
+    if search is not None and isinstance(search.ahead, WorkerPool):
+        return search.ahead.stats()
+    return None

@@ -38,6 +38,8 @@ class EngineOptions:
     # dearer than its per-node check is compiled whole first, so a clean graph costs one compile
     # (see localise/order.py)
     divergence_known: bool = False
+    # worker processes for independent candidates (localise/workers.py); 1: all in this process
+    workers: int = 1
 
     @property
     def judgement(self) -> Oracle:

@@ -37,7 +37,7 @@ from ..search import Budget, BudgetExhausted
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
 from .drive import SAME_DRAWS, Driver, model_candidate
-from .judge import Judge, new_search
+from .judge import Judge, close_workers, new_search
 from .options import EngineOptions
 from .records import GraphFinding, RunFinding
 from .run_steps import PRE_GRAD_PASSES, RUN_PLAN
@@ -95,7 +95,7 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     started = time.perf_counter() if started is None else started
     compiler = compiler or new_compiler(options)
     judge = Judge(compiler, options.judgement, options.seed, spec)
-    finding = RunFinding(spec, (), compiler, 0.0, captured, search=new_search(judge),
+    finding = RunFinding(spec, (), compiler, 0.0, captured, search=new_search(judge, options.workers),
                          model_level_check=model_level_check, backend_run=backend_run)
     driver = Driver(finding, judge, options, progress, on_divergence)
     try:
@@ -104,6 +104,8 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
         driver.note(budget=budget_message(exhausted, options, compiler))
     except Interrupted as interrupt:  # what was learned so far is the result; the caller re-raises
         driver.note(interrupted={"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage})
+    finally:
+        close_workers(driver.finding.search)
     driver.note(seconds=time.perf_counter() - started)
     return driver.finding
 

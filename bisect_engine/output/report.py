@@ -22,6 +22,7 @@ from .amplified import amplification_json, amplified_repro_spec
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
 from ..load.model_file import ModelSpec
+from ..localise.judge import workers_stats
 from ..localise.pipeline import GraphResult, RunResult
 from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
@@ -325,6 +326,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
             "compile_seconds": round(result.compiler.seconds, 2),
             "seconds": round(result.seconds, 2),
             "graphs_captured": result.captured_count,
+            "workers": workers_stats(result.search),  # how the run was made, not what it found
         },
     }
     report.update(shapes_json(result))

@@ -11,6 +11,7 @@ falling back to the aten kernel).
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal
@@ -115,37 +116,59 @@ class SubsystemSearch:
         self.search = search
         self.subgraph = context.subgraph(sorted(self.nodes, key=context.view.position.__getitem__))
 
+    def candidate(self, switch: Switch = Switch()) -> GraphCandidate:
+        return GraphCandidate(self.context.name, self.nodes, switch=switch, purpose=f"subsystem {switch.name}")
+
     def outcome(self, switch: Switch = Switch()) -> Outcome:
-        candidate = GraphCandidate(self.context.name, self.nodes, switch=switch, purpose=f"subsystem {switch.name}")
-        return self.search.judge(candidate).outcome
+        return self.search.judge(self.candidate(switch)).outcome
 
     def fixed(self, switch: Switch) -> bool:
         return self.outcome(switch) is Outcome.MATCH
 
     def first_fixing_switch(self, switches: Iterable[Switch]) -> Switch | None:
-        return next((s for s in switches if _is_set(s) and self.fixed(s)), None)
+        """The first switch in table order that fixes it (the set ones judged ahead together)."""
+        found = self.search.first([self.candidate(s) for s in switches if _is_set(s)],
+                                  lambda verdict: verdict.outcome is Outcome.MATCH)
+        return found[0].switch if found is not None else None
 
-    def decomposition(self) -> Attribution | None:
-        """Remove every entry that fires at once (one compile when none is to blame), then
-        narrow with ddmin; if removing them all cannot compile, try them one at a time."""
+    def heads(self, verified: bool) -> list[Switch]:
+        """The first switch each stage tries, in the order the stages run: independent of each
+        other, so they can be judged ahead together (later ones are wasted when an earlier fixes it)."""
+        entries = self.decomposition_entries
+        ops = self.lowered_ops
+        return [*(() if verified else (Switch(),)), *(s for s in PASSES if _is_set(s)),
+                *((_without(entries),) if entries else ()), ALL_FLIPS, *((_fallback(ops),) if ops else ())]
+
+    @functools.cached_property
+    def decomposition_entries(self) -> tuple[Any, ...] | None:
+        """The decomposition entries that fire while tracing the culprit (None: tracing failed)."""
         try:
-            entries = applied_decompositions(self.subgraph, reference_inputs(self.subgraph, self.context.eager_values))
+            return tuple(applied_decompositions(self.subgraph, reference_inputs(self.subgraph, self.context.eager_values)))
         except Exception as error:  # our tracing failed: no decomposition can be named, say why
             log.warning("could not enumerate the decompositions of %s: %s: %s",
                         ", ".join(sorted(self.nodes)), type(error).__name__, error)
             return None
+
+    @functools.cached_property
+    def lowered_ops(self) -> tuple[Any, ...]:
+        graph = self.subgraph.graph_module.graph
+        ops = [node.target for node in graph.nodes if node.op == "call_function" and is_lowered(node.target)]
+        return tuple(dict.fromkeys(ops))
+
+    def decomposition(self) -> Attribution | None:
+        """Remove every entry that fires at once (one compile when none is to blame), then
+        narrow with ddmin; if removing them all cannot compile, try them one at a time."""
+        entries = self.decomposition_entries
         if not entries:
             return None
-
-        def without(ops: Iterable[Any]) -> Switch:
-            ops = tuple(ops)
-            return Switch("decomposition", ", ".join(map(str, ops)), without=frozenset(ops))
-
+        without = _without
         together = self.outcome(without(entries))
         if together is Outcome.MATCH:
             culprits = entries if len(entries) == 1 else ddmin(entries, lambda subset: self.fixed(without(subset)))
         elif together is Outcome.CRASH:
-            culprits = next(([entry] for entry in entries if self.fixed(without([entry]))), [])
+            alone = self.search.first([self.candidate(without([entry])) for entry in entries],
+                                      lambda verdict: verdict.outcome is Outcome.MATCH)
+            culprits = tuple(alone[0].switch.without) if alone is not None else ()
         else:
             return None
         if not culprits:
@@ -191,7 +214,7 @@ class SubsystemSearch:
     def lowering(self, decomposed: bool = False) -> Attribution | None:
         """Force aten fallbacks on the subgraph's lowered ops (``decomposed``: on those of its
         decomposed form, the ops Inductor lowers after its decompositions)."""
-        graph = self.subgraph.graph_module.graph
+        ops = list(self.lowered_ops)
         if decomposed:
             try:
                 graph = make_fx(self.subgraph.graph_module, decomposition_table=default_decompositions(),
@@ -199,13 +222,9 @@ class SubsystemSearch:
             except Exception as error:  # noqa: BLE001 - our tracing failed: nothing to name
                 log.warning("could not decompose %s: %s: %s", sorted(self.nodes), type(error).__name__, error)
                 return None
-        ops = [node.target for node in graph.nodes if node.op == "call_function" and is_lowered(node.target)]
-        ops = list(dict.fromkeys(ops))
-
-        def fallback(subset: Iterable[Any]) -> Switch:
-            subset = tuple(subset)
-            return Switch("lowering", ", ".join(map(str, subset)), fallbacks=frozenset(subset))
-
+            ops = [node.target for node in graph.nodes if node.op == "call_function" and is_lowered(node.target)]
+            ops = list(dict.fromkeys(ops))
+        fallback = _fallback
         if not ops or not self.fixed(fallback(ops)):
             return None
         culprits = ops if len(ops) == 1 else ddmin(ops, lambda subset: self.fixed(fallback(subset)))
@@ -216,9 +235,7 @@ class SubsystemSearch:
     def config(self) -> Attribution | None:
         """All flips at once first (one compile when none helps: still wrong, or still raising the
         culprit's own error), then one at a time."""
-        combined: dict[str, Any] = {k: v for s in CONFIG_FLIPS for k, v in s.patch}
-        every = Switch.config("config", "all flips", combined)
-        flipped = self.search.judge(GraphCandidate(self.context.name, self.nodes, switch=every, purpose="subsystem all flips"))
+        flipped = self.search.judge(self.candidate(ALL_FLIPS))
         if flipped.outcome is Outcome.MISMATCH:
             return None
         if flipped.outcome is Outcome.CRASH:
@@ -229,6 +246,19 @@ class SubsystemSearch:
         switch = self.first_fixing_switch(CONFIG_FLIPS)
         return Attribution("config", switch.name, config_workaround(switch.patch_dict),
                            CONFIG_NOTES.get(switch.name, "")) if switch else None
+
+
+ALL_FLIPS = Switch.config("config", "all flips", {k: v for s in CONFIG_FLIPS for k, v in s.patch})
+
+
+def _without(ops: Iterable[Any]) -> Switch:
+    ops = tuple(ops)
+    return Switch("decomposition", ", ".join(map(str, ops)), without=frozenset(ops))
+
+
+def _fallback(ops: Iterable[Any]) -> Switch:
+    ops = tuple(ops)
+    return Switch("lowering", ", ".join(map(str, ops)), fallbacks=frozenset(ops))
 
 
 def _decomposition_workaround(drop: str) -> str:
@@ -250,12 +280,17 @@ def attribute(context: GraphContext, nodes: Iterable[str], search: Any, verified
     ``verified=False``: first check that they diverge with nothing switched off.
     """
     subsystems = SubsystemSearch(context, nodes, search)
-    if not verified and subsystems.outcome() is Outcome.MATCH:
-        return None
-    switch = subsystems.first_fixing_switch(PASSES)
-    if switch is not None:
-        return Attribution(switch.kind, switch.name, config_workaround(switch.patch_dict))  # type: ignore[arg-type]
-    return subsystems.decomposition() or subsystems.config() or subsystems.lowering()
+    if search.ahead is not None:  # workers: every stage's first try at once, adopted in stage order
+        search.prefetch([subsystems.candidate(switch) for switch in subsystems.heads(verified)])
+    try:
+        if not verified and subsystems.outcome() is Outcome.MATCH:
+            return None
+        switch = subsystems.first_fixing_switch(PASSES)
+        if switch is not None:
+            return Attribution(switch.kind, switch.name, config_workaround(switch.patch_dict))  # type: ignore[arg-type]
+        return subsystems.decomposition() or subsystems.config() or subsystems.lowering()
+    finally:
+        search.discard_ahead()
 
 
 def attribute_model(search: Any) -> Attribution | None:

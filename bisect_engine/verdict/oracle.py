@@ -239,6 +239,14 @@ class GraphContext:
         it (:meth:`scale_floor`): the one way a graph value is judged by the material rule."""
         return material_difference(self.eager_values.get(name), value, scale_floor=self.scale_floor(name))
 
+    def verdict_from(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any] | None,
+                     own_inputs: bool, error: str = "") -> SubgraphVerdict:
+        """The verdict :meth:`judge` gives, from outputs compiled and run elsewhere (a worker
+        process: ``localise/workers.py``), or from the ``error`` text its compile or run raised."""
+        if compiled_outputs is None:
+            return SubgraphVerdict(Outcome.CRASH, error=error)
+        return self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
