@@ -48,7 +48,9 @@ class Budget:
     """The run's limits: compiles (as counted by ``cost``) and seconds since ``started_at``.
 
     ``check`` runs before every evaluation and every compile; an evaluation already started
-    finishes (a model-level recompile may compile several graphs).
+    finishes (a model-level recompile may compile several graphs). ``stage``: the stage of the run
+    spending it (what compiles count under, what a cut names); set through the :class:`Search`
+    that holds the budget (:attr:`Search.stage`), read by the compiler.
     """
 
     max_compiles: int | None = None
@@ -56,6 +58,7 @@ class Budget:
     clock: Callable[[], float] = time.monotonic
     started_at: float | None = None
     exhausted: BudgetExhausted | None = field(default=None, compare=False)
+    stage: str = field(default="localise", compare=False)
 
     def __post_init__(self) -> None:
         if self.started_at is None:
@@ -142,6 +145,15 @@ class Search(Generic[C, V]):
     @property
     def elapsed_s(self) -> float:
         return self.budget.elapsed_s
+
+    @property
+    def stage(self) -> str:
+        """The run's stage: what the compiles of the candidates judged now count under."""
+        return self.budget.stage
+
+    @stage.setter
+    def stage(self, stage: str) -> None:
+        self.budget.stage = stage
 
     def judge(self, candidate: C) -> V:
         """The candidate's verdict: cached, or evaluated within the budget."""

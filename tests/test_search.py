@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisect_engine.search import (
+    Budget,
     BudgetExhausted,
     Search,
     ddmin,
@@ -391,3 +392,13 @@ def test_prefetch_skips_cached_candidates_and_verdicts_judged_ahead_are_adopted_
     assert [key for key, _ in search.history] == [0, 1, 2, 3]  # 4 was computed ahead, never judged
     search.discard_ahead()
     assert ahead.discarded == [4] and search.known(4) is None
+
+
+def test_the_search_sets_the_stage_on_the_budget_it_holds() -> None:
+    budget = Budget()
+    search = Search(lambda candidate: candidate, budget=budget)
+    assert search.stage == budget.stage == "localise"
+    search.stage = "subsystem"
+    assert budget.stage == "subsystem"  # what the compiler counts under and a budget cut names
+    with pytest.raises(BudgetExhausted, match="compile budget of 0"):
+        Search(lambda candidate: candidate, budget=Budget(max_compiles=0)).judge(1)
