@@ -172,6 +172,15 @@ class Search(Generic[C, V]):
             self._on_call(candidate, verdict)
         return verdict
 
+    def judge_if_room(self, candidate: C) -> V | None:
+        """The candidate's verdict, or None when the budget has no room for it (cut before or during
+        its evaluation; the budget remembers the cut as it remembers any): for a look the run can
+        do without (the window's kernels, the repro on random inputs)."""
+        try:
+            return self.judge(candidate)
+        except BudgetExhausted:
+            return None
+
     def prefetch(self, candidates: Sequence[C]) -> None:
         """Start evaluating ``candidates`` ahead (no-op without an :class:`Ahead` evaluator): the
         uncached ones, cut in submission order to what the compile budget has room for."""
