@@ -48,7 +48,9 @@ class Budget:
     """The run's limits: compiles (as counted by ``cost``) and seconds since ``started_at``.
 
     ``check`` runs before every evaluation and every compile; an evaluation already started
-    finishes (a model-level recompile may compile several graphs).
+    finishes (a model-level recompile may compile several graphs). ``stage``: the stage of the run
+    spending it (what compiles count under, what a cut names); set through the :class:`Search`
+    that holds the budget (:attr:`Search.stage`), read by the compiler.
     """
 
     max_compiles: int | None = None
@@ -56,6 +58,7 @@ class Budget:
     clock: Callable[[], float] = time.monotonic
     started_at: float | None = None
     exhausted: BudgetExhausted | None = field(default=None, compare=False)
+    stage: str = field(default="localise", compare=False)
 
     def __post_init__(self) -> None:
         if self.started_at is None:
@@ -143,6 +146,15 @@ class Search(Generic[C, V]):
     def elapsed_s(self) -> float:
         return self.budget.elapsed_s
 
+    @property
+    def stage(self) -> str:
+        """The run's stage: what the compiles of the candidates judged now count under."""
+        return self.budget.stage
+
+    @stage.setter
+    def stage(self, stage: str) -> None:
+        self.budget.stage = stage
+
     def judge(self, candidate: C) -> V:
         """The candidate's verdict: cached, or evaluated within the budget."""
         candidate_key = self._key(candidate)
@@ -159,6 +171,15 @@ class Search(Generic[C, V]):
         if self._on_call is not None:
             self._on_call(candidate, verdict)
         return verdict
+
+    def judge_if_room(self, candidate: C) -> V | None:
+        """The candidate's verdict, or None when the budget has no room for it (cut before or during
+        its evaluation; the budget remembers the cut as it remembers any): for a look the run can
+        do without (the window's kernels, the repro on random inputs)."""
+        try:
+            return self.judge(candidate)
+        except BudgetExhausted:
+            return None
 
     def prefetch(self, candidates: Sequence[C]) -> None:
         """Start evaluating ``candidates`` ahead (no-op without an :class:`Ahead` evaluator): the

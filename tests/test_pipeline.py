@@ -21,7 +21,7 @@ from bisect_engine.localise.run_steps import FOLLOW_UP, RUN_PLAN
 from bisect_engine.output.report import build_report
 from bisect_engine.output.summary import summary
 from bisect_engine.progress import Progress
-from bisect_engine.search import Budget, BudgetExhausted
+from bisect_engine.search import Budget, BudgetExhausted, Search
 from bisect_engine.verdict.compiler import Compiler
 from fakes import FakeCompiler, kernel
 
@@ -271,7 +271,8 @@ def test_the_findings_are_frozen_records(spec, captured) -> None:
 
 def test_a_step_cut_by_the_budget_leaves_what_the_steps_before_it_learned() -> None:
     compiler = Compiler()
-    finding = RunFinding(None, (), compiler, 0.0, search=object())  # type: ignore[arg-type]
+    search = Search(lambda candidate: None, budget=compiler.budget, cost=lambda: compiler.compiles)
+    finding = RunFinding(None, (), compiler, 0.0, search=search)  # type: ignore[arg-type]
     driver = Driver(finding, None, EngineOptions(), Progress(enabled=False), None)  # type: ignore[arg-type]
 
     def spent(run: RunFinding, driver: Driver) -> RunFinding:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisect_engine.search import (
+    Budget,
     BudgetExhausted,
     Search,
     ddmin,
@@ -391,3 +392,27 @@ def test_prefetch_skips_cached_candidates_and_verdicts_judged_ahead_are_adopted_
     assert [key for key, _ in search.history] == [0, 1, 2, 3]  # 4 was computed ahead, never judged
     search.discard_ahead()
     assert ahead.discarded == [4] and search.known(4) is None
+
+
+def test_the_search_sets_the_stage_on_the_budget_it_holds() -> None:
+    budget = Budget()
+    search = Search(lambda candidate: candidate, budget=budget)
+    assert search.stage == budget.stage == "localise"
+    search.stage = "subsystem"
+    assert budget.stage == "subsystem"  # what the compiler counts under and a budget cut names
+    with pytest.raises(BudgetExhausted, match="compile budget of 0"):
+        Search(lambda candidate: candidate, budget=Budget(max_compiles=0)).judge(1)
+
+
+def test_judge_if_room_is_none_when_the_budget_cuts_before_or_during_the_evaluation() -> None:
+    search = Search(lambda candidate: candidate * 2, max_calls=1)
+    assert search.judge_if_room(1) == 2
+    assert search.judge_if_room(2) is None and search.budget.exhausted is not None  # cut before
+    assert search.judge_if_room(1) == 2  # a cached verdict needs no room
+
+    def spends(candidate: int) -> int:
+        raise BudgetExhausted("compile budget of 0 exhausted", "max_compiles")
+
+    assert Search(spends).judge_if_room(1) is None  # cut inside the evaluation (the compiler's check)
+    with pytest.raises(BudgetExhausted):
+        Search(spends).judge(1)

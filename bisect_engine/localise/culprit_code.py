@@ -11,7 +11,6 @@ import dataclasses
 import logging
 from typing import Sequence
 
-from ..search import BudgetExhausted
 from ..verdict.candidate import GraphCandidate
 from ..verdict.kernels import Kernel, culprit_kernels
 from .judge import RunSearch
@@ -21,9 +20,8 @@ log = logging.getLogger(__name__)
 
 def kept_kernels(search: RunSearch, candidate: GraphCandidate, culprit: Sequence[str]) -> tuple[Kernel, ...]:
     """The kernels computing ``culprit`` in a compile of ``candidate`` that keeps its code."""
-    try:
-        verdict = search.judge(dataclasses.replace(candidate, keep_code=True))
-    except BudgetExhausted:
+    verdict = search.judge_if_room(dataclasses.replace(candidate, keep_code=True))
+    if verdict is None:
         log.info("no compile left to keep the kernels of %s", candidate.purpose or candidate.graph)
         return ()
     return culprit_kernels(verdict.code, culprit)

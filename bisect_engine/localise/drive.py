@@ -77,7 +77,7 @@ class Driver:
 
     def _stage(self, stage: str | None) -> None:
         if stage is not None:
-            self.compiler.stage = stage
+            self.search.stage = stage
 
     def run_plan(self, plan: tuple[Step[RunFinding], ...]) -> RunFinding:
         for step in plan:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..search import BudgetExhausted
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.graphs import reference_inputs
@@ -58,10 +57,9 @@ def checked_random_inputs(result: RunResult) -> ReproInputs:
         return ReproInputs(None, "real (a NaN the model makes needs its real inputs)")
     subgraph = graph.context.subgraph(names)
     recipes = tuple(input_recipes(reference_inputs(subgraph, graph.context.eager_values)))
-    try:
-        verdict = result.search.judge(GraphCandidate(graph.context.name, frozenset(names), inputs="random",
-                                                     purpose="random inputs"))
-    except BudgetExhausted:
+    verdict = result.search.judge_if_room(GraphCandidate(graph.context.name, frozenset(names), inputs="random",
+                                                         purpose="random inputs"))
+    if verdict is None:
         return ReproInputs(None, "real (the budget ran out before random inputs could be checked)")
     wanted = Outcome.CRASH if expect == "crash" else Outcome.MISMATCH
     if verdict.outcome is wanted:

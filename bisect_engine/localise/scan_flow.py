@@ -52,7 +52,7 @@ def run_scanned(spec: ModelSpec, options: EngineOptions, progress: Progress, com
                 on_divergence: Any = None) -> RunResult:
     started = time.perf_counter()
     compiler = compiler or new_compiler(options)
-    compiler.stage = "scan"
+    compiler.budget.stage = "scan"  # no Search over the scans yet (issue 23 item 4)
     batches = _batches(spec)
     training = spec.get_optimizer is not None and spec.loss_fn is not None
     try:

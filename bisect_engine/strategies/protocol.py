@@ -7,7 +7,7 @@ protocol; a test's fake only needs the methods a strategy calls).
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol, Sequence
 
 from ..verdict.candidate import Candidate
 from ..verdict.oracle import SubgraphVerdict
@@ -25,4 +25,22 @@ class GraphSearch(Protocol):
 
     def record(self, candidate: Candidate, verdict: SubgraphVerdict) -> None:
         """Seed the cache with a verdict learned without an evaluation."""
+        ...
+
+    @property
+    def ahead(self) -> object | None:
+        """The evaluator that judges candidates ahead (``--workers``), None when serial."""
+        ...
+
+    def prefetch(self, candidates: Sequence[Candidate]) -> None:
+        """Start judging ``candidates`` ahead (a no-op without an ``ahead`` evaluator)."""
+        ...
+
+    def first(self, candidates: Sequence[Candidate],
+              success: Callable[[SubgraphVerdict], bool]) -> tuple[Candidate, SubgraphVerdict] | None:
+        """The first candidate, in submission order, whose verdict is a ``success``."""
+        ...
+
+    def discard_ahead(self) -> None:
+        """Drop the verdicts judged ahead and never asked for."""
         ...

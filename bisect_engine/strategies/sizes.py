@@ -15,11 +15,11 @@ from typing import Any, Iterable, Sequence
 
 import sympy
 
-from ..search import Search
 from ..verdict.candidate import GraphCandidate, SizeCandidate
 from ..verdict.compare import Outcome
 from ..verdict.oracle import GraphContext
 from ..verdict.shapes import bind_symbols, parse, shape_signature, symbols_of
+from .protocol import GraphSearch
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def admissible(guards: Sequence[str], values: dict[str, int]) -> bool:
     return True
 
 
-def static_shapes_verdict(context: GraphContext, names: Sequence[str], search: Search[Any, Any]) -> str | None:
+def static_shapes_verdict(context: GraphContext, names: Sequence[str], search: GraphSearch) -> str | None:
     """``dynamic-only`` when the culprit compiled at the checked call's static sizes matches,
     ``static-too`` when it still fails; None when that compile cannot be judged."""
     verdict = search.judge(GraphCandidate(context.name, frozenset(names), shapes="static", purpose="static shapes"))
@@ -138,7 +138,7 @@ def _where(signature: Sequence[Any], names: Sequence[str], symbol: str) -> str:
     return "?"
 
 
-def sweep_sizes(context: GraphContext, names: Sequence[str], search: Search[Any, Any]) -> list[SizeSweep]:
+def sweep_sizes(context: GraphContext, names: Sequence[str], search: GraphSearch) -> list[SizeSweep]:
     """Each symbol of the culprit's inputs that the graph's inputs determine, swept (at most
     :data:`MAX_SYMBOLS`); the other symbols stay at their checked values."""
     captured = context.captured
@@ -163,7 +163,7 @@ def sweep_sizes(context: GraphContext, names: Sequence[str], search: Search[Any,
     return sweeps
 
 
-def _sweep(context: GraphContext, names: Sequence[str], search: Search[Any, Any], symbol: str,
+def _sweep(context: GraphContext, names: Sequence[str], search: GraphSearch, symbol: str,
            values: dict[str, int], sizes: Sequence[int]) -> list[tuple[int, str]] | None:
     allowed = tuple(s for s in sizes if admissible(context.captured.guards, {**values, symbol: s}))
     if not allowed:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -28,6 +28,7 @@ from ..verdict.graphs import Subgraph, reference_inputs
 from ..verdict.inductor_adapter import default_decompositions, is_lowered
 from ..verdict.oracle import GraphContext
 from .nodes import crash_key
+from .protocol import GraphSearch
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def applied_decompositions(subgraph: Subgraph, inputs: list[Any]) -> list[Any]:
 class SubsystemSearch:
     """Proposes subsystem switches on one culprit's nodes to the run's search object."""
 
-    def __init__(self, context: GraphContext, nodes: Iterable[str], search: Any):
+    def __init__(self, context: GraphContext, nodes: Iterable[str], search: GraphSearch):
         self.context = context
         self.nodes = frozenset(nodes)
         self.search = search
@@ -127,9 +128,13 @@ class SubsystemSearch:
 
     def first_fixing_switch(self, switches: Iterable[Switch]) -> Switch | None:
         """The first switch in table order that fixes it (the set ones judged ahead together)."""
-        found = self.search.first([self.candidate(s) for s in switches if _is_set(s)],
-                                  lambda verdict: verdict.outcome is Outcome.MATCH)
-        return found[0].switch if found is not None else None
+        return self.first_fixing([s for s in switches if _is_set(s)])
+
+    def first_fixing(self, switches: Sequence[Switch]) -> Switch | None:
+        """The first of ``switches``, in order, that fixes it (judged ahead together with workers)."""
+        candidates = [self.candidate(s) for s in switches]
+        found = self.search.first(candidates, lambda verdict: verdict.outcome is Outcome.MATCH)
+        return next(s for s, c in zip(switches, candidates) if c is found[0]) if found is not None else None
 
     def heads(self, verified: bool) -> list[Switch]:
         """The first switch each stage tries, in the order the stages run: independent of each
@@ -166,9 +171,8 @@ class SubsystemSearch:
         if together is Outcome.MATCH:
             culprits = entries if len(entries) == 1 else ddmin(entries, lambda subset: self.fixed(without(subset)))
         elif together is Outcome.CRASH:
-            alone = self.search.first([self.candidate(without([entry])) for entry in entries],
-                                      lambda verdict: verdict.outcome is Outcome.MATCH)
-            culprits = tuple(alone[0].switch.without) if alone is not None else ()
+            alone = self.first_fixing([without([entry]) for entry in entries])
+            culprits = tuple(alone.without) if alone is not None else ()
         else:
             return None
         if not culprits:
@@ -274,7 +278,7 @@ def _decomposition_workaround(drop: str) -> str:
     )
 
 
-def attribute(context: GraphContext, nodes: Iterable[str], search: Any, verified: bool = True) -> Attribution | None:
+def attribute(context: GraphContext, nodes: Iterable[str], search: GraphSearch, verified: bool = True) -> Attribution | None:
     """The first subsystem whose switch makes the culprit's nodes match eager, in table order.
 
     ``verified=False``: first check that they diverge with nothing switched off.
@@ -293,7 +297,7 @@ def attribute(context: GraphContext, nodes: Iterable[str], search: Any, verified
         search.discard_ahead()
 
 
-def attribute_model(search: Any) -> Attribution | None:
+def attribute_model(search: GraphSearch) -> Attribution | None:
     """For a divergence no captured graph shows (e.g. a pre-grad pass on the torch-level graph):
     recompile the whole model with each switch until it matches. Costs a full compile per try,
     as ``CompilerBisector`` does, but only for what the per-graph search cannot reach."""

@@ -46,11 +46,15 @@ class Compiler:
 
     compiles: int = 0
     seconds: float = 0.0
-    stage: str = "localise"  # the pipeline stage compiles are counted under
     by_stage: dict[str, int] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)
     symbolic_compiles: int = 0  # compiles of graphs with symbolic sizes, compiled symbolically
     static_fallbacks: list[str] = field(default_factory=list)  # why a symbolic graph compiled static
+
+    @property
+    def stage(self) -> str:
+        """The stage compiles are counted under: the run's search sets it (``Search.stage``)."""
+        return self.budget.stage
 
     def compile(
         self,
