@@ -170,7 +170,7 @@ def background_jobs(session: pytest.Session) -> list[Job]:
     beside the in-process tests)."""
     base = session.config._tmp_path_factory.mktemp("e2e")  # type: ignore[attr-defined]
     return [Job(f"e2e:{case.stem}", _cost(case), lambda case=case: _run_case(case, base))
-            for case in _wanted(session.items)] + [Job(key, 40.0, run) for key, run in _worker_jobs(session).items()]
+            for case in _wanted(session.items)] + [Job(key, 45.0 if key.endswith("dies") else 90.0, run) for key, run in _worker_jobs(session).items()]
 
 
 @pytest.fixture(scope="session")
