@@ -361,8 +361,7 @@ class WorkerPool:
     def _count(self, result: JobResult) -> None:
         """The worker's compiles join the run's, under the stage the search judges them in."""
         compiler: Compiler = self.judge.compiler
-        compiler.compiles += result.compiles
-        compiler.by_stage[compiler.stage] = compiler.by_stage.get(compiler.stage, 0) + result.compiles
+        compiler.count(result.compiles, "a worker's candidate")
         compiler.seconds += result.seconds
         compiler.symbolic_compiles += result.symbolic_compiles
         compiler.static_fallbacks.extend(result.static_fallbacks)

@@ -56,6 +56,12 @@ class Compiler:
         """The stage compiles are counted under: the run's search sets it (``Search.stage``)."""
         return self.budget.stage
 
+    def count(self, compiles: int, label: str = "") -> None:
+        """``compiles`` more, under the current stage (ours, a package's, or a worker's)."""
+        self.compiles += compiles
+        self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + compiles
+        log.debug("compile %d (%s): %s", self.compiles, self.stage, label)
+
     def compile(
         self,
         graph_module: fx.GraphModule,
@@ -95,9 +101,7 @@ class Compiler:
                    **(provenance_patch() if output_code is not None else {}), **(config_patches or {})}
 
         def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
-            self.compiles += 1
-            self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
-            log.debug("compile %d (%s): %s", self.compiles, self.stage, label)
+            self.count(1, label)
             compiled = compile_fx_inner(*args, **kwargs)
             if output_code is not None:
                 output_code.append(output_code_of(compiled))
@@ -126,9 +130,7 @@ class Compiler:
         from torch._inductor import aoti_compile_and_package
 
         self.budget.check(self.compiles)
-        self.compiles += 1
-        self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
-        log.debug("compile %d (%s): %s (AOTInductor package)", self.compiles, self.stage, label)
+        self.count(1, f"{label} (AOTInductor package)")
         start = time.perf_counter()
         try:
             path = aoti_compile_and_package(exported, package_path=os.path.join(folder, "model.pt2"),
