@@ -34,6 +34,19 @@ class _RunAfterExec:
         self.callback(module)
 
 
+def _spec_calling_back(finders: Any, fullname: str, path: Any, target: Any, callback: Callable[[Any], None]) -> Any:
+    """The first of ``finders``' specs for ``fullname``, its loader wrapped to call back once the
+    module's code has run (None: no finder has it)."""
+    for finder in list(finders):
+        find_spec = getattr(finder, "find_spec", None)
+        spec = find_spec(fullname, path, target) if find_spec is not None else None
+        if spec is not None:
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _RunAfterExec(spec.loader, callback)
+            return spec
+    return None
+
+
 class AfterImport:
     """A one-shot meta-path finder: once ``name`` has been imported, ``callback(module)``."""
 
@@ -45,14 +58,7 @@ class AfterImport:
         if fullname != self.name:
             return None
         remove_finders()
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            spec = find_spec(fullname, path, target) if find_spec is not None else None
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _RunAfterExec(spec.loader, self.callback)
-                return spec
-        return None
+        return _spec_calling_back(sys.meta_path, fullname, path, target, self.callback)
 
 
 def remove_finders() -> None:
@@ -73,13 +79,7 @@ class EveryImport:
             return None
         self._finding = True  # the other finders are asked below; this one must not answer itself
         try:
-            for finder in list(sys.meta_path):
-                find_spec = getattr(finder, "find_spec", None) if finder is not self else None
-                spec = find_spec(fullname, path, target) if find_spec is not None else None
-                if spec is not None:
-                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                        spec.loader = _RunAfterExec(spec.loader, self.callback)
-                    return spec
-            return None
+            finders = [finder for finder in sys.meta_path if finder is not self]
+            return _spec_calling_back(finders, fullname, path, target, self.callback)
         finally:
             self._finding = False
