@@ -27,8 +27,20 @@ def fresh_inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(seeded_cache_dir(tmp_path_factory.mktemp("inductor-cache")))
 
 
-_PROBES: list[Path] = []
-_PROBES_MADE = threading.Event()
+def planting_path(case: Path, site_dir: Path, environ: "dict[str, str]", extra: str = "") -> str:
+    """The PYTHONPATH under which every fresh process imports ``case`` at start-up (a
+    ``sitecustomize`` in ``site_dir``), so its ``plant()`` runs there: the tool's, its verifiers'
+    and the repro's. ``extra``: more start-up lines."""
+    site_dir.mkdir(parents=True, exist_ok=True)
+    (site_dir / "sitecustomize.py").write_text(
+        "import importlib.util as _u\n"
+        f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
+        "_module = _u.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_module)\n" + extra)
+    return os.pathsep.join([str(site_dir), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+
+_PROBES: "list[Path] | None" = None  # made once, by the first caller
 _PROBES_LOCK = threading.Lock()
 
 
@@ -47,16 +59,16 @@ def seeded_cache_dir(path: Path | str) -> Path:
 
 
 def _probe_sources() -> list[Path]:
+    global _PROBES
     with _PROBES_LOCK:
-        if not _PROBES_MADE.is_set():
+        if _PROBES is None:
             template = Path(tempfile.mkdtemp(prefix="bisect-tests-probes-"))
             subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: x + 1)(torch.ones(4))"],
                            env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(template)}, capture_output=True, timeout=600)
             # a graph's kernel includes Inductor's prefix header; the probes do not
-            _PROBES.extend(source for source in sorted(template.glob("*/*.cpp"))
-                           if "cpp_prefix.h" not in source.read_text(errors="replace"))
-            _PROBES_MADE.set()
-    return list(_PROBES)
+            _PROBES = [source for source in sorted(template.glob("*/*.cpp"))
+                       if "cpp_prefix.h" not in source.read_text(errors="replace")]
+        return _PROBES
 
 
 # Wall seconds of each end-to-end case (tests/test_e2e.py fills it): printed after the run, so the

@@ -16,6 +16,8 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import planting_path
+
 from bisect_engine.load.exported import DynamicDim, dynamic_dims, flat_graph_module, flat_inputs, resized_inputs
 from bisect_engine.script import aoti_check
 from bisect_engine.script.levels import Level, ScriptSettings
@@ -184,13 +186,7 @@ def _cli(case: Path, out: Path, planted: bool) -> subprocess.CompletedProcess[st
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
     env["TORCHINDUCTOR_CACHE_DIR"] = str(out.parent / "inductor-cache")  # fresh: a planted codegen is not in its key
     if planted:  # the plant in every fresh process (the repro's verification too)
-        site = out.parent / "site"
-        site.mkdir(parents=True)
-        (site / "sitecustomize.py").write_text(
-            "import importlib.util as _u\n"
-            f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
-            "_module = _u.module_from_spec(_spec)\n_spec.loader.exec_module(_module)\n")
-        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = planting_path(case, out.parent / "site", env)
     command = [sys.executable, "-m", "bisect_engine.cli", "run", "--out", str(out), "--verify-runs", "1", "-q", str(case)]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=out.parent)
 

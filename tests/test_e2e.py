@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from conftest import E2E_SECONDS, Job, background_result, seeded_cache_dir
+from conftest import E2E_SECONDS, Job, background_result, planting_path, seeded_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 # BISECT_TEST_DEVICE=cuda runs every case whose DEVICES lists cuda with `--device cuda` (its model,
@@ -85,17 +85,10 @@ class CaseRun:
 
 
 def _planting_env(case: Path, site_dir: Path) -> dict[str, str]:
-    site_dir.mkdir(parents=True, exist_ok=True)
-    (site_dir / "sitecustomize.py").write_text(
-        "import importlib.util as _u\n"
-        f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
-        "_module = _u.module_from_spec(_spec)\n"
-        "_spec.loader.exec_module(_module)\n"
-        + ("import torch as _torch\n_torch.backends.cuda.matmul.allow_tf32 = True\n"
-           "_torch.backends.cudnn.allow_tf32 = True\n" if TF32 else "")
-    )
+    tf32 = ("import torch as _torch\n_torch.backends.cuda.matmul.allow_tf32 = True\n"
+            "_torch.backends.cudnn.allow_tf32 = True\n" if TF32 else "")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(site_dir), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = planting_path(case, site_dir, env, tf32)
     return env
 
 
@@ -168,9 +161,14 @@ def _cost(case: Path) -> float:
 def background_jobs(session: pytest.Session) -> list[Job]:
     """Every wanted case, started when collection ends (tests/conftest.py runs them two at a time
     beside the in-process tests)."""
-    base = session.config._tmp_path_factory.mktemp("e2e")  # type: ignore[attr-defined]
-    return [Job(f"e2e:{case.stem}", _cost(case), lambda case=case: _run_case(case, base))
-            for case in _wanted(session.items)] + [Job(key, 45.0 if key.endswith("dies") else 90.0, run) for key, run in _worker_jobs(session).items()]
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    base = factory.mktemp("e2e")
+    cases = [Job(f"e2e:{case.stem}", _cost(case), lambda case=case: _run_case(case, base))
+             for case in _wanted(session.items)]
+    selected = {getattr(item, "originalname", "") for item in session.items
+                if item.module is not None and item.module.__name__ == __name__}
+    workers = _worker_jobs(factory, selected)  # a tool and two spawned workers each: among the dearest
+    return cases + [Job(key, 45.0 if key.endswith("dies") else 90.0, run) for key, run in workers.items()]
 
 
 @pytest.fixture(scope="session")
@@ -429,26 +427,24 @@ def _dies(base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=base), base / "out"
 
 
-def _worker_jobs(session: pytest.Session) -> dict[str, Any]:
-    """The worker tests' runs, by key: each an argument-free callable."""
-    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
-    names = {getattr(item, "originalname", "") for item in session.items
-             if item.module is not None and item.module.__name__ == __name__}
+WORKER_TESTS = ("test_one_worker_and_two_give_the_same_report", "test_a_worker_that_dies_is_an_internal_error_naming_its_candidate")
+
+
+def _worker_jobs(factory: pytest.TempPathFactory, tests: Any = WORKER_TESTS) -> dict[str, Any]:
+    """The runs the worker ``tests`` read, by key: each an argument-free callable."""
     jobs: dict[str, Any] = {}
-    if "test_one_worker_and_two_give_the_same_report" in names:
+    if WORKER_TESTS[0] in tests:
         jobs.update({f"workers:{stem}": (lambda stem=stem: _again(stem, factory.mktemp(f"workers-{stem}")))
                      for stem in WORKER_CASES})
-    if "test_a_worker_that_dies_is_an_internal_error_naming_its_candidate" in names:
+    if WORKER_TESTS[1] in tests:
         jobs["workers:dies"] = lambda: _dies(factory.mktemp("workers-dies"))
     return jobs
 
 
 @pytest.fixture(scope="module")
 def worker_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    here = {f"workers:{stem}": (lambda stem=stem: _again(stem, tmp_path_factory.mktemp(f"workers-{stem}")))
-            for stem in WORKER_CASES}
-    here["workers:dies"] = lambda: _dies(tmp_path_factory.mktemp("workers-dies"))
-    return {key: (lambda key=key, run=run: background_result(key, run)) for key, run in here.items()}
+    return {key: (lambda key=key, run=run: background_result(key, run))
+            for key, run in _worker_jobs(tmp_path_factory).items()}
 
 
 @pytest.mark.parametrize("stem", WORKER_CASES)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from conftest import seeded_cache_dir
+from conftest import planting_path, seeded_cache_dir
 import torch
 from torch import nn
 
@@ -141,12 +141,7 @@ def _cli(script: Path, out: Path, site: Path | None = None) -> subprocess.Comple
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
     env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(out.parent / "inductor-cache"))
     if site is not None:  # the plant in every fresh process (the repro's verification too)
-        site.mkdir(parents=True)
-        (site / "sitecustomize.py").write_text(
-            "import importlib.util as _u\n"
-            f"_spec = _u.spec_from_file_location('_planted_case', {str(script)!r})\n"
-            "_module = _u.module_from_spec(_spec)\n_spec.loader.exec_module(_module)\n")
-        env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = planting_path(script, site, env)
     command = [sys.executable, "-m", "bisect_engine.cli", "run", "--out", str(out), "--verify-runs", "1", "-q",
                str(script), "--steps", "2"]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=out.parent)
