@@ -110,7 +110,7 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     torch._dynamo.reset()
     try:
         if users:
-            compiler.budget.check(compiler.compiles)
+            compiler.check_budget()
             with torch._inductor.config.patch(patches or {}):
                 compiled = _forward_and_grads(spec.compiled, spec.inputs, spec.loss_fn, seed)  # type: ignore[arg-type]
         elif spec.exported_program is not None and spec.loss_fn is None and not (decompositions or fallbacks):
