@@ -43,8 +43,15 @@ V = TypeVar("V")
 BudgetReason = Literal["max_compiles", "timeout"]
 
 
-class BudgetExhausted(Exception):
-    """Raised when a new evaluation would exceed the budget."""
+class BudgetExhausted(BaseException):
+    """Raised when a new evaluation or compile would exceed the budget.
+
+    A ``BaseException``, as Hypothesis' ``StopTest`` is: a cut is not an error of what was being
+    judged, so no ``except Exception`` on its way (a candidate's compile judged a crash, Dynamo
+    wrapping a backend's error, a user's backend) turns it into a verdict; it reaches the one place
+    that turns it into the run's ``budget`` (``localise/pipeline.run_captured``, or
+    ``scan_flow.run_scanned`` for a cut during a scan), or :meth:`Search.judge_if_room`.
+    """
 
     def __init__(self, message: str, reason: BudgetReason) -> None:
         super().__init__(message)

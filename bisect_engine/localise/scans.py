@@ -27,7 +27,7 @@ from ..verdict.candidate import ScanCandidate
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.judgement import PROGRAM, Oracle, OutputFacts, judge_outputs
 from ..errors import ModelError, UsageError
-from ..verdict.compiler import Compiler, budget_cause
+from ..verdict.compiler import Compiler
 from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.oracle import SubgraphVerdict
 from ..verdict.precision import allowed_units
@@ -67,14 +67,6 @@ def scan_verdict(checks: dict[str, Check]) -> SubgraphVerdict:
     outputs = {f"{part} {i}": v for part, check in checks.items() for i, v in enumerate(check.verdicts)}
     failed = any(check.failed for check in checks.values())
     return SubgraphVerdict(Outcome.MISMATCH if failed else Outcome.MATCH, outputs)
-
-
-def _unwrapped_budget(error: Exception) -> None:
-    """A budget cut inside Dynamo's compile reaches us wrapped (``BackendCompilerFailed``): raise it
-    as itself, so the search and the scan's caller see the cut, never a crash."""
-    exhausted = budget_cause(error)
-    if exhausted is not None:
-        raise exhausted from error
 
 
 def compiled_copy(model: Callable[..., Any], compiler: Compiler, allowed: list[float] | None = None) -> Callable[..., Any]:
@@ -142,8 +134,7 @@ class BatchScan:
             fp64_out = _fp64_run(self.model64, batch, self.seed, eager_out)
             try:
                 compiled_out = _run(self.compiled, batch, self.seed)
-            except Exception as error:
-                _unwrapped_budget(error)
+            except Exception as error:  # a budget cut is no Exception: it reaches the scan's caller
                 return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
         unit = max(self.allowed, default=None)
         check = judge(eager_out, fp64_out, compiled_out, self.oracle, unit)
@@ -361,11 +352,7 @@ class StepScan:
         except Exception as error:
             raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
                              f"{type(error).__name__}: {error}") from error
-        try:
-            results = [first] + [trainer.step(batch, self.seed + step) for trainer in (self.reference, self.compiled)]
-        except Exception as error:
-            _unwrapped_budget(error)
-            raise
+        results = [first] + [trainer.step(batch, self.seed + step) for trainer in (self.reference, self.compiled)]
         checks = {part: judge(results[0][part], results[1][part], results[2][part], self.oracle,
                               max(self.allowed, default=None))
                   for part in ("loss", "gradients", "parameters")}

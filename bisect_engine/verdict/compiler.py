@@ -18,7 +18,7 @@ import torch.fx as fx
 import torch._functorch.config as functorch_config
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-from ..search import Budget, BudgetExhausted
+from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
 from .frozen import frozen_copy, kept_inputs
@@ -192,9 +192,3 @@ def cause_of(error: BaseException | None, types: type[BaseException] | tuple[typ
         seen.add(id(error))
         error = getattr(error, "inner_exception", None) or error.__cause__ or error.__context__
     return None
-
-
-def budget_cause(error: BaseException | None) -> BudgetExhausted | None:
-    """The budget exhaustion behind an error, if any."""
-    found = cause_of(error, BudgetExhausted)
-    return found if isinstance(found, BudgetExhausted) else None
