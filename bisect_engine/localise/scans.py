@@ -105,8 +105,9 @@ class BatchFinding:
 
 @dataclass(frozen=True)
 class BatchLook:
-    """What the batch scan saw on one batch (kept for the failing one's samples)."""
+    """What the batch scan saw on one batch (the last one only: the failing one's samples)."""
 
+    index: int
     batch: tuple[Any, ...]
     eager: list[torch.Tensor]
     fp64: list[torch.Tensor]
@@ -124,7 +125,7 @@ class BatchScan:
         self.model, self.batches, self.oracle, self.seed = model, batches, oracle, seed
         self.allowed: list[float] = []
         self.compiled, self.model64 = compiled_copy(model, compiler, self.allowed), fp64_copy(model)
-        self.looks: dict[int, BatchLook] = {}
+        self.last: BatchLook | None = None
 
     def __call__(self, candidate: ScanCandidate) -> SubgraphVerdict:
         index = candidate.index
@@ -138,8 +139,13 @@ class BatchScan:
                 return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
         unit = max(self.allowed, default=None)
         check = judge(eager_out, fp64_out, compiled_out, self.oracle, unit)
-        self.looks[index] = BatchLook(batch, eager_out, fp64_out, compiled_out, unit, check)
+        self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out, unit, check)
         return scan_verdict({"output": check})
+
+    def look(self, index: int) -> BatchLook:
+        """What batch ``index``, the one judged last, gave (batches are judged in order, each once)."""
+        assert self.last is not None and self.last.index == index, f"batch {index} was not the last judged"
+        return self.last
 
 
 def as_batch(batch: Any) -> tuple[Any, ...]:
@@ -154,7 +160,7 @@ def scan_batches(search: ScanSearch, scan: BatchScan) -> BatchFinding | None:
         if verdict.outcome is Outcome.CRASH:
             return BatchFinding(index, as_batch(scan.batches[index]), None, False, index + 1, False, verdict.error)
         if verdict.outcome is not Outcome.MATCH:
-            look = scan.looks[index]
+            look = scan.look(index)
             samples, independent = failing_samples(scan.model, look.batch, look.eager, look.fp64, look.compiled,
                                                    scan.oracle, scan.seed, look.unit)
             return BatchFinding(index, look.batch, samples, independent, index + 1, look.check.nonfinite)
@@ -318,8 +324,10 @@ class _Trainer:
 
 @dataclass(frozen=True)
 class StepLook:
-    """What the step scan saw on one step: the eager state before it, and each part's check."""
+    """What the step scan saw on one step (the last one only): the eager state before it, and each
+    part's check."""
 
+    index: int
     batch: tuple[Any, ...]
     state: dict[str, Any]
     checks: dict[str, Check]
@@ -356,16 +364,21 @@ class StepScan:
         checks = {part: judge(results[0][part], results[1][part], results[2][part], self.oracle,
                               max(self.allowed, default=None))
                   for part in ("loss", "gradients", "parameters")}
-        self.last = StepLook(batch, snapshot, checks)
+        self.last = StepLook(step, batch, snapshot, checks)
         return scan_verdict(checks)
+
+    def look(self, step: int) -> StepLook:
+        """What step ``step``, the one judged last, gave (steps are judged in order, each once)."""
+        assert self.last is not None and self.last.index == step, f"step {step} was not the last judged"
+        return self.last
 
 
 def scan_steps(search: ScanSearch, scan: StepScan) -> StepFinding | None:
     """The first training step where the copies part, each step judged through the run's search."""
     for step in search.progress.items(range(len(scan.batches)), "scanning training steps", "step"):
         verdict = search.judge(ScanCandidate("step", step))
-        if verdict.outcome is not Outcome.MATCH and scan.last is not None:
-            look = scan.last
+        if verdict.outcome is not Outcome.MATCH:
+            look = scan.look(step)
             failed = tuple(part for part, check in look.checks.items() if check.failed)
             return StepFinding(step, look.batch, look.state, failed,
                                any(c.nonfinite for c in look.checks.values()), step + 1)
