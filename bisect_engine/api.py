@@ -1,8 +1,9 @@
 """The public API: one call from a model file to a report on disk.
 
 Loads the model file, takes the output folder (locked, vetted and write-probed before any
-analysis), runs the engine (a scan first when the file gives batches), and hands the result to the
-writer. The repro's verifying interpreters start as soon as a graph diverges, so their imports
+analysis), makes the run's one search (its budget, stage and progress; every stage below judges
+through it), runs the engine (a scan first when the file gives batches), and hands the result to
+the writer. The repro's verifying interpreters start as soon as a graph diverges, so their imports
 overlap the search. An interrupt (SIGINT/SIGTERM, raised by the CLI's handler) still leaves a
 report of what was learned, with verdict ``interrupted``; the exception then goes on to the CLI.
 """
@@ -19,7 +20,8 @@ from .errors import Interrupted
 from .load.memory import check_memory
 from .load.model_file import load_model_spec
 from .localise.options import EngineOptions
-from .localise.pipeline import RunResult, new_compiler, run
+from .localise.judge import close_workers, run_search
+from .localise.pipeline import RunResult, run
 from .localise.repro_inputs import REAL, ReproInputs, checked_random_inputs
 from .localise.scan_flow import run_scanned
 from .output.folder import OutputFolder
@@ -61,10 +63,10 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     ``device``: run the model there (its parameters, inputs and batches moved), e.g. ``"cuda"``.
     ``started_at``: ``time.monotonic()`` when the run began (``--timeout`` counts from there).
     """
-    compiler = new_compiler(options, started_at if started_at is not None else time.monotonic())
+    progress = progress or Progress(enabled=False)
+    search = run_search(options, progress, started_at if started_at is not None else time.monotonic())
     spec = load_model_spec(model_path, device)
     check_memory(spec.model, spec.inputs)  # a run that cannot fit is refused before it starts
-    progress = progress or Progress(enabled=False)
     with_repro = options.stop_after == "repro"
     interpreters = Interpreters(output.verify_runs if with_repro else 0)
     with OutputFolder(output.out_dir, output.force) as folder, recording_trace(folder, output.trace):
@@ -72,14 +74,17 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
             engine = run_scanned if spec.get_batches else run
             try:
                 with user_compile_options(spec):  # the user's mode= / options=, in every compile we make
-                    result = engine(spec, options, progress, compiler, on_divergence=interpreters.start)
+                    try:
+                        result = engine(spec, options, search, on_divergence=interpreters.start)
+                    finally:
+                        close_workers(search)
                     result, inputs = _repro_inputs(result, output, with_repro)
             except Interrupted as interrupt:  # before the engine had a result (loading, capture, a scan)
                 report = bare_report(spec.path, "interrupted")
-                report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage}
+                report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": search.stage}
                 write_report_and_views(folder, report)
                 raise
-            remaining = None if options.timeout_s is None else options.timeout_s - compiler.budget.elapsed_s
+            remaining = None if options.timeout_s is None else options.timeout_s - search.elapsed_s
             report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining, inputs)
             if result.interrupted:
                 raise Interrupted(result.interrupted["signum"], result.interrupted["signal"])

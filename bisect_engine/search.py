@@ -10,6 +10,13 @@ algorithms (``find_integer``, ``first_failing_prefix``, ``ddmin``, ``remove_one_
 written once over plain integers and sequences and only *propose* candidates to a predicate.
 Deterministic. Standard library only.
 
+The run makes one :class:`Search` at its top and hands it down: it owns the run's budget (the
+compiler only counts compiles and asks it), the run's stage and the run's progress reporter
+(:class:`Reporter`). Candidates whose every compile is checked by the compiler itself
+(``compile_metered``: a batch or training step of a scan, which Dynamo compiles only when it does
+not hold a compile for it yet) are checked against the clock only before their evaluation, so a
+batch that compiles nothing costs nothing of ``--max-compiles``.
+
 Independent candidates may be evaluated ahead, in parallel, by an :class:`Ahead` evaluator (worker
 processes: ``localise/workers.py``): :meth:`Search.prefetch` hands it the candidates a strategy is
 about to judge, :meth:`Search.first` the first that succeeds *in submission order*. The verdicts are
@@ -20,11 +27,12 @@ computed ahead but never judged is discarded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import ContextManager, Generic, Literal, Protocol, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +43,15 @@ V = TypeVar("V")
 BudgetReason = Literal["max_compiles", "timeout"]
 
 
-class BudgetExhausted(Exception):
-    """Raised when a new evaluation would exceed the budget."""
+class BudgetExhausted(BaseException):
+    """Raised when a new evaluation or compile would exceed the budget.
+
+    A ``BaseException``, as Hypothesis' ``StopTest`` is: a cut is not an error of what was being
+    judged, so no ``except Exception`` on its way (a candidate's compile judged a crash, Dynamo
+    wrapping a backend's error, a user's backend) turns it into a verdict; it reaches the one place
+    that turns it into the run's ``budget`` (``localise/pipeline.run_captured``, or
+    ``scan_flow.run_scanned`` for a cut during a scan), or :meth:`Search.judge_if_room`.
+    """
 
     def __init__(self, message: str, reason: BudgetReason) -> None:
         super().__init__(message)
@@ -73,6 +88,10 @@ class Budget:
         elapsed time leave no room for one more."""
         if self.max_compiles is not None and spent >= self.max_compiles:
             self._exhaust(f"compile budget of {self.max_compiles} exhausted", "max_compiles")
+        self.check_time()
+
+    def check_time(self) -> None:
+        """Raise :class:`BudgetExhausted` (and remember it) when the elapsed time is past the limit."""
         if self.timeout_s is not None and self.elapsed_s > self.timeout_s:
             self._exhaust(f"timeout of {self.timeout_s:g} s exceeded", "timeout")
 
@@ -95,6 +114,24 @@ def default_key(candidate: object) -> Hashable:
     return candidate  # type: ignore[return-value]
 
 
+class Reporter(Protocol):
+    """Where the run says what it is doing (``bisect_engine.progress.Progress``: a tqdm line)."""
+
+    def step(self, description: str) -> ContextManager[None]: ...
+
+    def items(self, items: Sequence[T], description: str, unit: str) -> Iterable[T]: ...
+
+
+class Quiet:
+    """The reporter that says nothing (tests, and a search made without one)."""
+
+    def step(self, description: str) -> ContextManager[None]:
+        return contextlib.nullcontext()
+
+    def items(self, items: Sequence[T], description: str, unit: str) -> Iterable[T]:
+        return items
+
+
 class Ahead(Protocol[C, V]):  # type: ignore[misc]
     """Evaluates candidates ahead of the search (e.g. in worker processes). ``submit`` starts the
     ones it can take (others are left to the search's own evaluator); ``take`` waits for a
@@ -108,10 +145,12 @@ class Ahead(Protocol[C, V]):  # type: ignore[misc]
 
 
 class Search(Generic[C, V]):
-    """Owns verdict caching, evaluation counting and the budget check.
+    """Owns verdict caching, evaluation counting, the budget (and the stage kept on it) and progress.
 
     ``evaluate(candidate)`` returns the candidate's verdict; ``cost()`` what the run has spent so
-    far (by default, this search's evaluations).
+    far (by default, this search's evaluations); ``compile_metered(candidate)``: the evaluation's
+    compiles are each checked against the budget where they happen (the search checks only the
+    clock before it); ``progress``: the run's reporter.
     """
 
     def __init__(
@@ -126,8 +165,12 @@ class Search(Generic[C, V]):
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         ahead: Ahead[C, V] | None = None,
+        compile_metered: Callable[[C], bool] | None = None,
+        progress: Reporter | None = None,
     ) -> None:
         self._evaluate = evaluate
+        self._compile_metered = compile_metered
+        self.progress: Reporter = progress if progress is not None else Quiet()
         self.ahead = ahead
         self._key = key
         self._on_call = on_call
@@ -147,6 +190,16 @@ class Search(Generic[C, V]):
         return self.budget.elapsed_s
 
     @property
+    def spent(self) -> int:
+        """What the run has spent of its budget (the compiler's compile count, for the run's search)."""
+        return self._cost()
+
+    @property
+    def evaluator(self) -> Callable[[C], V]:
+        """What turns a candidate into its verdict (the run's judge)."""
+        return self._evaluate
+
+    @property
     def stage(self) -> str:
         """The run's stage: what the compiles of the candidates judged now count under."""
         return self.budget.stage
@@ -161,7 +214,10 @@ class Search(Generic[C, V]):
         if candidate_key in self._verdicts:
             self.cache_hits += 1
             return self._verdicts[candidate_key]
-        self.budget.check(self._cost())
+        if self._compile_metered is not None and self._compile_metered(candidate):
+            self.budget.check_time()
+        else:
+            self.budget.check(self._cost())
         verdict = self.ahead.take(candidate) if self.ahead is not None else None
         if verdict is None:
             verdict = self._evaluate(candidate)

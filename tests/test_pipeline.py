@@ -273,7 +273,7 @@ def test_a_step_cut_by_the_budget_leaves_what_the_steps_before_it_learned() -> N
     compiler = Compiler()
     search = Search(lambda candidate: None, budget=compiler.budget, cost=lambda: compiler.compiles)
     finding = RunFinding(None, (), compiler, 0.0, search=search)  # type: ignore[arg-type]
-    driver = Driver(finding, None, EngineOptions(), Progress(enabled=False), None)  # type: ignore[arg-type]
+    driver = Driver(finding, None, EngineOptions(), None)  # type: ignore[arg-type]
 
     def spent(run: RunFinding, driver: Driver) -> RunFinding:
         raise BudgetExhausted("no compile left", "max_compiles")

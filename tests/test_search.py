@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Any
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -416,3 +418,51 @@ def test_judge_if_room_is_none_when_the_budget_cuts_before_or_during_the_evaluat
     assert Search(spends).judge_if_room(1) is None  # cut inside the evaluation (the compiler's check)
     with pytest.raises(BudgetExhausted):
         Search(spends).judge(1)
+
+
+def test_compile_metered_candidates_are_checked_against_the_clock_only() -> None:
+    # A scan's batch compiles only when Dynamo holds no compile for it, each compile checked where
+    # it happens: the search must not refuse it because the compile budget is spent.
+    now = [0.0]
+    budget = Budget(max_compiles=1, timeout_s=10.0, clock=lambda: now[0])
+    search: Search[int, int] = Search(lambda c: c, budget=budget, cost=lambda: 5, compile_metered=lambda c: c < 0)
+    assert search.judge(-1) == -1  # 5 compiles spent of 1, but metered where it compiles
+    with pytest.raises(BudgetExhausted) as info:
+        search.judge(1)  # an ordinary candidate is refused
+    assert info.value.reason == "max_compiles"
+    now[0] = 11.0
+    with pytest.raises(BudgetExhausted) as info:
+        search.judge(-2)
+    assert info.value.reason == "timeout"
+    assert [key for key, _ in search.history] == [-1]
+
+
+def test_a_budget_cut_passes_every_except_exception_on_its_way() -> None:
+    # A compile refused inside a candidate's evaluation must reach the run, never become a crash verdict.
+    def judged(candidate: int) -> str:
+        try:
+            raise BudgetExhausted("compile budget of 0 exhausted", "max_compiles")
+        except Exception:  # noqa: BLE001 - what an evaluator does with a compile that raises
+            return "crash"
+
+    with pytest.raises(BudgetExhausted):
+        Search(judged).judge(1)
+
+
+def test_the_search_holds_the_run_s_progress_reporter() -> None:
+    steps: list[str] = []
+
+    class Recording:
+        def step(self, description: str) -> Any:
+            steps.append(description)
+            return contextlib.nullcontext()
+
+        def items(self, items: Any, description: str, unit: str) -> Any:
+            steps.append(description)
+            return items
+
+    search: Search[int, int] = Search(lambda c: c, progress=Recording())
+    with search.progress.step("judging"):
+        assert list(search.progress.items([1, 2], "scanning", "batch")) == [1, 2]
+    assert steps == ["judging", "scanning"]
+    assert list(Search(lambda c: c).progress.items([3], "quiet", "batch")) == [3]  # the default says nothing

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..progress import Progress
 from ..strategies.nodes import NodeCheck, Reach, check_nodes, rank_culprits
 from ..verdict.compare import TensorVerdict, clearly_above_eager
 from ..verdict.oracle import GraphContext, SubgraphVerdict
@@ -32,14 +31,14 @@ def trigger(whole: SubgraphVerdict) -> tuple[str, TensorVerdict] | None:
     return max(above, key=lambda item: item[1].compiled_rms_ulps) if above else None
 
 
-def below_tolerance(context: GraphContext, whole: SubgraphVerdict, model_outputs: list[str], search: GraphSearch,
-                    progress: Progress) -> BelowTolerance | None:
+def below_tolerance(context: GraphContext, whole: SubgraphVerdict, model_outputs: list[str],
+                    search: GraphSearch) -> BelowTolerance | None:
     """When ``whole`` matches but an output is clearly less accurate than eager's: every node judged
     alone (one compile), the culprits ranked by whether they reach the model outputs."""
     found = trigger(whole)
     if found is None:
         return None
-    with progress.step(f"{context.name}: outputs within tolerance but above eager's error: per-node verdicts"):
+    with search.progress.step(f"{context.name}: outputs within tolerance but above eager's error: per-node verdicts"):
         nodes = check_nodes(context, search)
     headline, reach = rank_culprits(context, nodes, model_outputs) if nodes.culprits else (None, [])
     return BelowTolerance(found[0], found[1], nodes, headline, tuple(reach))

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
-from ..progress import Progress
+from ..search import Reporter
 from ..verdict.candidate import ModelCandidate, Switch
 from ..verdict.compiler import Compiler
 from .judge import Judge, RunSearch
@@ -45,16 +45,20 @@ class Step(Generic[R]):
 class Driver:
     """Runs the plans of one run; the latest :class:`RunFinding` is ``finding``."""
 
-    def __init__(self, finding: RunFinding, judge: Judge, options: EngineOptions, progress: Progress,
+    def __init__(self, finding: RunFinding, judge: Judge, options: EngineOptions,
                  on_divergence: Callable[[], None] | None) -> None:
         assert finding.search is not None, "the driver runs on a RunFinding made by run_captured"
         self.finding = finding
         self.search: RunSearch = finding.search
         self.judge = judge
         self.options = options
-        self.progress = progress
         self.on_divergence = on_divergence
         self.ran: list[str] = []  # the run-level steps that ran, in order
+
+    @property
+    def progress(self) -> Reporter:
+        """The run's reporter, which the run's search holds."""
+        return self.search.progress
 
     @property
     def compiler(self) -> Compiler:

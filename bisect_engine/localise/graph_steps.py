@@ -150,7 +150,7 @@ def _diverging(finding: GraphFinding, driver: Driver) -> bool:
 
 def _below_tolerance(finding: GraphFinding, driver: Driver) -> GraphFinding:
     return replace(finding, below=below_tolerance(finding.context, finding.whole, finding.model_outputs,
-                                                  driver.search, driver.progress))
+                                                  driver.search))
 
 
 def _diverged(finding: GraphFinding, driver: Driver) -> GraphFinding:

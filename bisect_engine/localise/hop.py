@@ -6,7 +6,6 @@ from typing import Any
 
 import torch
 
-from ..progress import Progress
 from ..verdict.candidate import GraphCandidate, Switch
 from ..verdict.compare import Outcome
 from ..strategies.inside import Inside, descend, hop_name
@@ -16,7 +15,7 @@ from .judge import Judge
 from .records import GraphFinding
 
 
-def descend_into_hop(finding: GraphFinding, judge: Judge, search: GraphSearch, progress: Progress) -> Inside | None:
+def descend_into_hop(finding: GraphFinding, judge: Judge, search: GraphSearch) -> Inside | None:
     """The op inside the culprit HOP's subgraph that is wrong alone (``GraphFinding.inside``; a node
     culprit only: a crash or a window has no one op to look inside). None: not a HOP culprit."""
     if finding.crash or finding.culprit_kind != "node" or len(finding.culprit_nodes) != 1:
@@ -25,11 +24,11 @@ def descend_into_hop(finding: GraphFinding, judge: Judge, search: GraphSearch, p
     context = finding.context
     if hop_name(context.view.nodes[name]) is None:
         return None
-    with progress.step(f"{context.name}: inside {name}"):
+    with search.progress.step(f"{context.name}: inside {name}"):
         return descend(context, name, search, judge.add)
 
 
-def attribute_inside(finding: GraphFinding, judge: Judge, search: GraphSearch, progress: Progress) -> tuple[bool, Attribution | None]:
+def attribute_inside(finding: GraphFinding, judge: Judge, search: GraphSearch) -> tuple[bool, Attribution | None]:
     """The subsystem behind the op named inside a HOP, judged on that op alone in its subgraph (the
     HOP as a whole has no switch of its own); a lowering fallback is then tried on the HOP node
     itself (one compile) and the note says whether it fixes it there. (False, None): no op inside
@@ -37,7 +36,7 @@ def attribute_inside(finding: GraphFinding, judge: Judge, search: GraphSearch, p
     inside = finding.inside
     if inside is None or inside.op is None or inside.graph not in judge.contexts:
         return False, None
-    with progress.step(f"{inside.graph}: subsystem bisection"):
+    with search.progress.step(f"{inside.graph}: subsystem bisection"):
         attribution = attribute(judge.contexts[inside.graph], (inside.node,), search)
         if attribution is None:
             return True, finding.attribution

@@ -2,18 +2,23 @@
 
 :class:`Judge` is the only place that turns a candidate (:mod:`bisect_engine.verdict.candidate`)
 into compiles: a group of nodes each judged alone, a region compiled together, either under a
-subsystem switch or with random inputs, or the whole model through ``torch.compile``.
-:func:`new_search` wires it to a :class:`~bisect_engine.search.Search` that caches its verdicts
-and checks the run's budget (the compiler's compile count) before every evaluation.
+subsystem switch or with random inputs, the whole model through ``torch.compile``, or a batch or
+training step of a scan (the scan's evaluator, ``Judge.scan``). :func:`run_search` makes the run's
+one :class:`~bisect_engine.search.Search` around it, once, at the run's top: the search caches its
+verdicts, owns the budget (the compiler's compile count against ``--max-compiles``, the clock
+against ``--timeout``), the stage and the progress reporter. A run that localises more than one
+subject (a scan's failing samples, then its whole batch) points the judge at each in turn
+(:func:`begin_subject`), the verdicts of the one before forgotten.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..load.model_file import ModelSpec
-from ..search import Search
-from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, SizeCandidate, compile_arguments
+from ..search import Budget, Reporter, Search
+from ..verdict.candidate import (NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, ScanCandidate,
+                                 SizeCandidate, compile_arguments, compile_metered)
 from ..verdict.compare import Outcome
 from ..verdict.judgement import Oracle
 from ..verdict.compiler import Compiler
@@ -23,6 +28,7 @@ from ..verdict.recipes import input_recipes, random_inputs
 from ..verdict.replay import replay_verdict
 from ..verdict.sizes import judge_sizes
 from .model_check import check_model_level
+from .options import EngineOptions
 from .workers import WorkerPool
 
 RunSearch = Search[Candidate, SubgraphVerdict]
@@ -39,9 +45,16 @@ class Judge:
     compiled: dict[str, dict[str, Any]] = field(default_factory=dict)
     # size sweeps: the one symbolic compile of (graph, nodes), run again at other sizes
     sweeps: dict[tuple[str, frozenset[str]], Any] = field(default_factory=dict)
+    # a scan's evaluator: a batch or training step in, its verdict out (localise/scans.py)
+    scan: Callable[[ScanCandidate], SubgraphVerdict] | None = None
 
     def add(self, context: GraphContext) -> None:
         self.contexts[context.name] = context
+
+    def begin(self, spec: ModelSpec, oracle: Oracle, seed: int) -> None:
+        """Judge ``spec``'s graphs from now on: those of a subject judged before are dropped."""
+        self.spec, self.oracle, self.seed = spec, oracle, seed
+        self.contexts, self.compiled, self.sweeps = {}, {}, {}
 
     def add_compiled(self, graph: str, values: dict[str, Any]) -> None:
         self.compiled[graph] = values
@@ -56,6 +69,10 @@ class Judge:
                                   self.compiled.get(candidate.graph, {}), candidate.outputs)
         if isinstance(candidate, SizeCandidate):
             return self._sizes(candidate)
+        if isinstance(candidate, ScanCandidate):
+            if self.scan is None:
+                raise ValueError("a scan candidate needs the scan")
+            return self.scan(candidate)
         return self._graph(candidate)
 
     def _sizes(self, candidate: SizeCandidate) -> SubgraphVerdict:
@@ -86,23 +103,53 @@ class Judge:
                              keep_code=candidate.keep_code, shapes=candidate.shapes)
 
 
-def new_search(judge: Judge, workers: int = 1) -> RunSearch:
-    """The run's one search object: every compile it causes is counted against the budget.
-    ``workers`` > 1: independent candidates may be compiled ahead in worker processes
-    (:mod:`bisect_engine.localise.workers`; close them with :func:`close_workers`)."""
+def run_search(options: EngineOptions, progress: Reporter | None = None, started_at: float | None = None,
+               compiler: Compiler | None = None) -> RunSearch:
+    """The run's one search, made once at its top: its budget (``--max-compiles``, ``--timeout``
+    from ``started_at``, ``time.monotonic()`` at the run's start), stage and progress; the compiler
+    counts against that budget (a ``compiler`` given keeps the budget it holds)."""
+    if compiler is None:
+        compiler = Compiler(budget=Budget(options.max_compiles, options.timeout_s, started_at=started_at))
+    return new_search(Judge(compiler, options.judgement, options.seed), options.workers, progress)
+
+
+def judge_of(search: RunSearch) -> Judge:
+    """The judge that evaluates the run's candidates (with the compiler it counts compiles with)."""
+    judge = search.evaluator
+    assert isinstance(judge, Judge), "the run's search is made by run_search / new_search"
+    return judge
+
+
+def begin_subject(search: RunSearch, spec: ModelSpec, options: EngineOptions) -> Judge:
+    """Point the run's judge at ``spec`` (a localisation of the model, or of a scan's failing batch
+    or step): the verdicts of the graphs of a subject judged before are forgotten (their names
+    repeat), a scan's verdicts and the history kept."""
+    judge = judge_of(search)
+    if judge.spec is not None or judge.contexts:
+        search.discard_ahead()
+        search.forget(lambda key: not isinstance(key, ScanCandidate))
+    judge.begin(spec, options.judgement, options.seed)
+    return judge
+
+
+def new_search(judge: Judge, workers: int = 1, progress: Reporter | None = None) -> RunSearch:
+    """A search over ``judge``'s candidates: every compile it causes is counted against the budget
+    the judge's compiler holds. ``workers`` > 1: independent candidates may be compiled ahead in
+    worker processes (:mod:`bisect_engine.localise.workers`; close them with :func:`close_workers`)."""
     compiler = judge.compiler
     if workers <= 1:
-        return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles)
+        return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles, compile_metered=compile_metered,
+                      progress=progress)
     pool = WorkerPool(judge, workers)
 
     def start_on_divergence(candidate: Candidate, verdict: SubgraphVerdict) -> None:
         # A graph that diverges is about to be searched: start the workers while it is (a clean
         # run never starts them).
-        if verdict.outcome in (Outcome.MISMATCH, Outcome.CRASH):
+        if verdict.outcome in (Outcome.MISMATCH, Outcome.CRASH) and not isinstance(candidate, ScanCandidate):
             pool.start()
 
     return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles, ahead=pool,
-                  on_call=start_on_divergence)
+                  on_call=start_on_divergence, compile_metered=compile_metered, progress=progress)
 
 
 def close_workers(search: RunSearch | None) -> None:

@@ -22,7 +22,7 @@ from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, worst
 from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs
-from ..verdict.compiler import Compiler, budget_cause, cause_of
+from ..verdict.compiler import Compiler, cause_of
 from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.oracle import SubgraphVerdict
 from ..verdict.precision import allowed_units
@@ -110,17 +110,14 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     torch._dynamo.reset()
     try:
         if users:
-            compiler.budget.check(compiler.compiles)
+            compiler.check_budget()
             with torch._inductor.config.patch(patches or {}):
                 compiled = _forward_and_grads(spec.compiled, spec.inputs, spec.loss_fn, seed)  # type: ignore[arg-type]
         elif spec.exported_program is not None and spec.loss_fn is None and not (decompositions or fallbacks):
             compiled = _packaged(spec, compiler, patches, switch, seed)
         else:
             compiled = _forward_and_grads(torch.compile(spec.model, backend=backend, dynamic=spec.dynamic), spec.inputs, spec.loss_fn, seed)
-    except Exception as error:
-        exhausted = budget_cause(error)
-        if exhausted is not None:
-            raise exhausted from error
+    except Exception as error:  # a budget cut (no Exception) goes on to the run's search
         if _user_side(error):  # plain torch.compile raises it too: the model's, not the compiler's
             raise ModelError(f"torch.compile of the model raised {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}") from error
         return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")

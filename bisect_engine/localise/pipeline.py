@@ -17,9 +17,11 @@ has one, :func:`_capture`); :func:`run_captured` searches the captured graphs by
 3. a finding's follow-up: the op inside a HOP culprit, the subsystem, the sizes a culprit in a
    symbolic graph fails at.
 
-Every compile is a candidate judged through one :class:`~bisect_engine.search.Search` (cached,
-counted, within ``--max-compiles``/``--timeout``); when the budget runs out, the
-:class:`RunFinding` says which stage it cut, and holds what the completed steps learned.
+Every compile is a candidate judged through the run's one :class:`~bisect_engine.search.Search`
+(made once at the run's top, :func:`~bisect_engine.localise.judge.run_search`, and handed down:
+cached, counted, within ``--max-compiles``/``--timeout``, the stage and progress on it); when the
+budget runs out, the :class:`RunFinding` says which stage it cut, and holds what the completed
+steps learned.
 """
 from __future__ import annotations
 
@@ -32,12 +34,11 @@ import torch
 from ..errors import Interrupted, ModelError
 from ..load.capture import BackendRun, capture, capture_through_backend, nothing_captured
 from ..load.model_file import ModelSpec, user_backend
-from ..progress import Progress
-from ..search import Budget, BudgetExhausted
+from ..search import BudgetExhausted, Reporter
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
 from .drive import SAME_DRAWS, Driver, model_candidate
-from .judge import Judge, close_workers, new_search
+from .judge import RunSearch, begin_subject, close_workers, run_search
 from .options import EngineOptions
 from .records import GraphFinding, RunFinding
 from .run_steps import PRE_GRAD_PASSES, RUN_PLAN
@@ -45,22 +46,17 @@ from .run_steps import PRE_GRAD_PASSES, RUN_PLAN
 log = logging.getLogger(__name__)
 
 
-def new_compiler(options: EngineOptions, started_at: float | None = None) -> Compiler:
-    """A compiler bounded by the run's budget (``started_at``: ``time.monotonic()`` at the start)."""
-    return Compiler(budget=Budget(options.max_compiles, options.timeout_s, started_at=started_at))
-
-
-def run(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: Compiler | None = None,
+def run(spec: ModelSpec, options: EngineOptions, search: RunSearch,
         on_divergence: Callable[[], None] | None = None) -> RunFinding:
-    """Capture the model through torch.compile, then search the captured graphs."""
+    """Capture the model through torch.compile, then search the captured graphs with the run's search."""
     started = time.perf_counter()
     torch.manual_seed(options.seed)
-    with progress.step("capture"):
+    with search.progress.step("capture"):
         captured, backend_run = _capture(spec, options.seed)
     if not captured:
         raise ModelError(nothing_captured(spec.model))
-    return run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence,
-                        backend_run=backend_run)
+    return run_captured(spec, captured, options, search.progress, started, on_divergence=on_divergence,
+                        backend_run=backend_run, search=search)
 
 
 def _capture(spec: ModelSpec, seed: int) -> tuple[list[CapturedGraph], BackendRun | None]:
@@ -83,41 +79,47 @@ def _capture(spec: ModelSpec, seed: int) -> tuple[list[CapturedGraph], BackendRu
     return capture(spec.model, spec.inputs, spec.loss_fn, spec.dynamic)[0], BackendRun(name, note=note)
 
 
-def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: EngineOptions, progress: Progress,
+def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: EngineOptions, progress: Reporter,
                  started: float | None = None, model_level_check: bool = True, compiler: Compiler | None = None,
-                 on_divergence: Callable[[], None] | None = None, backend_run: BackendRun | None = None) -> RunFinding:
+                 on_divergence: Callable[[], None] | None = None, backend_run: BackendRun | None = None,
+                 search: RunSearch | None = None) -> RunFinding:
     """Search graphs captured elsewhere (a model file, or a running script's compiled graph).
 
+    ``search``: the run's search (its workers are the caller's to close); None: a search of this
+    call's own, around ``compiler`` (or a new one within ``options``' budget), closed on return.
     ``model_level_check=False`` skips recompiling ``spec.model`` through torch.compile (script
     mode: the user's own compiled frames must not be reset). ``on_divergence`` is called once a
     graph is found to diverge, before the search (the writer starts the repro's interpreters).
     """
     started = time.perf_counter() if started is None else started
-    compiler = compiler or new_compiler(options)
-    judge = Judge(compiler, options.judgement, options.seed, spec)
-    finding = RunFinding(spec, (), compiler, 0.0, captured, search=new_search(judge, options.workers),
+    own = search is None
+    search = search if search is not None else run_search(options, progress, compiler=compiler)
+    judge = begin_subject(search, spec, options)
+    finding = RunFinding(spec, (), judge.compiler, 0.0, captured, search=search,
                          model_level_check=model_level_check, backend_run=backend_run)
-    driver = Driver(finding, judge, options, progress, on_divergence)
+    driver = Driver(finding, judge, options, on_divergence)
     try:
         driver.run_plan(RUN_PLAN)
     except BudgetExhausted as exhausted:
-        driver.note(budget=budget_message(exhausted, options, compiler))
+        driver.note(budget=budget_message(exhausted, options, search))
     except Interrupted as interrupt:  # what was learned so far is the result; the caller re-raises
-        driver.note(interrupted={"signal": interrupt.name, "signum": interrupt.signum, "stage": compiler.stage})
+        driver.note(interrupted={"signal": interrupt.name, "signum": interrupt.signum, "stage": search.stage})
     finally:
-        close_workers(driver.finding.search)
+        if own:
+            close_workers(search)
     driver.note(seconds=time.perf_counter() - started)
     return driver.finding
 
 
-def budget_message(exhausted: BudgetExhausted, options: EngineOptions, compiler: Compiler) -> str:
-    limit = (f"--max-compiles {options.max_compiles} reached ({compiler.compiles} compiles)"
+def budget_message(exhausted: BudgetExhausted, options: EngineOptions, search: RunSearch) -> str:
+    """The report's ``budget``: which limit cut the run, and during which stage."""
+    limit = (f"--max-compiles {options.max_compiles} reached ({search.spent} compiles)"
              if exhausted.reason == "max_compiles" else f"--timeout {options.timeout_s:g} s reached")
-    return f"{limit} during the {compiler.stage} stage; raise the limit for a complete answer"
+    return f"{limit} during the {search.stage} stage; raise the limit for a complete answer"
 
 
 # The names other modules import from here (records were GraphResult / RunResult before they froze).
 GraphResult = GraphFinding
 RunResult = RunFinding
 __all__ = ["GraphFinding", "GraphResult", "PRE_GRAD_PASSES", "RunFinding", "RunResult", "SAME_DRAWS",
-           "budget_message", "model_candidate", "new_compiler", "run", "run_captured"]
+           "budget_message", "model_candidate", "run", "run_captured"]

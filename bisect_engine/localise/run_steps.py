@@ -89,14 +89,14 @@ def _pre_grad(run: RunFinding, driver: Driver) -> RunFinding:
 
 
 def _inside_hop(finding: GraphFinding, driver: Driver) -> GraphFinding:
-    return replace(finding, inside=descend_into_hop(finding, driver.judge, driver.search, driver.progress))
+    return replace(finding, inside=descend_into_hop(finding, driver.judge, driver.search))
 
 
 def _subsystem(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """The subsystem of the op inside a HOP when there is one, else of the culprit."""
     if not driver.options.runs("subsystem") or finding.amplification is not None:
         return finding
-    handled, attribution = attribute_inside(finding, driver.judge, driver.search, driver.progress)
+    handled, attribution = attribute_inside(finding, driver.judge, driver.search)
     return replace(finding, attribution=attribution) if handled else _attribute(finding, driver)
 
 

@@ -10,18 +10,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from typing import Any, Iterable, cast
+from typing import Any, cast
 
 import torch
-from tqdm import tqdm
 
 from ..errors import ModelError, UsageError
 from ..load.model_file import ModelSpec
-from ..progress import Progress
-from ..verdict.compiler import Compiler, budget_cause
+from ..search import BudgetExhausted
+from .judge import RunSearch, judge_of
 from .options import EngineOptions
-from .pipeline import RunResult, budget_message, new_compiler, run
-from .scans import marked_dynamic, recompiled_dims, scan_batches, scan_steps, take_samples
+from .pipeline import RunResult, budget_message, run
+from .scans import BatchScan, StepScan, marked_dynamic, recompiled_dims, scan_batches, scan_steps, take_samples
 
 
 # A scan compares whole-model runs, whose random draws (dropout) differ between eager and Inductor;
@@ -40,66 +39,59 @@ def _batches(spec: ModelSpec) -> list[Any]:
     return batches
 
 
-def _bar(progress: Progress, description: str) -> Any:
-    def wrap(items: Iterable[Any]) -> Iterable[Any]:
-        items = list(items)
-        return tqdm(items, desc=description, unit="step" if "step" in description else "batch",
-                    disable=None if progress.enabled else True, leave=False)
-    return wrap
-
-
-def run_scanned(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: Compiler | None = None,
-                on_divergence: Any = None) -> RunResult:
+def run_scanned(spec: ModelSpec, options: EngineOptions, search: RunSearch, on_divergence: Any = None) -> RunResult:
+    """Scan the batches (or training steps) through the run's search, then localise what failed
+    with the same search; a budget cut during the scan leaves a clean record that says so."""
     started = time.perf_counter()
-    compiler = compiler or new_compiler(options)
-    compiler.budget.stage = "scan"  # no Search over the scans yet (issue 23 item 4)
+    search.stage = "scan"
     batches = _batches(spec)
     training = spec.get_optimizer is not None and spec.loss_fn is not None
     try:
         if training:
-            result = _steps(spec, batches, options, progress, compiler, on_divergence)
+            result = _steps(spec, batches, options, search, on_divergence)
         else:
-            result = _batches_flow(spec, batches, options, progress, compiler, on_divergence)
-    except Exception as error:
-        exhausted = budget_cause(error)
-        if exhausted is None:
-            raise
-        result = dataclasses.replace(_clean(spec, compiler, {}), budget=budget_message(exhausted, options, compiler))
+            result = _batches_flow(spec, batches, options, search, on_divergence)
+    except BudgetExhausted as exhausted:
+        result = dataclasses.replace(_clean(spec, search, {}), budget=budget_message(exhausted, options, search))
     return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 
-def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress, compiler: Compiler,
+def _steps(spec: ModelSpec, batches: list[Any], options: EngineOptions, search: RunSearch,
            on_divergence: Any) -> RunResult:
     assert spec.loss_fn is not None  # run_scanned takes this path only with a loss_fn
-    finding = scan_steps(cast(torch.nn.Module, spec.model), batches, spec.loss_fn, spec.get_optimizer, compiler, options.judgement,
-                         options.seed, _bar(progress, "scanning training steps"))
+    judge = judge_of(search)
+    scan = StepScan(cast(torch.nn.Module, spec.model), batches, spec.loss_fn, spec.get_optimizer, judge.compiler,
+                    options.judgement, options.seed)
+    judge.scan = scan
+    finding = scan_steps(search, scan)
     if finding is None:
-        return _clean(spec, compiler, {"steps_scanned": len(batches)})
+        return _clean(spec, search, {"steps_scanned": len(batches)})
     model = cast(torch.nn.Module, copy.deepcopy(spec.model))  # training steps: get_model() is a Module
     model.load_state_dict(finding.state)
     dims = recompiled_dims(batches, finding.step) if spec.dynamic is not False else []  # see _batches_flow
     result = run(dataclasses.replace(spec, model=model, inputs=marked_dynamic(finding.batch, dims)), _known(options),
-                 progress, compiler, on_divergence)
+                 search, on_divergence)
     if result.finding is None and result.draws_random:
         return dataclasses.replace(result, scan={"step": None, "step_detail": {
             **finding.to_json(), "cleared": CLEARED.format(what=f"step {finding.step}")}})
     return dataclasses.replace(result, scan={"step": finding.step, "step_detail": finding.to_json()})
 
 
-def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, progress: Progress,
-                  compiler: Compiler, on_divergence: Any) -> RunResult:
-    finding = scan_batches(spec.model, batches, compiler, options.judgement, options.seed,
-                           _bar(progress, "scanning batches"))
+def _batches_flow(spec: ModelSpec, batches: list[Any], options: EngineOptions, search: RunSearch,
+                  on_divergence: Any) -> RunResult:
+    judge = judge_of(search)
+    scan = BatchScan(spec.model, batches, judge.compiler, options.judgement, options.seed)
+    judge.scan = scan
+    finding = scan_batches(search, scan)
     if finding is None:
-        return _clean(spec, compiler, {"batches_scanned": len(batches)})
+        return _clean(spec, search, {"batches_scanned": len(batches)})
     # Batches of several sizes: the job ran this one through Dynamo's symbolic recompile.
     dims = recompiled_dims(batches, finding.index) if spec.dynamic is not False else []
     inputs = take_samples(finding.batch, finding.samples) if finding.samples else finding.batch
-    result = run(dataclasses.replace(spec, inputs=marked_dynamic(inputs, dims)), _known(options), progress, compiler,
-                 on_divergence)
+    result = run(dataclasses.replace(spec, inputs=marked_dynamic(inputs, dims)), _known(options), search, on_divergence)
     if result.finding is None and finding.samples:  # the samples alone do not show it: whole batch
-        result = run(dataclasses.replace(spec, inputs=marked_dynamic(finding.batch, dims)), _known(options), progress,
-                     compiler, on_divergence)
+        result = run(dataclasses.replace(spec, inputs=marked_dynamic(finding.batch, dims)), _known(options), search,
+                     on_divergence)
         finding = dataclasses.replace(finding, samples=None)
     if result.finding is None and result.draws_random:
         return dataclasses.replace(result, scan={"batch": None, "batch_detail": {
@@ -112,5 +104,7 @@ def _known(options: EngineOptions) -> EngineOptions:
     return dataclasses.replace(options, divergence_known=True)
 
 
-def _clean(spec: ModelSpec, compiler: Compiler, scan: dict[str, Any]) -> RunResult:
-    return RunResult(spec, (), compiler, 0.0, scan=scan)
+def _clean(spec: ModelSpec, search: RunSearch, scan: dict[str, Any]) -> RunResult:
+    """No batch or step failed (or the budget cut the scan). The record holds no search, as before
+    the scans went through it (the report's ``stats.workers`` stays null: no graph was searched)."""
+    return RunResult(spec, (), judge_of(search).compiler, 0.0, scan=scan)

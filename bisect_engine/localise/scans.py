@@ -3,8 +3,14 @@
 Each scan runs three copies side by side, eager in the model's dtype, eager in fp64 and compiled
 (one Inductor compile, reused for every batch of the same shape), judges every batch or step
 with the same oracle as the graph search, and stops at the first that diverges or turns
-non-finite. The op is then found by the core pipeline on that batch (only its failing samples,
-when samples are independent) or on the model state saved just before that step.
+non-finite. Each batch or step is a candidate (:class:`~bisect_engine.verdict.candidate.ScanCandidate`)
+judged through the run's search: its verdict cached and recorded in the search's history, its
+compiles counted against the budget as they happen (a batch Dynamo does not recompile costs
+none), its progress reported through the search. :class:`BatchScan` and :class:`StepScan` are the
+evaluators (the run's judge hands them the scan's candidates); :func:`scan_batches` and
+:func:`scan_steps` propose the candidates in order. The op is then found by the core pipeline on
+that batch (only its failing samples, when samples are independent) or on the model state saved
+just before that step.
 """
 from __future__ import annotations
 
@@ -16,12 +22,17 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from ..verdict.compare import Outcome
+from ..search import Search
+from ..verdict.candidate import ScanCandidate
+from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.judgement import PROGRAM, Oracle, OutputFacts, judge_outputs
 from ..errors import ModelError, UsageError
-from ..verdict.compiler import Compiler, budget_cause
+from ..verdict.compiler import Compiler
 from ..verdict.fx_eval import fresh_inputs, to_fp64
+from ..verdict.oracle import SubgraphVerdict
 from ..verdict.precision import allowed_units
+
+ScanSearch = Search[Any, SubgraphVerdict]  # the run's search (a RunSearch), as the scans use it
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +41,7 @@ log = logging.getLogger(__name__)
 class Check:
     diverged: bool
     nonfinite: bool
+    verdicts: tuple[TensorVerdict, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -46,7 +58,15 @@ def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], oracle: Oracle
     which every output downstream of it carries (see :func:`allowed_units`)."""
     verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, compiled, [OutputFacts(unit=unit)] * len(eager))
     nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
-    return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite)
+    return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite, tuple(verdicts))
+
+
+def scan_verdict(checks: dict[str, Check]) -> SubgraphVerdict:
+    """A batch's or step's verdict in the search: MISMATCH when a part diverged or turned
+    non-finite, each output's verdict named by its part ("output 0", "gradients 3")."""
+    outputs = {f"{part} {i}": v for part, check in checks.items() for i, v in enumerate(check.verdicts)}
+    failed = any(check.failed for check in checks.values())
+    return SubgraphVerdict(Outcome.MISMATCH if failed else Outcome.MATCH, outputs)
 
 
 def compiled_copy(model: Callable[..., Any], compiler: Compiler, allowed: list[float] | None = None) -> Callable[..., Any]:
@@ -83,29 +103,67 @@ class BatchFinding:
                 "crashed": self.crashed or None}
 
 
-def scan_batches(model: Callable[..., Any], batches: Iterable[Any], compiler: Compiler, oracle: Oracle,
-                 seed: int, progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> BatchFinding | None:
-    """The first batch on which compiled disagrees with eager or NaN/Inf appears (early exit)."""
-    allowed: list[float] = []
-    compiled, model64 = compiled_copy(model, compiler, allowed), fp64_copy(model)
-    scanned = 0
-    for index, batch in enumerate(progress(batches)):
-        batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
-        scanned += 1
+@dataclass(frozen=True)
+class BatchLook:
+    """What the batch scan saw on one batch (the last one only: the failing one's samples)."""
+
+    index: int
+    batch: tuple[Any, ...]
+    eager: list[torch.Tensor]
+    fp64: list[torch.Tensor]
+    compiled: list[torch.Tensor]
+    unit: float | None
+    check: Check
+
+
+class BatchScan:
+    """The batch scan's evaluator: a :class:`ScanCandidate` ``("batch", i)`` in, its verdict out
+    (CRASH with the error when the compiled copy raises on it)."""
+
+    def __init__(self, model: Callable[..., Any], batches: Sequence[Any], compiler: Compiler, oracle: Oracle,
+                 seed: int) -> None:
+        self.model, self.batches, self.oracle, self.seed = model, batches, oracle, seed
+        self.allowed: list[float] = []
+        self.compiled, self.model64 = compiled_copy(model, compiler, self.allowed), fp64_copy(model)
+        self.last: BatchLook | None = None
+
+    def __call__(self, candidate: ScanCandidate) -> SubgraphVerdict:
+        index = candidate.index
+        batch = as_batch(self.batches[index])
         with torch.no_grad():
-            eager_out = _user_run(model, batch, seed, f"batch {index}")
-            fp64_out = _fp64_run(model64, batch, seed, eager_out)
+            eager_out = _user_run(self.model, batch, self.seed, f"batch {index}")
+            fp64_out = _fp64_run(self.model64, batch, self.seed, eager_out)
             try:
-                compiled_out = _run(compiled, batch, seed)
-            except Exception as error:
-                if budget_cause(error) is not None:
-                    raise
-                return BatchFinding(index, batch, None, False, scanned, False, f"{type(error).__name__}: {error}")
-        unit = max(allowed, default=None)
-        check = judge(eager_out, fp64_out, compiled_out, oracle, unit)
-        if check.failed:
-            samples, independent = failing_samples(model, batch, eager_out, fp64_out, compiled_out, oracle, seed, unit)
-            return BatchFinding(index, batch, samples, independent, scanned, check.nonfinite)
+                compiled_out = _run(self.compiled, batch, self.seed)
+            except Exception as error:  # a budget cut is no Exception: it reaches the scan's caller
+                return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
+        unit = max(self.allowed, default=None)
+        check = judge(eager_out, fp64_out, compiled_out, self.oracle, unit)
+        self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out, unit, check)
+        return scan_verdict({"output": check})
+
+    def look(self, index: int) -> BatchLook:
+        """What batch ``index``, the one judged last, gave (batches are judged in order, each once)."""
+        assert self.last is not None and self.last.index == index, f"batch {index} was not the last judged"
+        return self.last
+
+
+def as_batch(batch: Any) -> tuple[Any, ...]:
+    return tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+
+
+def scan_batches(search: ScanSearch, scan: BatchScan) -> BatchFinding | None:
+    """The first batch on which compiled disagrees with eager or NaN/Inf appears (early exit),
+    each batch judged through the run's search."""
+    for index in search.progress.items(range(len(scan.batches)), "scanning batches", "batch"):
+        verdict = search.judge(ScanCandidate("batch", index))
+        if verdict.outcome is Outcome.CRASH:
+            return BatchFinding(index, as_batch(scan.batches[index]), None, False, index + 1, False, verdict.error)
+        if verdict.outcome is not Outcome.MATCH:
+            look = scan.look(index)
+            samples, independent = failing_samples(scan.model, look.batch, look.eager, look.fp64, look.compiled,
+                                                   scan.oracle, scan.seed, look.unit)
+            return BatchFinding(index, look.batch, samples, independent, index + 1, look.check.nonfinite)
     return None
 
 
@@ -264,32 +322,64 @@ class _Trainer:
                 "parameters": [p.detach().clone() for p in self.model.parameters()]}
 
 
-def scan_steps(model: torch.nn.Module, batches: Iterable[Any], loss_fn: Callable[[Any], Any],
-               make_optimizer: Callable[..., Any] | None, compiler: Compiler, oracle: Oracle, seed: int,
-               progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> StepFinding | None:
-    """Train eager, fp64 and compiled copies from one initial state; the first step that parts.
+@dataclass(frozen=True)
+class StepLook:
+    """What the step scan saw on one step (the last one only): the eager state before it, and each
+    part's check."""
 
-    The eager state before each step is kept (one snapshot, replaced every step), so localising
-    the op inside the failing step never replays training from step 0.
-    """
-    make_optimizer = make_optimizer or default_optimizer
-    eager = _Trainer(copy.deepcopy(model), make_optimizer, loss_fn)
-    reference = _Trainer(copy.deepcopy(model).to(torch.float64), make_optimizer, loss_fn, upcast=True)
-    compiled_model = copy.deepcopy(model)
-    allowed: list[float] = []
-    compiled = _Trainer(compiled_model, make_optimizer, loss_fn, forward=compiled_copy(compiled_model, compiler, allowed))
-    for step, batch in enumerate(progress(batches)):
-        batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
-        snapshot = copy.deepcopy(eager.model.state_dict())
+    index: int
+    batch: tuple[Any, ...]
+    state: dict[str, Any]
+    checks: dict[str, Check]
+
+
+class StepScan:
+    """The training-step scan's evaluator: eager, fp64 and compiled copies trained from one initial
+    state, a :class:`ScanCandidate` ``("step", i)`` in (steps judged in order, each once), its
+    verdict out. The eager state before each step is kept (one snapshot, replaced every step), so
+    localising the op inside the failing step never replays training from step 0."""
+
+    def __init__(self, model: torch.nn.Module, batches: Sequence[Any], loss_fn: Callable[[Any], Any],
+                 make_optimizer: Callable[..., Any] | None, compiler: Compiler, oracle: Oracle, seed: int) -> None:
+        make_optimizer = make_optimizer or default_optimizer
+        self.batches, self.oracle, self.seed = batches, oracle, seed
+        self.eager = _Trainer(copy.deepcopy(model), make_optimizer, loss_fn)
+        self.reference = _Trainer(copy.deepcopy(model).to(torch.float64), make_optimizer, loss_fn, upcast=True)
+        compiled_model = copy.deepcopy(model)
+        self.allowed: list[float] = []
+        self.compiled = _Trainer(compiled_model, make_optimizer, loss_fn,
+                                 forward=compiled_copy(compiled_model, compiler, self.allowed))
+        self.last: StepLook | None = None
+
+    def __call__(self, candidate: ScanCandidate) -> SubgraphVerdict:
+        step = candidate.index
+        batch = as_batch(self.batches[step])
+        snapshot = copy.deepcopy(self.eager.model.state_dict())
         try:
-            first = eager.step(batch, seed + step)
+            first = self.eager.step(batch, self.seed + step)
         except Exception as error:
             raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
                              f"{type(error).__name__}: {error}") from error
-        results = [first] + [trainer.step(batch, seed + step) for trainer in (reference, compiled)]
-        parts = [(part, judge(results[0][part], results[1][part], results[2][part], oracle, max(allowed, default=None)))
-                 for part in ("loss", "gradients", "parameters")]
-        failed = tuple(part for part, check in parts if check.failed)
-        if failed:
-            return StepFinding(step, batch, snapshot, failed, any(c.nonfinite for _, c in parts), step + 1)
+        results = [first] + [trainer.step(batch, self.seed + step) for trainer in (self.reference, self.compiled)]
+        checks = {part: judge(results[0][part], results[1][part], results[2][part], self.oracle,
+                              max(self.allowed, default=None))
+                  for part in ("loss", "gradients", "parameters")}
+        self.last = StepLook(step, batch, snapshot, checks)
+        return scan_verdict(checks)
+
+    def look(self, step: int) -> StepLook:
+        """What step ``step``, the one judged last, gave (steps are judged in order, each once)."""
+        assert self.last is not None and self.last.index == step, f"step {step} was not the last judged"
+        return self.last
+
+
+def scan_steps(search: ScanSearch, scan: StepScan) -> StepFinding | None:
+    """The first training step where the copies part, each step judged through the run's search."""
+    for step in search.progress.items(range(len(scan.batches)), "scanning training steps", "step"):
+        verdict = search.judge(ScanCandidate("step", step))
+        if verdict.outcome is not Outcome.MATCH:
+            look = scan.look(step)
+            failed = tuple(part for part, check in look.checks.items() if check.failed)
+            return StepFinding(step, look.batch, look.state, failed,
+                               any(c.nonfinite for c in look.checks.values()), step + 1)
     return None

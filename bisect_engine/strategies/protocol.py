@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
+from ..search import Reporter
 from ..verdict.candidate import Candidate
 from ..verdict.oracle import SubgraphVerdict
 
@@ -25,6 +26,11 @@ class GraphSearch(Protocol):
 
     def record(self, candidate: Candidate, verdict: SubgraphVerdict) -> None:
         """Seed the cache with a verdict learned without an evaluation."""
+        ...
+
+    @property
+    def progress(self) -> Reporter:
+        """The run's progress reporter, which the search holds (``with search.progress.step(...):``)."""
         ...
 
     @property

@@ -4,7 +4,8 @@ A candidate says *what* to compile and *how*, never does it: :class:`GraphCandid
 one captured graph (compiled together, or each alone on reference inputs) under a
 :class:`Switch` (a subsystem turned off); :class:`ModelCandidate` is the user's whole model through a
 real ``torch.compile`` under a switch; :class:`ReplayCandidate` is an eager replay with some nodes'
-compiled values injected (no compile). All are frozen and hashable, so the search caches their
+compiled values injected (no compile); :class:`ScanCandidate` is one batch or training step of a
+scan (the whole model run eager, in fp64 and compiled on it). All are frozen and hashable, so the search caches their
 verdicts. :func:`compile_arguments` turns a switch into ``compile_fx`` arguments.
 """
 from __future__ import annotations
@@ -98,7 +99,25 @@ class ReplayCandidate:
     purpose: str = field(default="", compare=False)
 
 
-Candidate = GraphCandidate | ModelCandidate | ReplayCandidate | SizeCandidate
+@dataclass(frozen=True)
+class ScanCandidate:
+    """Batch (``kind="batch"``) or training step (``"step"``) ``index`` of the model file's
+    ``get_batches()``, run by the scan's eager, fp64 and compiled copies of the model (one compiled
+    copy for the whole scan: Dynamo compiles only a batch it holds no compile for, each compile
+    checked against the budget as it happens). Judged in order, each once."""
+
+    kind: Literal["batch", "step"]
+    index: int
+
+
+Candidate = GraphCandidate | ModelCandidate | ReplayCandidate | SizeCandidate | ScanCandidate
+
+
+def compile_metered(candidate: Candidate) -> bool:
+    """Whether every compile of the candidate's evaluation is checked against the budget where it
+    happens (the search then checks only the clock before it): a scan's batch or step, which may
+    compile nothing at all."""
+    return isinstance(candidate, ScanCandidate)
 
 
 def compile_arguments(switch: Switch) -> tuple[dict[str, Any] | None, dict[Any, Callable[..., Any]] | None, tuple[Any, ...]]:

@@ -18,7 +18,7 @@ import torch.fx as fx
 import torch._functorch.config as functorch_config
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-from ..search import Budget, BudgetExhausted
+from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
 from .frozen import frozen_copy, kept_inputs
@@ -39,9 +39,10 @@ class Compiler:
     """Compiles graphs with Inductor and counts every inner compile it triggers.
 
     ``config_patches`` and ``decompositions`` are passed to ``compile_fx`` as they are, so a
-    candidate can be compiled with a subsystem disabled without touching global state. The run's
-    ``budget`` is checked before every compile, so no stage can spend past ``--max-compiles`` or
-    ``--timeout``.
+    candidate can be compiled with a subsystem disabled without touching global state. ``budget``
+    is the run's, owned by the run's :class:`~bisect_engine.search.Search` (which also keeps the
+    stage on it): the compiler only counts compiles and asks it before every one
+    (:meth:`check_budget`), so no stage can spend past ``--max-compiles`` or ``--timeout``.
     """
 
     compiles: int = 0
@@ -55,6 +56,11 @@ class Compiler:
     def stage(self) -> str:
         """The stage compiles are counted under: the run's search sets it (``Search.stage``)."""
         return self.budget.stage
+
+    def check_budget(self) -> None:
+        """Raise :class:`~bisect_engine.search.BudgetExhausted` when the run's budget has no room
+        for one more compile."""
+        self.budget.check(self.compiles)
 
     def count(self, compiles: int, label: str = "") -> None:
         """``compiles`` more, under the current stage (ours, a package's, or a worker's)."""
@@ -94,7 +100,7 @@ class Compiler:
                                         config_patches=config_patches, decompositions=decompositions,
                                         fallbacks=fallbacks, aten_graph=aten_graph, output_code=output_code,
                                         shapes=shapes)
-        self.budget.check(self.compiles)
+        self.check_budget()
         example_inputs_list = list(example_inputs)
         example = self._example(graph_module, example_inputs_list, shapes)
         patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}),
@@ -129,7 +135,7 @@ class Compiler:
         Counted as one compile, within the budget."""
         from torch._inductor import aoti_compile_and_package
 
-        self.budget.check(self.compiles)
+        self.check_budget()
         self.count(1, f"{label} (AOTInductor package)")
         start = time.perf_counter()
         try:
@@ -186,9 +192,3 @@ def cause_of(error: BaseException | None, types: type[BaseException] | tuple[typ
         seen.add(id(error))
         error = getattr(error, "inner_exception", None) or error.__cause__ or error.__context__
     return None
-
-
-def budget_cause(error: BaseException | None) -> BudgetExhausted | None:
-    """The budget exhaustion behind an error, if any."""
-    found = cause_of(error, BudgetExhausted)
-    return found if isinstance(found, BudgetExhausted) else None

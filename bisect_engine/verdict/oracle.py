@@ -19,7 +19,6 @@ import torch.fx as fx
 
 from .graphs import CapturedGraph
 from .compare import Difference, Outcome, Tolerance, TensorVerdict, material_difference, worst
-from ..search import BudgetExhausted
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
@@ -166,9 +165,7 @@ class GraphContext:
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
-        except BudgetExhausted:
-            raise
-        except Exception as error:  # the verdict says so; callers decide what a crash means
+        except Exception as error:  # the verdict says so (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), code=tuple(code or ()))
         verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
@@ -199,9 +196,7 @@ class GraphContext:
                 torch.manual_seed(self.seed)
                 outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
                 compiled_values.update(copies.assign(self.view, call, outputs))
-        except BudgetExhausted:
-            raise
-        except Exception as error:
+        except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), copies=len(plan.members), calls=plan.calls)
         inputs = reference_inputs(subgraph, self.eager_values)
         compiled_outputs = [compiled_values[name] for name in subgraph.output_names]

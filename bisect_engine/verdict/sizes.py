@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from ..search import BudgetExhausted
 from .compare import Outcome
 from .compiler import Compiler, run_compiled
 from .graphs import Subgraph, reference_inputs
@@ -43,9 +42,7 @@ def judge_sizes(context: GraphContext, subgraph: Subgraph, compiler: Compiler, s
     if compiled is None:
         try:
             compiled = compiler.compile(subgraph.graph_module, reference_inputs(subgraph, context.eager_values), label=label)
-        except BudgetExhausted:
-            raise
-        except Exception as error:
+        except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}"), None
     outcomes = []
     for size in sizes:

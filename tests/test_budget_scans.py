@@ -1,0 +1,111 @@
+"""The run's one search over the scans: batches and training steps are candidates judged through
+it (recorded in its history, its stage and progress), their compiles counted against
+``--max-compiles`` as they happen (a batch Dynamo does not recompile costs nothing), and the
+localisation that follows judges with the same search. A fake compiler (no Inductor) runs every
+Dynamo graph eagerly; Dynamo itself is real, so what recompiles is what a user's job recompiles."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import torch
+
+from bisect_engine.load.model_file import ModelSpec
+from bisect_engine.localise.judge import RunSearch, run_search
+from bisect_engine.localise.options import EngineOptions
+from bisect_engine.localise.records import RunFinding
+from bisect_engine.localise.scan_flow import run_scanned
+from bisect_engine.search import Budget
+from bisect_engine.verdict.candidate import GraphCandidate, ScanCandidate
+from fakes import FakeCompiler
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x)) * 2.0
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _spec(sizes: list[int], loss: bool = False) -> ModelSpec:
+    torch.manual_seed(0)
+    model = Scaled()
+    batches = [(torch.randn(size, 6),) for size in sizes]
+    return ModelSpec(Path("scaled.py"), model, batches[0], (lambda out: out.sum()) if loss else None,
+                     lambda: batches, get_optimizer=(lambda p: torch.optim.SGD(p, lr=0.01)) if loss else None)
+
+
+def _scan(spec: ModelSpec, compiler: FakeCompiler, **options: Any) -> tuple[RunFinding, RunSearch]:
+    engine_options = EngineOptions(stop_after="localise", **options)
+    compiler.budget = Budget(engine_options.max_compiles)
+    search = run_search(engine_options, compiler=compiler)
+    return run_scanned(spec, engine_options, search), search
+
+
+def _scanned(search: RunSearch) -> list[Any]:
+    return [key for key, _ in search.history if isinstance(key, ScanCandidate)]
+
+
+def test_batches_dynamo_does_not_recompile_cost_no_compile_of_the_budget() -> None:
+    compiler = FakeCompiler(("nothing",))
+    result, search = _scan(_spec([4, 4, 4, 4, 4]), compiler, max_compiles=1)
+    # one compile for the first batch, none for the four of the same size: the budget never cuts
+    assert compiler.compiles == 1 and compiler.by_stage == {"scan": 1}
+    assert result.budget is None and result.scan == {"batches_scanned": 5}
+    assert _scanned(search) == [ScanCandidate("batch", i) for i in range(5)]  # each judged through the search
+    assert all(verdict.outcome.value == "match" for _, verdict in search.history)
+
+
+def test_a_batch_scan_under_max_compiles_stops_at_the_limit_and_says_so() -> None:
+    compiler = FakeCompiler(("nothing",))
+    # sizes 4, 4, 5: Dynamo compiles batch 0, reuses it for batch 1, recompiles (dynamic) for batch 2
+    result, search = _scan(_spec([4, 4, 5, 6, 7]), compiler, max_compiles=1)
+    assert compiler.compiles == 1
+    assert result.budget == ("--max-compiles 1 reached (1 compiles) during the scan stage; "
+                             "raise the limit for a complete answer")
+    assert _scanned(search) == [ScanCandidate("batch", 0), ScanCandidate("batch", 1)]  # batch 2 was cut
+    assert result.finding is None and result.scan == {}
+    compiler = FakeCompiler(("nothing",))
+    torch._dynamo.reset()
+    result, search = _scan(_spec([4, 4, 5, 6, 7]), compiler, max_compiles=2)
+    # the symbolic recompile serves sizes 6 and 7: two compiles scan all five batches
+    assert compiler.compiles == 2 and result.budget is None and len(_scanned(search)) == 5
+
+
+def test_the_failing_batch_is_localised_with_the_same_search() -> None:
+    compiler = FakeCompiler(("relu",))  # the fake's planted fault: every node named relu comes out +1
+    result, search = _scan(_spec([4, 4, 4]), compiler)
+    assert result.search is search and result.compiler is compiler
+    assert _scanned(search) == [ScanCandidate("batch", 0)]  # the first batch fails: the scan stops there
+    assert result.scan["batch"]["index"] == 0
+    assert result.finding is not None and result.finding.culprit_nodes == ("relu",)
+    # the localisation's candidates follow the scan's in the one history, counted under their stages
+    keys = [key for key, _ in search.history]
+    assert isinstance(keys[0], ScanCandidate) and any(isinstance(key, GraphCandidate) for key in keys[1:])
+    assert compiler.by_stage["scan"] == 1 and sum(compiler.by_stage.values()) == compiler.compiles
+
+
+def test_training_steps_are_candidates_of_the_search_within_the_budget() -> None:
+    compiler = FakeCompiler(("nothing",))
+    result, search = _scan(_spec([4, 4, 4], loss=True), compiler, max_compiles=1)
+    # one Dynamo graph compiled for the first step (the fake compiles forward and backward at once),
+    # reused by the two after it: the budget of one compile holds the whole scan
+    assert compiler.compiles == 1 and compiler.by_stage == {"scan": 1}
+    assert _scanned(search) == [ScanCandidate("step", i) for i in range(3)]
+    assert result.scan == {"steps_scanned": 3} and result.budget is None
+    compiler = FakeCompiler(("nothing",))
+    torch._dynamo.reset()
+    result, search = _scan(_spec([4, 4, 4], loss=True), compiler, max_compiles=0)
+    assert compiler.compiles == 0 and _scanned(search) == []  # the first step's compile is refused
+    assert result.budget == ("--max-compiles 0 reached (0 compiles) during the scan stage; "
+                             "raise the limit for a complete answer")
