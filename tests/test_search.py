@@ -416,3 +416,22 @@ def test_judge_if_room_is_none_when_the_budget_cuts_before_or_during_the_evaluat
     assert Search(spends).judge_if_room(1) is None  # cut inside the evaluation (the compiler's check)
     with pytest.raises(BudgetExhausted):
         Search(spends).judge(1)
+
+
+def test_a_workers_cache_is_seeded_with_the_capability_probes_and_no_kernel(tmp_path, monkeypatch) -> None:
+    from bisect_engine.localise.workers import _seed, capability_probes
+
+    tool_cache = tmp_path / "tool"
+    (tool_cache / "ab").mkdir(parents=True)
+    (tool_cache / "ab" / "cabprobe.cpp").write_text("#include <ATen/cpu/vec/vec.h>\nint main() {}\n")
+    (tool_cache / "ab" / "cabprobe.so").write_bytes(b"probe")
+    (tool_cache / "cd").mkdir()
+    (tool_cache / "cd" / "ckernel.main.cpp").write_text('#include "/tmp/x/cpp_prefix.h"\nvoid kernel() {}\n')
+    (tool_cache / "cd" / "ckernel.main.so").write_bytes(b"kernel")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tool_cache))
+    probes = capability_probes()
+    assert sorted(map(lambda p: p.rsplit("/", 1)[-1], probes)) == ["cabprobe.cpp", "cabprobe.so"]
+    worker_cache = tmp_path / "worker"
+    _seed(worker_cache, probes)
+    assert sorted(str(p.relative_to(worker_cache)) for p in worker_cache.rglob("*") if p.is_file()) == \
+        ["ab/cabprobe.cpp", "ab/cabprobe.so"]
