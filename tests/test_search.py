@@ -466,3 +466,22 @@ def test_the_search_holds_the_run_s_progress_reporter() -> None:
         assert list(search.progress.items([1, 2], "scanning", "batch")) == [1, 2]
     assert steps == ["judging", "scanning"]
     assert list(Search(lambda c: c).progress.items([3], "quiet", "batch")) == [3]  # the default says nothing
+
+
+def test_a_workers_cache_is_seeded_with_the_capability_probes_and_no_kernel(tmp_path, monkeypatch) -> None:
+    from bisect_engine.localise.workers import _seed, capability_probes
+
+    tool_cache = tmp_path / "tool"
+    (tool_cache / "ab").mkdir(parents=True)
+    (tool_cache / "ab" / "cabprobe.cpp").write_text("#include <ATen/cpu/vec/vec.h>\nint main() {}\n")
+    (tool_cache / "ab" / "cabprobe.so").write_bytes(b"probe")
+    (tool_cache / "cd").mkdir()
+    (tool_cache / "cd" / "ckernel.main.cpp").write_text('#include "/tmp/x/cpp_prefix.h"\nvoid kernel() {}\n')
+    (tool_cache / "cd" / "ckernel.main.so").write_bytes(b"kernel")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tool_cache))
+    probes = capability_probes()
+    assert sorted(map(lambda p: p.rsplit("/", 1)[-1], probes)) == ["cabprobe.cpp", "cabprobe.so"]
+    worker_cache = tmp_path / "worker"
+    _seed(worker_cache, probes)
+    assert sorted(str(p.relative_to(worker_cache)) for p in worker_cache.rglob("*") if p.is_file()) == \
+        ["ab/cabprobe.cpp", "ab/cabprobe.so"]

@@ -118,13 +118,15 @@ _BASE: dict[str, dict[str, Any]] = {}
 _UNAVAILABLE = ""
 
 
-def _start_worker(folder: str, model_path: str | None) -> None:
-    """Each worker: its own Inductor cache folder, one compile thread, dies with the tool; it
-    imports the model file as the tool did, so what the file registers or patches in Inductor at
-    import (a lowering, a pass, a config) holds in the worker too."""
+def _start_worker(folder: str, model_path: str | None, probes: tuple[str, ...] = ()) -> None:
+    """Each worker: its own Inductor cache folder (seeded with the tool's CPU-capability probes),
+    one compile thread, dies with the tool; it imports the model file as the tool did, so what the
+    file registers or patches in Inductor at import (a lowering, a pass, a config) holds in the
+    worker too."""
     global _FOLDER, _UNAVAILABLE
     _FOLDER = tempfile.mkdtemp(prefix="worker-", dir=folder)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_FOLDER, "inductor-cache")
+    _seed(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]), probes)
     try:
         import ctypes
 
@@ -142,6 +144,36 @@ def _start_worker(folder: str, model_path: str | None) -> None:
     _BASE["inductor"] = inductor_config.get_config_copy()
     _BASE["functorch"] = functorch_config.get_config_copy()
     _warm_up()
+
+
+def capability_probes() -> tuple[str, ...]:
+    """The files of the CPU-capability probes Inductor compiled in this process's cache folder
+    (which vector ISA builds and runs): small C++ files named by the hash of their own source and
+    what was built from them. Never a graph's kernel (every kernel includes Inductor's prefix
+    header), so a worker seeded with them is served no compiled graph: only the toolchain checks
+    it would otherwise repeat (about 4 CPU-seconds in an empty folder)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    found: list[str] = []
+    for source in sorted(Path(cache_dir()).glob("*/*.cpp")):
+        try:
+            if "cpp_prefix.h" in source.read_text(errors="replace"):
+                continue
+        except OSError:
+            continue
+        found += [str(made) for made in source.parent.glob(source.stem + ".*") if made.is_file()]
+    return tuple(found)
+
+
+def _seed(cache: Path, probes: tuple[str, ...]) -> None:
+    """Copy the probes into ``cache`` under their own two-level names (a file that cannot be
+    copied is built again by Inductor, as in an empty folder)."""
+    for made in map(Path, probes):
+        try:
+            (cache / made.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(made, cache / made.parent.name / made.name)
+        except OSError:
+            continue
 
 
 def _warm_up() -> None:
@@ -351,7 +383,8 @@ class WorkerPool:
         if self._executor is None:
             self._folder = tempfile.mkdtemp(prefix="bisect-workers-")
             self._executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=_start_worker, initargs=(self._folder, self._model_path()))
+                                                 initializer=_start_worker,
+                                                 initargs=(self._folder, self._model_path(), capability_probes()))
         return self._executor
 
     def _model_path(self) -> str | None:
