@@ -203,3 +203,104 @@ def test_a_hop_the_descent_cannot_replay_is_named_not_checked_inside() -> None:
     inside = _not_descended(mapped, mapped.name, "map_impl", "forward_0")
     assert inside is not None and inside.op is None and inside.attribute == "body_graph_0"
     assert inside.note.startswith("not checked inside: the tool does not descend into map_impl")
+
+
+class _Growth(torch.nn.Module):
+    """A while_loop whose carry doubles: its tanh reads values above 2 only from iteration 3 on."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch._higher_order_ops import while_loop
+
+        return while_loop(lambda i, h: i < 5, lambda i, h: (i + 1, 2 * h + 0.01 * torch.tanh(h)),
+                          (torch.zeros((), dtype=torch.int64), x))[1]
+
+
+class _WrongAbove:
+    """A stand-in search (no compile): judges tanh wrong alone where its input exceeds 2, as a
+    lowering bug only large values reach would; every other op right."""
+
+    def __init__(self, above: float = 2.0) -> None:
+        self.above = above
+        self.contexts: dict[str, Any] = {}
+        self.judged: list[str] = []
+
+    def judge(self, candidate: Any) -> Any:
+        from types import SimpleNamespace
+
+        from bisect_engine.verdict.compare import Outcome
+        from bisect_engine.verdict.oracle import SubgraphVerdict
+
+        self.judged.append(candidate.graph)
+        context = self.contexts[candidate.graph]
+        wrong = {name for name in candidate.nodes if context.view.nodes[name].target is torch.ops.aten.tanh.default
+                 and float(context.eager_values[context.view.nodes[name].args[0].name].abs().max()) > self.above}
+        outputs = {name: SimpleNamespace(outcome=Outcome.MISMATCH if name in wrong else Outcome.MATCH)
+                   for name in candidate.nodes}
+        return SubgraphVerdict(Outcome.MISMATCH if wrong else Outcome.MATCH, outputs)
+
+
+def test_a_loops_later_iterations_are_replayed_eagerly_with_their_carry() -> None:
+    from bisect_engine.strategies.inside import later_calls
+
+    x = torch.full((2, 3), 0.5)
+    view, values = _captured(_Growth(), x)
+    loop = next(node for node in view.compute_nodes if hop_name(node) == "while_loop")
+    calls = later_calls(view.graph_module, loop, values)
+    assert [int(call[0]) for call in calls] == [1, 2, 3, 4]  # the cond_fn stops it at 5
+    expected = x
+    for call in calls:
+        expected = 2 * expected + 0.01 * torch.tanh(expected)
+        torch.testing.assert_close(call[1], expected)
+    assert len(later_calls(view.graph_module, loop, values, limit=2)) == 2
+
+
+def test_a_scans_later_steps_are_replayed_with_each_xs_at_its_step() -> None:
+    from torch._higher_order_ops.scan import scan
+
+    from bisect_engine.strategies.inside import later_calls
+
+    class Scan(torch.nn.Module):
+        def forward(self, init: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
+            return scan(lambda h, x: (h + x, h * 2), init, xs)[1]
+
+    init, xs = torch.zeros(2, 3), torch.arange(12.0).reshape(4, 1, 3).expand(4, 2, 3).contiguous()
+    view, values = _captured(Scan(), init, xs)
+    node = next(node for node in view.compute_nodes if hop_name(node) == "scan")
+    calls = later_calls(view.graph_module, node, values)
+    assert len(calls) == 3
+    for step, (carry, x_t) in enumerate(calls, start=1):
+        torch.testing.assert_close(carry, xs[:step].sum(0), rtol=0, atol=0)
+        torch.testing.assert_close(x_t, xs[step], rtol=0, atol=0)
+
+
+def test_an_op_wrong_only_on_a_later_iteration_is_named_with_that_iteration_and_its_carry() -> None:
+    from bisect_engine.localise.hop import later_iteration_window
+    from bisect_engine.localise.records import GraphFinding
+    from bisect_engine.output.inside import inside_lines
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.oracle import SubgraphVerdict
+    from bisect_engine.strategies.inside import descend
+    from bisect_engine.verdict.graphs import CapturedGraph
+    from bisect_engine.verdict.oracle import GraphContext
+
+    x = torch.full((2, 3), 0.75)  # the carry: 0.75, 1.5, 3.0 -> tanh above 2 from iteration 2 on
+    with torch.no_grad():
+        graphs, _ = capture(_Growth(), (x,))
+    context = GraphContext.from_captured(graphs[0])
+    search = _WrongAbove()
+    search.contexts[context.name] = context
+    loop = next(node for node in context.view.compute_nodes if hop_name(node) == "while_loop")
+    inside = descend(context, loop.name, search, lambda inner: search.contexts.__setitem__(inner.name, inner))
+    assert inside is not None and inside.op == "aten.tanh.default" and inside.iteration == 2
+    assert inside.to_json()["iteration"] == 2 and inside.graph.endswith(".iteration2")
+    assert "on iteration 2" in inside_lines({"inside": inside.to_json()})[0]
+    torch.testing.assert_close(inside.at.captured.inputs[1], 4 * x + 0.01 * (2 * torch.tanh(x) + torch.tanh(2 * x + 0.01 * torch.tanh(x))))
+    # the repro: that iteration's body, from the carry it enters with to the op
+    finding = later_iteration_window(GraphFinding(context, SubgraphVerdict(Outcome.MISMATCH), inside=inside))
+    assert finding is not None and finding.context is inside.at and finding.window[0] == inside.node
+    assert finding.context.captured.inputs[1] is inside.at.captured.inputs[1]
+
+    never = _WrongAbove(above=float("inf"))  # no iteration wrong: the HOP stays named, the iterations said
+    never.contexts[context.name] = context
+    clean = descend(context, loop.name, never, lambda inner: never.contexts.__setitem__(inner.name, inner))
+    assert clean is not None and clean.op is None and "checked on 5 iteration(s)" in clean.note
