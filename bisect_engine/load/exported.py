@@ -93,7 +93,7 @@ def specialised_dims(node: fx.Node, position: int, value: torch.Tensor) -> list[
     the symbol replaced by a constant in the export's ShapeEnv."""
     fake = node.meta.get("val")
     env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
-    if env is None:
+    if env is None or not isinstance(fake, torch.Tensor):
         return []
     sources = {(source.name() if callable(source.name) else source.name): symbol
                for symbol, found in env.var_to_sources.items() for source in found}

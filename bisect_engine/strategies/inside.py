@@ -200,7 +200,8 @@ def later_calls(root: fx.GraphModule, node: fx.Node, values: dict[str, Any],
     """The inputs a loop's body is called with on iterations 1, 2, ... (at most ``limit``), the loop
     replayed eagerly from the values it enters with: a while_loop's carry while its cond_fn holds,
     a scan's carry with each xs at that step."""
-    hop, arguments = hop_name(node), node.args
+    hop = hop_name(node)
+    arguments: Any = node.args  # the HOP's own argument layout, read by position below
     read = lambda arg: values[arg.name] if isinstance(arg, fx.Node) else arg  # noqa: E731
     calls: list[list[Any]] = []
     with torch.no_grad():
