@@ -304,3 +304,25 @@ def test_an_op_wrong_only_on_a_later_iteration_is_named_with_that_iteration_and_
     never.contexts[context.name] = context
     clean = descend(context, loop.name, never, lambda inner: never.contexts.__setitem__(inner.name, inner))
     assert clean is not None and clean.op is None and "checked on 5 iteration(s)" in clean.note
+
+
+def test_a_budget_cut_while_replaying_later_iterations_keeps_the_first_iterations_finding() -> None:
+    from bisect_engine.search import BudgetExhausted
+    from bisect_engine.strategies.inside import descend
+    from bisect_engine.verdict.oracle import GraphContext
+
+    class Cut(_WrongAbove):
+        def judge(self, candidate: Any) -> Any:
+            if len(self.judged) == 3:  # the first iteration's body_fn and cond_fn, one later body: out
+                raise BudgetExhausted("max compiles reached", "max_compiles")
+            return super().judge(candidate)
+
+    with torch.no_grad():
+        graphs, _ = capture(_Growth(), (torch.full((2, 3), 0.75),))
+    context = GraphContext.from_captured(graphs[0])
+    search = Cut(above=float("inf"))
+    search.contexts[context.name] = context
+    loop = next(node for node in context.view.compute_nodes if hop_name(node) == "while_loop")
+    inside = descend(context, loop.name, search, lambda inner: search.contexts.__setitem__(inner.name, inner))
+    assert inside is not None and inside.op is None and inside.iteration == 0
+    assert "checked on 2 iteration(s)" in inside.note and len(search.judged) == 3

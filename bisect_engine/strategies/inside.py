@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
+from ..search import BudgetExhausted
 from ..verdict.graphs import CapturedGraph, attribute_at, is_submodule_attr, op_name, source_location
 from ..verdict.oracle import GraphContext
 from .nodes import check_nodes
@@ -165,7 +166,10 @@ def _later_iterations(context: GraphContext, node_name: str, hop: str, first: tu
         log.debug("replaying %s eagerly failed", node_name, exc_info=True)
         return None, 0
     for iteration, inputs in enumerate(carries, start=1):
-        inside = _check_call(context, node_name, (hop, role, attribute), inputs, iteration, search, register)
+        try:
+            inside = _check_call(context, node_name, (hop, role, attribute), inputs, iteration, search, register)
+        except BudgetExhausted:  # the budget cut (it remembers): the first iteration's finding stands
+            return None, iteration - 1
         if inside.op is not None:
             return inside, iteration
     return None, len(carries)
