@@ -326,3 +326,26 @@ def test_a_budget_cut_while_replaying_later_iterations_keeps_the_first_iteration
     inside = descend(context, loop.name, search, lambda inner: search.contexts.__setitem__(inner.name, inner))
     assert inside is not None and inside.op is None and inside.iteration == 0
     assert "checked on 2 iteration(s)" in inside.note and len(search.judged) == 3
+
+
+def test_flex_attention_with_grad_on_cpu_raises_in_eager_too_and_the_message_says_nothing_was_compared() -> None:
+    """torch 2.13 has no flex attention backward on CPU, and its own argument check raises before
+    any compile: the model cannot run with grad at all. Named as the model's error (exit 2), with
+    eager raising the same, never a compiler verdict."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from bisect_engine.errors import ModelError
+
+    class Attend(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q = self.proj(x).view(1, 1, 16, 8)
+            return flex_attention(q, q, q)
+
+    with pytest.raises(ModelError) as raised:
+        capture(Attend(), (torch.randn(16, 8),), loss_fn=lambda out: out.sum())
+    assert "FlexAttention does not support backward on CPU" in str(raised.value)
+    assert "it raises the same when run eagerly, without torch.compile: nothing was compiled or compared" in str(raised.value)

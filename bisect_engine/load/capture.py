@@ -348,10 +348,26 @@ def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Cal
     except ModelError:
         raise
     except Exception as error:
-        raise ModelError(f"the model raised while being captured: {type(error).__name__}: {error}") from error
+        raise ModelError(f"the model raised while being captured: {type(error).__name__}: {error}"
+                         f"{_in_eager_too(model, inputs, loss_fn, error)}") from error
     finally:
         torch._dynamo.reset()
     return output
+
+
+def _in_eager_too(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
+                  error: Exception) -> str:
+    """Whether the model raises the same without torch.compile (flex attention with grad on CPU
+    does, in its own argument checks): then it is no compile failure, and the message says so."""
+    try:
+        with torch.set_grad_enabled(loss_fn is not None and torch.is_grad_enabled()):
+            output = model(*fresh_inputs(tuple(inputs)))
+            if loss_fn is not None:
+                loss_fn(output).backward()
+    except Exception as eager:  # noqa: BLE001 - only compared with the capture's error
+        if type(eager) is type(error) and str(eager) == str(error):
+            return " (it raises the same when run eagerly, without torch.compile: nothing was compiled or compared)"
+    return ""
 
 
 def nothing_captured(model: Callable[..., Any]) -> str:
