@@ -349,3 +349,60 @@ def test_flex_attention_with_grad_on_cpu_raises_in_eager_too_and_the_message_say
         capture(Attend(), (torch.randn(16, 8),), loss_fn=lambda out: out.sum())
     assert "FlexAttention does not support backward on CPU" in str(raised.value)
     assert "it raises the same when run eagerly, without torch.compile: nothing was compiled or compared" in str(raised.value)
+
+
+def test_a_while_loop_under_autograd_compiles_nothing_in_2_13_and_the_users_compile_is_checked_to_say_so() -> None:
+    """torch 2.13 cannot trace while_loop's backward (Dynamo graph-breaks with gb0219 for every
+    backend, AOT's and Inductor's), so the frames run eagerly. Our capture then captures nothing;
+    that is said as "compiled nothing" only after the user's own compile is run and compiles nothing
+    too (were it to compile, our capture would be the harness: exit 3)."""
+    from pathlib import Path
+
+    from torch._higher_order_ops import while_loop
+
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.nothing_compiled import why_nothing_compiled
+
+    class Refine(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.step = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, torch.sin(self.step(h))),
+                              (torch.zeros((), dtype=torch.int64), x))[1]
+
+    torch._dynamo.reset()
+    model, inputs = Refine(), (torch.randn(2, 4),)
+    graphs, _ = capture(model, inputs, loss_fn=lambda out: out.sum())
+    assert graphs == []  # every frame graph-broke in our capture backend too
+    spec = ModelSpec(Path("m.py"), model, inputs, lambda out: out.sum(), None)
+    message = why_nothing_compiled(spec, 0)
+    assert "every graph Dynamo traced made the backend fail (it failed with" in message, message
+    assert "the user's own torch.compile does the same (checked: it compiled nothing)" in message
+
+
+def test_our_capture_failing_where_the_users_compile_compiles_is_the_harness_never_compiled_nothing() -> None:
+    """The other branch: the backend failures Dynamo recorded were our capture's (planted here in
+    its counters), while the user's own compile of the model compiles: an internal error (exit 3)
+    that names the harness, never "compiled nothing" (exit 2)."""
+    from pathlib import Path
+
+    from torch._dynamo.utils import counters
+
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.nothing_compiled import CaptureFailed, why_nothing_compiled
+
+    torch._dynamo.reset()
+    reason = "Backend compiler exception\n  Explanation: Backend compiler `ours` failed with boom. Adding a graph break."
+    kept = counters.pop("unimplemented", None)  # this process's earlier graph breaks set aside
+    counters["unimplemented"][reason] += 1
+    try:
+        spec = ModelSpec(Path("m.py"), torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),), None, None)
+        with pytest.raises(CaptureFailed, match=r"harness: our capture backend failed on every graph \(it failed with boom\)"):
+            why_nothing_compiled(spec, 0)
+    finally:
+        counters.pop("unimplemented", None)
+        if kept is not None:
+            counters["unimplemented"] = kept
+        torch._dynamo.reset()

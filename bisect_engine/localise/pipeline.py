@@ -30,7 +30,7 @@ from typing import Callable
 import torch
 
 from ..errors import Interrupted, ModelError
-from ..load.capture import BackendRun, capture, capture_through_backend, nothing_captured
+from ..load.capture import BackendRun, capture, capture_through_backend
 from ..load.model_file import ModelSpec, user_backend
 from ..progress import Progress
 from ..search import Budget, BudgetExhausted
@@ -39,6 +39,7 @@ from ..verdict.graphs import CapturedGraph
 from .drive import SAME_DRAWS, Driver, model_candidate
 from .judge import Judge, close_workers, new_search
 from .options import EngineOptions
+from .nothing_compiled import why_nothing_compiled
 from .records import GraphFinding, RunFinding
 from .run_steps import PRE_GRAD_PASSES, RUN_PLAN
 
@@ -58,7 +59,7 @@ def run(spec: ModelSpec, options: EngineOptions, progress: Progress, compiler: C
     with progress.step("capture"):
         captured, backend_run = _capture(spec, options.seed)
     if not captured:
-        raise ModelError(nothing_captured(spec.model))
+        raise ModelError(why_nothing_compiled(spec, options.seed))
     return run_captured(spec, captured, options, progress, started, compiler=compiler, on_divergence=on_divergence,
                         backend_run=backend_run)
 
