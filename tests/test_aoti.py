@@ -58,6 +58,7 @@ def test_a_dynamic_dim_gets_a_second_size_inside_its_range(exported: Any) -> Non
     inputs = flat_inputs(exported)
     (dim,) = dynamic_dims(exported, inputs)
     assert (dim.input, dim.dim, dim.size, dim.lower, dim.upper) == (0, 0, 3, 2, 16)
+    assert dim.dim_name == "batch" and dim.to_json()["name"] == "batch" and not dim.specialised  # the user's Dim name
     assert dim.other_size() == 6
     assert DynamicDim(0, 0, 3, 3, 3, "s").other_size() is None  # the range holds the example size only
     assert DynamicDim(0, 0, 9, 2, 10, "s").other_size() == 10
@@ -93,7 +94,47 @@ def test_the_second_size_check_says_raised_wrong_or_match(session: Session, expo
         assert "expected size 3" in entry["second_shape"]["detail"]
         session.exported.append(entry)
         line = aoti_check.summary_lines({"exported": session.exported})[0]
-        assert "at {'" in line and ": raised (RuntimeError" in line
+        assert "dynamic dim(s) batch (s" in line and " at batch=6: raised (RuntimeError" in line  # the user's Dim name
+
+
+class _OffsetFor4(nn.Module):
+    """A per-row offset buffer made for batch 4: broadcasting against it pins a Dim.AUTO batch to 4."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.register_buffer("offset", torch.linspace(-1.0, 1.0, 32).view(4, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x) + self.offset)
+
+
+@pytest.mark.parametrize(("raises_at", "outcome"), [(None, "specialised"), (8, "raised")])
+def test_a_dim_marked_dynamic_that_the_export_specialised_is_run_at_a_second_size(session: Session,
+                                                                                   raises_at: int | None,
+                                                                                   outcome: str) -> None:
+    """Dim.AUTO lets torch.export specialise the batch silently: the dim is found in the export's
+    ShapeEnv (its symbol replaced by 4), the package is run at a second size: refused (raised), or
+    run unrefused (specialised: nothing holds that size to compare with, so no check, no error)."""
+    torch.manual_seed(0)
+    exported = torch.export.export(_OffsetFor4().eval(), (torch.randn(4, 8),),
+                                   dynamic_shapes={"x": {0: torch.export.Dim.AUTO}})
+    graph, inputs = flat_graph_module(exported), flat_inputs(exported)
+    (dim,) = dynamic_dims(exported, inputs)
+    assert dim.specialised and (dim.input, dim.dim, dim.size, dim.other_size()) == (0, 0, 4, 8)
+    record = session.add_graph(graph, aoti_check.BACKEND, {})
+
+    def package(values: list[Any]) -> list[Any]:  # as AOTInductor's does: no size check on a static dim
+        if values[0].shape[0] == raises_at:
+            raise RuntimeError("Error: input_handles[0]: expected size 4 at dim 0, got 8")
+        return [torch.empty(values[0].shape[0], 8)]
+
+    entry = aoti_check.second_shape(session, record, package, inputs, [dim], "m.pt2")
+    assert entry["second_shape"]["outcome"] == outcome and session.divergence is None
+    assert record.checks == 0 and not record.notes  # nothing compared, nothing failed
+    session.exported.append(entry)
+    line = aoti_check.summary_lines({"exported": session.exported})[0]
+    assert "input 0 dim 0 (marked dynamic; the export specialised it to 4) at input 0 dim 0=8: " + outcome in line
 
 
 def test_a_package_loaded_from_elsewhere_is_named_not_checked(session: Session) -> None:
@@ -202,6 +243,23 @@ def test_an_exported_attention_block_through_aot_inductor_is_clean_at_both_sizes
     assert entry["second_shape"]["outcome"] == expected["second_shape"] and entry["dynamic_dims"][0]["dim"] == 0
     assert report["script"]["calls_checked"] == 3  # the example inputs, the second size, the program's own call
     assert run.stdout.startswith("max |package - eager| = ")  # the program's own output, untouched
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="SUITE full: BISECT_CORPUS=all runs it")
+def test_a_real_package_of_a_batch_the_export_specialised_runs_unrefused_at_a_second_size(tmp_path: Path) -> None:
+    """script_aoti_auto_batch: Dim.AUTO, the export pins the batch to 4 (an offset buffer), the real
+    AOTInductor package runs at batch 8 without an error; said by name, clean at the size it holds."""
+    case = ROOT / "repro_cases" / "script_aoti_auto_batch.py"
+    expected = _literal(case, "EXPECTED")
+    run = _cli(case, tmp_path / "out", planted=False)
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == expected["verdict"] and report["script"]["graphs"][0]["backend"] == expected["backend"]
+    (entry,) = report["exported"]
+    assert entry["second_shape"]["outcome"] == expected["second_shape"], entry
+    assert entry["dynamic_dims"][0]["specialised"] and entry["dynamic_dims"][0]["size"] == 4
+    assert "checking graph_0 failed" not in run.stderr and "does not refuse a size" in entry["second_shape"]["detail"]
 
 
 @pytest.mark.e2e

@@ -10,7 +10,14 @@ corpus pair ``repro_cases/models/max_autotune_cpp_gemm_template.py`` / ``max_aut
 from __future__ import annotations
 
 import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 import torch._inductor.config as inductor_config
 from torch import nn
@@ -139,3 +146,72 @@ def test_freezing_given_only_in_options_freezes_nothing_so_we_do_not_either() ->
         frozen.append("_frozen_param" in code[0])
     torch._dynamo.reset()
     assert frozen == [False, True]
+
+
+def test_script_mode_records_the_frozen_parameters_of_a_graph_the_program_compiled() -> None:
+    """Script mode re-runs a Dynamo graph the program compiled outside any Dynamo compile, so no
+    tracing context holds AOT's ``params_flat``: under the program's ``freezing`` the parameters the
+    Dynamo graph holds (freezing keeps them attributes) are still recorded as frozen. Before, none
+    were: our copies then compiled ``sin(phase)`` that the program's compile folds, and blamed it."""
+    from bisect_engine.load.capture import capture_graph_module
+
+    torch.manual_seed(0)
+    model = TwoLinear().eval()
+    graphs: list[tuple[torch.fx.GraphModule, list[torch.Tensor]]] = []
+
+    def keep(graph_module: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> object:
+        graphs.append((graph_module, list(example_inputs)))
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    with inductor_config.patch(freezing=True), torch.no_grad():
+        torch.compile(model, backend=keep)(torch.randn(4, 8))
+        ((graph_module, inputs),) = graphs
+        (captured,) = capture_graph_module(graph_module, inputs)
+    torch._dynamo.reset()
+    placeholders = [n.name for n in captured.graph_module.graph.nodes if n.op == "placeholder"]
+    assert captured.frozen == tuple(placeholders[:4]) and len(placeholders) == 5  # a, b's weights and biases; x
+
+
+SCRIPT = Path(__file__).parent / "scripts" / "frozen_mlp.py"
+
+
+def _script_run(tmp_path: Path, planted: bool) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    from conftest import planting_path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor-cache")  # fresh: a planted lowering is not in its key
+    if planted:  # a wrong aten.sin lowering in every fresh process (the repro's verification too)
+        env["PYTHONPATH"] = planting_path(PLANT, tmp_path / "site", env)
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", "--out", str(out), "--verify-runs", "1",
+                          str(SCRIPT)], env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    return run, json.loads((out / "report.json").read_text())
+
+
+PLANT = Path(__file__).parent.parent / "repro_cases" / "models" / "moe_cond_sin_lowering.py"
+
+
+@pytest.mark.e2e
+def test_a_script_compiling_under_freezing_is_clean(tmp_path: Path) -> None:
+    run, report = _script_run(tmp_path, planted=False)
+    assert run.returncode == 0, run.stderr
+    assert report["verdict"] == "clean" and report["script"]["calls_checked"] >= 1
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="a planted run (~3 min here): BISECT_CORPUS=all")
+def test_a_script_compiling_under_freezing_names_the_sin_its_compile_lowers_not_the_one_it_folds(tmp_path: Path) -> None:
+    run, report = _script_run(tmp_path, planted=True)
+    assert run.returncode == 1, run.stderr
+    line = next(i for i, text in enumerate(SCRIPT.read_text().splitlines(), start=1) if "# ACTIVATION" in text)
+    culprit = report["culprit"]
+    assert (report["verdict"], culprit["op"], culprit["graph"]) == ("divergent", "aten.sin.default", "forward_0")
+    assert culprit["source"] == f"frozen_mlp.py:{line}", culprit  # not sin(phase), which freezing folds
+    assert not report["findings"] or all(f.get("source") != f"frozen_mlp.py:{line - 1}" for f in report["findings"])
+    assert report["repro"]["status"] == "REPRODUCED", report["repro"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "clean-cache")
+    without = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "out", capture_output=True, text=True,
+                             timeout=600, env=env)  # no plant in that process
+    assert without.returncode == 0, without.stdout + without.stderr

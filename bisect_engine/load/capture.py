@@ -104,22 +104,23 @@ class CaptureBackend:
         # Dynamo calls its backend inside the frame's compile; the backward graph is compiled later
         # (at the first backward) but belongs to the same Dynamo compile.
         compile_id = self.compile_id or current_compile_id()
+        lifted = _lifted_parameters(graph_module)
         return aot_module_simplified(
             graph_module,
             self.trace_inputs if self.trace_inputs is not None else example_inputs,
-            fw_compiler=self._recorder("forward", index, compile_id),
+            fw_compiler=self._recorder("forward", index, compile_id, lifted),
             bw_compiler=self._recorder("backward", index, compile_id),
             decompositions={},
             partition_fn=default_partition,
         )
 
     def _recorder(self, kind: Literal["forward", "backward"], index: int,
-                  compile_id: str | None) -> Callable[..., Any]:
+                  compile_id: str | None, lifted: int = 0) -> Callable[..., Any]:
         def compiler(graph_module: fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
             captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module,
                                      model_outputs=_model_outputs(kind), compile_id=compile_id,
                                      guards=_shape_guards(self.trace_inputs),
-                                     frozen=_frozen_parameters(kind, graph_module))
+                                     frozen=_frozen_parameters(kind, graph_module, lifted))
             self.graphs.append(captured)
 
             parameters: list[int | None] = []
@@ -189,19 +190,29 @@ def _shape_guards(trace_inputs: list[Any] | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(g for g in guards if g not in ("True", "False")))
 
 
-def _frozen_parameters(kind: str, graph_module: fx.GraphModule) -> tuple[str, ...]:
+def _frozen_parameters(kind: str, graph_module: fx.GraphModule, lifted: int = 0) -> tuple[str, ...]:
     """The placeholders a compile with ``freezing`` (under no_grad) turns into constants: the
     parameters and buffers AOT Autograd lifted first (``params_flat``), less any the graph writes
-    in place (as Inductor's ``replace_params_with_constants`` keeps those inputs)."""
+    in place (as Inductor's ``replace_params_with_constants`` keeps those inputs). Outside a Dynamo
+    compile (script mode re-runs a graph the program compiled) no tracing context holds
+    ``params_flat``: the ``lifted`` parameters and buffers of the Dynamo graph count them."""
     context = torch._guards.TracingContext.try_get()
     params = getattr(context, "params_flat", None) if context is not None else None
-    if kind != "forward" or not params or not freezing_on():
+    count = len(params) if params else lifted if context is None else 0
+    if kind != "forward" or not count or not freezing_on():
         return ()
     metadata = getattr(context, "fw_metadata", None)
     info = list(getattr(metadata, "input_info", None) or [])
     placeholders = [node.name for node in graph_module.graph.nodes if node.op == "placeholder"]
-    return tuple(name for i, name in enumerate(placeholders[:len(params)])
+    return tuple(name for i, name in enumerate(placeholders[:count])
                  if not (i < len(info) and (info[i].mutates_data or info[i].mutates_metadata)))
+
+
+def _lifted_parameters(graph_module: fx.GraphModule) -> int:
+    """How many inputs AOT Autograd lifts from a Dynamo graph's own parameters and buffers (the
+    graph's ``get_attr`` tensors: a module Dynamo did not inline, as under ``freezing``)."""
+    return (len(dict(graph_module.named_parameters(remove_duplicate=False)))
+            + len(dict(graph_module.named_buffers(remove_duplicate=False))))
 
 
 def _model_outputs(kind: str) -> int | None:
@@ -337,10 +348,26 @@ def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Cal
     except ModelError:
         raise
     except Exception as error:
-        raise ModelError(f"the model raised while being captured: {type(error).__name__}: {error}") from error
+        raise ModelError(f"the model raised while being captured: {type(error).__name__}: {error}"
+                         f"{_in_eager_too(model, inputs, loss_fn, error)}") from error
     finally:
         torch._dynamo.reset()
     return output
+
+
+def _in_eager_too(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
+                  error: Exception) -> str:
+    """Whether the model raises the same without torch.compile (flex attention with grad on CPU
+    does, in its own argument checks): then it is no compile failure, and the message says so."""
+    try:
+        with torch.set_grad_enabled(loss_fn is not None and torch.is_grad_enabled()):
+            output = model(*fresh_inputs(tuple(inputs)))
+            if loss_fn is not None:
+                loss_fn(output).backward()
+    except Exception as eager:  # noqa: BLE001 - only compared with the capture's error
+        if type(eager) is type(error) and str(eager) == str(error):
+            return " (it raises the same when run eagerly, without torch.compile: nothing was compiled or compared)"
+    return ""
 
 
 def nothing_captured(model: Callable[..., Any]) -> str:

@@ -28,6 +28,9 @@ class DynamicDim:
     lower: int
     upper: int | None
     name: str
+    dim_name: str | None = None  # the user's ``Dim("batch")`` name, where the export's ShapeEnv keeps it
+    # marked dynamic (``Dim.AUTO``) but specialised by the export to ``size``: the package holds that size only
+    specialised: bool = False
 
     def other_size(self) -> int | None:
         """A second size inside the range (the example size doubled, else the next one up or down)."""
@@ -38,7 +41,12 @@ class DynamicDim:
 
     def to_json(self) -> dict[str, Any]:
         return {"input": self.input, "dim": self.dim, "size": self.size, "min": self.lower, "max": self.upper,
-                "symbol": self.name}
+                "symbol": self.name, "name": self.dim_name, "specialised": self.specialised}
+
+    @property
+    def said(self) -> str:
+        """How the user knows the dim: its Dim name (with the symbol), else the symbol."""
+        return f"{self.dim_name} ({self.name})" if self.dim_name else self.name
 
 
 def flat_graph_module(exported: Any) -> fx.GraphModule:
@@ -69,12 +77,45 @@ def dynamic_dims(exported: Any, inputs: Sequence[Any]) -> list[DynamicDim]:
         fake = node.meta.get("val")
         if not isinstance(fake, torch.Tensor) or not isinstance(value, torch.Tensor):
             continue
+        dims += specialised_dims(node, position, value)
         for dim, size in enumerate(fake.shape):
             if isinstance(size, torch.SymInt) and str(size) in ranges:
                 bound = ranges[str(size)]
                 upper = int(bound.upper) if bound.upper.is_finite else None  # type: ignore[union-attr]
-                dims.append(DynamicDim(position, dim, int(value.shape[dim]), int(bound.lower), upper, str(size)))
+                dims.append(DynamicDim(position, dim, int(value.shape[dim]), int(bound.lower), upper, str(size),
+                                       dim_name(size)))
     return dims
+
+
+def specialised_dims(node: fx.Node, position: int, value: torch.Tensor) -> list[DynamicDim]:
+    """The dims of input ``node`` the user marked dynamic (the export made them a symbol) that the
+    export then specialised to their example size (``Dim.AUTO`` lets it, silently: pytorch#150364):
+    the symbol replaced by a constant in the export's ShapeEnv."""
+    fake = node.meta.get("val")
+    env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
+    if env is None or not isinstance(fake, torch.Tensor):
+        return []
+    sources = {(source.name() if callable(source.name) else source.name): symbol
+               for symbol, found in env.var_to_sources.items() for source in found}
+    dims = []
+    for dim, size in enumerate(fake.shape):
+        symbol = sources.get(f"L['{node.name}'].size()[{dim}]")
+        fixed = env.replacements.get(symbol) if symbol is not None else None
+        if fixed is not None and getattr(fixed, "is_number", False):
+            dims.append(DynamicDim(position, dim, int(value.shape[dim]), 0, None, str(symbol), specialised=True))
+    return dims
+
+
+def dim_name(size: Any) -> str | None:
+    """The name the user gave a symbolic size (``Dim("batch")``): the export's ShapeEnv maps the
+    symbol's source (``L['x'].size()[0]``) to it. None when it keeps none (``Dim.AUTO``, a derived dim)."""
+    env = getattr(getattr(size, "node", None), "shape_env", None)
+    names = getattr(env, "source_name_to_debug_name", None) or {}
+    for source in (getattr(env, "var_to_sources", None) or {}).get(getattr(size.node, "expr", None), []):
+        name = source.name() if callable(source.name) else source.name  # a property in 2.13
+        if name in names:
+            return str(names[name])
+    return None
 
 
 def resized_inputs(inputs: Sequence[Any], dims: Sequence[DynamicDim], sizes: dict[str, int],

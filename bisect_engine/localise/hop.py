@@ -28,6 +28,21 @@ def descend_into_hop(finding: GraphFinding, judge: Judge, search: GraphSearch) -
         return descend(context, name, search, judge.add)
 
 
+def later_iteration_window(finding: GraphFinding) -> GraphFinding | None:
+    """An op found wrong inside a loop's body on a later iteration (``Inside.at``): that
+    iteration's body as the finding's graph, cut from the carry it enters with to the op (the
+    op's ancestors there), so the repro holds that iteration's carry. None otherwise."""
+    inside = finding.inside
+    if inside is None or inside.at is None or inside.node is None:
+        return None
+    context = inside.at
+    upstream = context.view.ancestors([inside.node])
+    window = (inside.node, *(node.name for node in context.view.compute_nodes  # the op first: the repro's title
+                             if node.name in upstream and node.name != inside.node))
+    return dataclasses.replace(finding, context=context, window=window, kernels=(), sweeps=[], sized_context=None,
+                               amplification=None)
+
+
 def attribute_inside(finding: GraphFinding, judge: Judge, search: GraphSearch) -> tuple[bool, Attribution | None]:
     """The subsystem behind the op named inside a HOP, judged on that op alone in its subgraph (the
     HOP as a whole has no switch of its own); a lowering fallback is then tried on the HOP node

@@ -32,7 +32,7 @@ from typing import Callable
 import torch
 
 from ..errors import Interrupted, ModelError
-from ..load.capture import BackendRun, capture, capture_through_backend, nothing_captured
+from ..load.capture import BackendRun, capture, capture_through_backend
 from ..load.model_file import ModelSpec, user_backend
 from ..search import BudgetExhausted, Reporter
 from ..verdict.compiler import Compiler
@@ -40,6 +40,7 @@ from ..verdict.graphs import CapturedGraph
 from .drive import SAME_DRAWS, Driver, model_candidate
 from .judge import RunSearch, begin_subject, close_workers, run_search
 from .options import EngineOptions
+from .nothing_compiled import why_nothing_compiled
 from .records import GraphFinding, RunFinding
 from .run_steps import PRE_GRAD_PASSES, RUN_PLAN
 
@@ -54,7 +55,7 @@ def run(spec: ModelSpec, options: EngineOptions, search: RunSearch,
     with search.progress.step("capture"):
         captured, backend_run = _capture(spec, options.seed)
     if not captured:
-        raise ModelError(nothing_captured(spec.model))
+        raise ModelError(why_nothing_compiled(spec, options.seed))
     return run_captured(spec, captured, options, search.progress, started, on_divergence=on_divergence,
                         backend_run=backend_run, search=search)
 

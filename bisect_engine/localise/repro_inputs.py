@@ -12,6 +12,7 @@ from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.graphs import reference_inputs
 from ..verdict.recipes import input_recipes
+from .hop import later_iteration_window
 from .pipeline import GraphResult, RunResult
 
 Expect = Literal["mismatch", "crash", "eager_nonfinite"]
@@ -34,6 +35,7 @@ def repro_target(result: RunResult) -> tuple[GraphResult, tuple[str, ...], Expec
     graph = result.finding
     if graph is None:
         return None
+    graph = later_iteration_window(graph) or graph  # an op inside a loop found on a later iteration
     # What the repro must show comes from the finding's own subgraph, never from the whole graph.
     crashed = graph.crash is not None or (graph.window_verdict is not None and graph.window_verdict.outcome is Outcome.CRASH)
     expect: Expect = "crash" if crashed else "mismatch"

@@ -21,6 +21,8 @@ def inside_lines(culprit: dict[str, Any]) -> list[str]:
     if not inside:
         return []
     if inside.get("op"):
+        on = (f" on iteration {inside['iteration']} (counting from 0; the carry that iteration enters with, "
+              f"replayed eagerly; right on the earlier ones)") if inside.get("iteration") else ""
         return [f"  inside:  {inside['op']} (node {inside['node']}) in the {inside['subgraph']} of {inside['hop']} "
-                f"(node {inside['hop_node']}); wrong alone, compiled outside the HOP too"]
+                f"(node {inside['hop_node']}){on}; wrong alone, compiled outside the HOP too"]
     return [f"  inside:  {inside['hop']} (node {inside['hop_node']}): {inside.get('note') or 'no op inside named'}"]

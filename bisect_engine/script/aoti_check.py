@@ -109,16 +109,26 @@ def second_shape(session: Any, record: Any, run: Callable[[list[Any]], Any], inp
     shape["shapes"] = [list(v.shape) if isinstance(v, torch.Tensor) else None for v in resized]
     try:
         with session.tool_work():
-            run(clone_value(resized))
+            outputs = run(clone_value(resized))
     except Exception as error:  # noqa: BLE001 - the package refused a size its export declared valid
         shape["outcome"], shape["detail"] = "raised", f"{type(error).__name__}: {str(error)[:300]}"
         log.warning("the AOTInductor package %s raised at %s, a size its export declared dynamic: it specialised",
                     path, sizes)
         return entry
+    if any(dim.specialised for dim in dims):  # the exported program holds the example size only: no reference
+        shape["outcome"], shape["detail"] = "specialised", _ran_specialised(dims, outputs)
+        return entry
     checks = record.checks
     session.check_external(record, run, resized)
     shape["outcome"] = "mismatch" if session.divergence is not None else "match" if record.checks > checks else "error"
     return entry
+
+
+def _ran_specialised(dims: list[DynamicDim], outputs: Any) -> str:
+    """What a package did at a size of a dim the export specialised: it ran, unrefused."""
+    shapes = [list(v.shape) for v in pytree.tree_leaves(outputs) if isinstance(v, torch.Tensor)]
+    return (f"the package ran there without an error (outputs {shapes}): it does not refuse a size its export "
+            "specialised away; its values there are not checked (no reference holds that size)")
 
 
 def package_loaded(session: Any, path: Any, model: Any) -> Any:
@@ -192,11 +202,25 @@ def _compiled_here(session: Any, path: Any) -> bool:
     return any(_same(made, path) for made in session.aoti_packages)
 
 
+def _said(dim: dict[str, Any]) -> str:
+    """A dim as the user named it (``batch (s77)``), else its symbol; one the export specialised, so."""
+    if dim.get("specialised"):
+        return f"input {dim['input']} dim {dim['dim']} (marked dynamic; the export specialised it to {dim['size']})"
+    return f"{dim['name']} ({dim['symbol']})" if dim.get("name") else str(dim["symbol"])
+
+
+def _sizes(entry: dict[str, Any]) -> str:
+    """The second sizes by the names the user knows them by (``batch=6``)."""
+    names = {d["symbol"]: d.get("name") or (f"input {d['input']} dim {d['dim']}" if d.get("specialised") else d["symbol"])
+             for d in entry["dynamic_dims"]}
+    return ", ".join(f"{names.get(symbol, symbol)}={size}" for symbol, size in entry["second_shape"]["sizes"].items())
+
+
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """Summary lines: the second-size check of each package whose export declared a dynamic dim."""
     lines = []
     for entry in report.get("exported") or []:
         shape = entry["second_shape"]
-        lines.append(f"  exported: {entry['graph']} dynamic dim(s) {', '.join(d['symbol'] for d in entry['dynamic_dims'])}"
-                     f" at {shape['sizes']}: {shape['outcome']}" + (f" ({shape['detail']})" if shape["detail"] else ""))
+        lines.append(f"  exported: {entry['graph']} dynamic dim(s) {', '.join(_said(d) for d in entry['dynamic_dims'])}"
+                     f" at {_sizes(entry) or 'no second size'}: {shape['outcome']}" + (f" ({shape['detail']})" if shape["detail"] else ""))
     return lines

@@ -5,25 +5,34 @@ one op (its subgraphs run in fp64 for the reference; eager flex attention on CPU
 formulation that runs in fp64 too). When it is wrong, each subgraph it runs becomes a graph of its
 own, traced by ``make_fx`` on the values it is called with in this graph (a loop's body: on its
 first iteration), and every node of it is judged alone (the same per-node check, the same rule).
-The op named is the first wrong one there; the HOP is
+A loop whose body is right on its first iteration is replayed eagerly iteration by iteration
+(:func:`later_calls`, at most :data:`LATER_ITERATIONS`), its body checked on each iteration's carry
+until one is wrong: a bug only large values reach is found on the iteration that reaches them
+(``Inside.iteration``; the repro holds that iteration's carry). The op named is the first wrong one there; the HOP is
 its context (:class:`Inside`). A subgraph whose ops are all right alone leaves the HOP named
 (the fault is in how Inductor lowers the HOP itself: the flex template, the cond codegen).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 import torch.fx as fx
 
+from ..search import BudgetExhausted
 from ..verdict.graphs import CapturedGraph, attribute_at, is_submodule_attr, op_name, source_location
 from ..verdict.oracle import GraphContext
 from .nodes import check_nodes
 from .protocol import GraphSearch
 
 log = logging.getLogger(__name__)
+
+# A loop's iterations after the first whose body is checked on its carry (one compile each), the
+# search's budget permitting: a bug the carry reaches later than this is left named on the HOP.
+LATER_ITERATIONS = 16
 
 
 @dataclass(frozen=True)
@@ -41,11 +50,15 @@ class Inside:
     source: str | None = None
     checked: int = 0
     note: str = ""
+    # a loop's body: the iteration (from 0) whose carry the op was found wrong on; 0 when the first
+    iteration: int = 0
+    # that iteration's body as a graph of its own (a GraphContext), for the repro: None on the first
+    at: Any = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"hop": self.hop, "hop_node": self.hop_node, "subgraph": self.subgraph, "attribute": self.attribute,
                 "op": self.op, "node": self.node, "source": self.source, "checked_nodes": self.checked,
-                "note": self.note}
+                "note": self.note, "iteration": self.iteration}
 
 
 def hop_name(node: fx.Node) -> str | None:
@@ -129,27 +142,90 @@ def descend(context: GraphContext, node_name: str, search: GraphSearch, register
         return _not_descended(node, node_name, hop, context.name)
     found: Inside | None = None
     for role, attribute, inputs in calls:
-        name = f"{context.name}.{node_name}.{attribute}"
-        try:
-            captured = traced_subgraph(context.captured.graph_module, attribute, inputs, name, context.captured.index)
-            inner = GraphContext.from_captured(captured, context.oracle)
-        except Exception as error:  # noqa: BLE001 - the HOP stays named; the note says why
-            log.debug("tracing %s failed", name, exc_info=True)
-            note = f"its {role} could not be traced alone ({type(error).__name__}: {str(error)[:200]})"
-            found = found or Inside(hop, node_name, role, attribute, name, note=note)
-            continue
-        register(inner)
-        nodes = check_nodes(inner, search)
-        culprit = nodes.culprits[0] if nodes.culprits else None
-        if culprit is None:
-            found = found or Inside(hop, node_name, role, attribute, name, checked=len(nodes.checked),
-                                    note=f"every op of its {role} is right alone: the fault is in how the HOP is lowered")
-            continue
-        inner_node = inner.view.nodes[culprit]
-        return Inside(hop, node_name, role, attribute, name, op=op_name(inner_node), node=culprit,
-                      source=_source(_module(context.captured.graph_module, attribute), inner_node),
-                      checked=len(nodes.checked))
+        inside = _check_call(context, node_name, (hop, role, attribute), inputs, 0, search, register)
+        if inside.op is not None:
+            return inside
+        found = found or inside
+    if hop in ("while_loop", "scan") and found is not None:
+        later, checked = _later_iterations(context, node_name, hop, calls[0], search, register)
+        if later is not None:
+            return later
+        return dataclasses.replace(found, note=f"{found.note} (its {found.subgraph} checked on {checked + 1} "
+                                                f"iteration(s), replayed eagerly)") if checked else found
     return found
+
+
+def _later_iterations(context: GraphContext, node_name: str, hop: str, first: tuple[str, str, list[Any]],
+                      search: GraphSearch, register: Callable[[GraphContext], None]) -> tuple[Inside | None, int]:
+    """The loop's body checked on each later iteration's carry (eager): the first wrong one named,
+    else None; and how many later iterations were checked."""
+    role, attribute, _ = first
+    try:
+        carries = later_calls(context.captured.graph_module, context.view.nodes[node_name], context.eager_values)
+    except Exception:  # noqa: BLE001 - the first iteration's finding stands
+        log.debug("replaying %s eagerly failed", node_name, exc_info=True)
+        return None, 0
+    for iteration, inputs in enumerate(carries, start=1):
+        try:
+            inside = _check_call(context, node_name, (hop, role, attribute), inputs, iteration, search, register)
+        except BudgetExhausted:  # the budget cut (it remembers): the first iteration's finding stands
+            return None, iteration - 1
+        if inside.op is not None:
+            return inside, iteration
+    return None, len(carries)
+
+
+def _check_call(context: GraphContext, node_name: str, where: tuple[str, str, str], inputs: list[Any],
+                iteration: int, search: GraphSearch, register: Callable[[GraphContext], None]) -> Inside:
+    """One subgraph call traced on ``inputs`` and its ops judged alone: the first wrong one, or a note."""
+    hop, role, attribute = where
+    name = f"{context.name}.{node_name}.{attribute}" + (f".iteration{iteration}" if iteration else "")
+    try:
+        captured = traced_subgraph(context.captured.graph_module, attribute, inputs, name, context.captured.index)
+        inner = GraphContext.from_captured(captured, context.oracle)
+    except Exception as error:  # noqa: BLE001 - the HOP stays named; the note says why
+        log.debug("tracing %s failed", name, exc_info=True)
+        note = f"its {role} could not be traced alone ({type(error).__name__}: {str(error)[:200]})"
+        return Inside(hop, node_name, role, attribute, name, note=note, iteration=iteration)
+    register(inner)
+    nodes = check_nodes(inner, search)
+    if not nodes.culprits:
+        return Inside(hop, node_name, role, attribute, name, checked=len(nodes.checked), iteration=iteration,
+                      note=f"every op of its {role} is right alone: the fault is in how the HOP is lowered")
+    culprit = nodes.culprits[0]
+    inner_node = inner.view.nodes[culprit]
+    return Inside(hop, node_name, role, attribute, name, op=op_name(inner_node), node=culprit,
+                  source=_source(_module(context.captured.graph_module, attribute), inner_node),
+                  checked=len(nodes.checked), iteration=iteration, at=inner if iteration else None)
+
+
+def later_calls(root: fx.GraphModule, node: fx.Node, values: dict[str, Any],
+                limit: int = LATER_ITERATIONS) -> list[list[Any]]:
+    """The inputs a loop's body is called with on iterations 1, 2, ... (at most ``limit``), the loop
+    replayed eagerly from the values it enters with: a while_loop's carry while its cond_fn holds,
+    a scan's carry with each xs at that step."""
+    hop = hop_name(node)
+    arguments: Any = node.args  # the HOP's own argument layout, read by position below
+    read = lambda arg: values[arg.name] if isinstance(arg, fx.Node) else arg  # noqa: E731
+    calls: list[list[Any]] = []
+    with torch.no_grad():
+        if hop == "while_loop":
+            test, body = _module(root, str(arguments[0].target)), _module(root, str(arguments[1].target))
+            carry, extra = [read(a) for a in arguments[2]], [read(a) for a in arguments[3]]
+            while len(calls) < limit:
+                carry = list(body(*carry, *extra))
+                if not bool(test(*carry, *extra)):
+                    break
+                calls.append([*carry, *extra])
+        elif hop == "scan":
+            combine = _module(root, str(arguments[0].target))
+            carry, xs, extra = [read(a) for a in arguments[1]], [read(a) for a in arguments[2]], [read(a) for a in arguments[3]]
+            steps = int(xs[0].shape[0]) if xs else 0
+            for step in range(min(steps, limit + 1)):
+                if step:
+                    calls.append([*carry, *(x[step] for x in xs), *extra])
+                carry = list(combine(*carry, *(x[step] for x in xs), *extra))[:len(carry)]
+    return calls
 
 
 def _not_descended(node: fx.Node, node_name: str, hop: str, graph: str) -> Inside | None:
