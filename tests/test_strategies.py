@@ -203,3 +203,29 @@ def test_the_copy_plan_compiles_each_distinct_node_of_a_deep_stack_once() -> Non
     # one large group among many single nodes: split, rather than run every copy 1,000 times
     assert calls_per_copy([1000] + [1] * 100) == 64
     assert calls_per_copy([1] * 5) == 1 and calls_per_copy([]) == 1
+
+
+def test_a_switch_of_aot_autograds_config_is_applied_to_that_config_alone() -> None:
+    """``functorch.``-prefixed keys of a switch patch ``torch._functorch.config`` for the compile
+    (Inductor's config would refuse them) and are restored after; the workaround names that module."""
+    import torch._functorch.config as functorch_config
+
+    from bisect_engine.strategies.subsystems import MODEL_FLIPS, config_workaround
+    from bisect_engine.verdict.compiler import Compiler, split_patches
+
+    assert split_patches({"functorch.donated_buffer": False, "cpp.simdlen": 1}) == ({"cpp.simdlen": 1}, {"donated_buffer": False})
+    assert config_workaround({"functorch.donated_buffer": False, "fallback_random": True}).splitlines() == [
+        "import torch._inductor.config", "import torch._functorch.config",
+        "torch._inductor.config.fallback_random = True", "torch._functorch.config.donated_buffer = False"]
+    seen: list[bool] = []
+
+    def recording(graph: torch.fx.Graph) -> None:
+        seen.append(functorch_config.donated_buffer)
+
+    before = functorch_config.donated_buffer
+    graph_module = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+    (patch,) = [dict(switch.patch) for switch in MODEL_FLIPS]
+    compiled = Compiler().compile(graph_module, [torch.randn(4)], config_patches={**patch, "post_grad_custom_post_pass": recording})
+    assert seen == [False] and functorch_config.donated_buffer == before
+    out = compiled(torch.ones(4))
+    assert torch.equal(out[0] if isinstance(out, (list, tuple)) else out, torch.full((4,), 2.0))

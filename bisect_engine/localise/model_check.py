@@ -14,6 +14,7 @@ import tempfile
 from typing import Any, Callable
 
 import torch
+import torch._functorch.config as functorch_config
 import torch._inductor.config
 import torch.utils._pytree as pytree
 
@@ -22,7 +23,7 @@ from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, worst
 from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs
-from ..verdict.compiler import Compiler, cause_of
+from ..verdict.compiler import Compiler, cause_of, split_patches
 from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.oracle import SubgraphVerdict
 from ..verdict.precision import allowed_units
@@ -111,7 +112,8 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     try:
         if users:
             compiler.check_budget()
-            with torch._inductor.config.patch(patches or {}):
+            inductor_patches, functorch_patches = split_patches(patches)
+            with torch._inductor.config.patch(inductor_patches), functorch_config.patch(functorch_patches):
                 compiled = _forward_and_grads(spec.compiled, spec.inputs, spec.loss_fn, seed)  # type: ignore[arg-type]
         elif spec.exported_program is not None and spec.loss_fn is None and not (decompositions or fallbacks):
             compiled = _packaged(spec, compiler, patches, switch, seed)

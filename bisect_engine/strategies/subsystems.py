@@ -22,6 +22,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..search import ddmin
 from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
 from ..verdict.compare import Outcome
+from ..verdict.compiler import split_patches
 from ..verdict.judgement import GRAPH, judge_outputs
 from ..verdict.fx_eval import run_graph
 from ..verdict.graphs import Subgraph, reference_inputs
@@ -57,8 +58,17 @@ CONFIG_FLIPS = (
     # max-autotune's GEMM templates (C++ on CPU, Triton on GPU) off: ATen's GEMM only
     Switch.config("config", "max_autotune_gemm_backends", {"max_autotune_gemm_backends": "ATEN"}),
 )
+# Flips of AOT Autograd's config: they matter only where AOT Autograd partitions a joint graph, so
+# only in the model-level check (a captured graph is compiled as the forward or backward alone).
+MODEL_FLIPS = (
+    Switch.config("config", "functorch.donated_buffer", {"functorch.donated_buffer": False}),
+)
 # What a flip that fixes it says about the compiler, beyond "flipping it matches eager".
 CONFIG_NOTES = {
+    "functorch.donated_buffer": "the compiled backward overwrites a value it still reads: AOT Autograd's donated "
+                                "buffers (saved tensors whose memory the backward reuses) are wrong here; without "
+                                "them the model matches (a known case: a control-flow HOP's subgraph inheriting "
+                                "the outer graph's donated-buffer indices, pytorch#153679)",
     "max_autotune_gemm_backends": "the C++/Triton GEMM template max-autotune chose is wrong; the ATen GEMM "
                                   "fallback is right (workaround: max_autotune_gemm_backends='ATEN')",
 }
@@ -87,8 +97,11 @@ def _is_set(switch: Switch) -> bool:
 
 
 def config_workaround(patch: dict[str, Any]) -> str:
-    lines = [f"torch._inductor.config.{key} = {value!r}" for key, value in patch.items()]
-    return "import torch._inductor.config\n" + "\n".join(lines)
+    inductor, functorch = split_patches(patch)
+    imports = [f"import torch.{module}.config" for module, keys in (("_inductor", inductor), ("_functorch", functorch)) if keys]
+    lines = [f"torch._inductor.config.{key} = {value!r}" for key, value in inductor.items()]
+    lines += [f"torch._functorch.config.{key} = {value!r}" for key, value in functorch.items()]
+    return "\n".join(imports + lines)
 
 
 def applied_decompositions(subgraph: Subgraph, inputs: list[Any]) -> list[Any]:
@@ -301,7 +314,8 @@ def attribute_model(search: GraphSearch) -> Attribution | None:
     """For a divergence no captured graph shows (e.g. a pre-grad pass on the torch-level graph):
     recompile the whole model with each switch until it matches. Costs a full compile per try,
     as ``CompilerBisector`` does, but only for what the per-graph search cannot reach."""
-    for switch in (*MODEL_PASSES, *PASSES, *CONFIG_FLIPS):
+    for switch in (*MODEL_PASSES, *PASSES, *CONFIG_FLIPS, *MODEL_FLIPS):
         if _is_set(switch) and search.judge(ModelCandidate(switch)).outcome is Outcome.MATCH:
-            return Attribution(switch.kind, switch.name, config_workaround(switch.patch_dict))  # type: ignore[arg-type]
+            return Attribution(switch.kind, switch.name, config_workaround(switch.patch_dict),  # type: ignore[arg-type]
+                               CONFIG_NOTES.get(switch.name, ""))
     return None

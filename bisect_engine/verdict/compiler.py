@@ -34,6 +34,16 @@ log = logging.getLogger(__name__)
 NO_GRAPH_CACHES = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
 
 
+FUNCTORCH = "functorch."  # a switch's key for AOT Autograd's config (torch._functorch.config), not Inductor's
+
+
+def split_patches(patches: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A switch's config patch as (Inductor's keys, AOT Autograd's keys without their prefix)."""
+    patches = patches or {}
+    return ({k: v for k, v in patches.items() if not k.startswith(FUNCTORCH)},
+            {k[len(FUNCTORCH):]: v for k, v in patches.items() if k.startswith(FUNCTORCH)})
+
+
 @dataclass
 class Compiler:
     """Compiles graphs with Inductor and counts every inner compile it triggers.
@@ -103,8 +113,9 @@ class Compiler:
         self.check_budget()
         example_inputs_list = list(example_inputs)
         example = self._example(graph_module, example_inputs_list, shapes)
+        inductor_patches, functorch_patches = split_patches(config_patches)
         patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}),
-                   **(provenance_patch() if output_code is not None else {}), **(config_patches or {})}
+                   **(provenance_patch() if output_code is not None else {}), **inductor_patches}
 
         def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
             self.count(1, label)
@@ -115,7 +126,7 @@ class Compiler:
 
         start = time.perf_counter()
         try:
-            with forced_fallbacks(fallbacks), functorch_config.patch(enable_autograd_cache=False):
+            with forced_fallbacks(fallbacks), functorch_config.patch({**functorch_patches, "enable_autograd_cache": False}):
                 copied = copy.deepcopy(graph_module)
                 compiled = compile_fx(
                     copied if example is example_inputs_list else forget_unbacked_bindings(copied),
@@ -137,10 +148,12 @@ class Compiler:
 
         self.check_budget()
         self.count(1, f"{label} (AOTInductor package)")
+        inductor_patches, functorch_patches = split_patches(config_patches)
         start = time.perf_counter()
         try:
-            path = aoti_compile_and_package(exported, package_path=os.path.join(folder, "model.pt2"),
-                                            inductor_configs={**NO_GRAPH_CACHES, **(config_patches or {})})
+            with functorch_config.patch(functorch_patches):
+                path = aoti_compile_and_package(exported, package_path=os.path.join(folder, "model.pt2"),
+                                                inductor_configs={**NO_GRAPH_CACHES, **inductor_patches})
             return cast(Callable[..., Any], aoti_load_package(path))
         finally:
             self.seconds += time.perf_counter() - start
