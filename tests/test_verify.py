@@ -108,14 +108,20 @@ CPU_ISA_CACHED = ("import sys\nfrom torch._inductor import cpu_vec_isa\n"
                   "print('repro: REPRODUCED: cached', cpu_vec_isa.valid_vec_isa_list.cache_info().currsize)\nsys.exit(1)\n")
 
 
-def test_an_interpreter_that_warms_the_cpu_isa_has_it_cached_and_runs_the_script(tmp_path: Path) -> None:
+@pytest.mark.parametrize("detected_here", [True, False])
+def test_an_interpreter_warms_the_cpu_isa_only_where_this_process_has_it(tmp_path: Path, detected_here: bool) -> None:
+    from torch._inductor import cpu_vec_isa
+
     script = tmp_path / "isa.py"
     script.write_text(CPU_ISA_CACHED)
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    if detected_here:
+        cpu_vec_isa.valid_vec_isa_list()
     warm = Interpreters(1, preload=("torch",), warm_cpu_isa=True)
     warm.start()
     check = verify_repro(script, runs=1, interpreters=warm)
     warm.close()
-    assert check.status == "REPRODUCED" and "cached 1" in check.runs[0]["output_tail"]
+    assert check.status == "REPRODUCED" and f"cached {int(detected_here)}" in check.runs[0]["output_tail"]
 
 
 def test_the_cpu_isa_is_warmed_only_where_the_users_code_sets_no_cpp_config() -> None:

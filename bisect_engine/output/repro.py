@@ -29,6 +29,7 @@ from ..verdict import recipes as recipes_module
 from ..verdict import frozen as frozen_module
 from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
+from ..verdict.inductor_adapter import cpu_isa_detected
 from . import repro_runtime
 from .integrity import die_with_parent_code, private_folder, sweep_stale_folders
 from .repro_modules import init_code, subgraph_classes
@@ -526,8 +527,11 @@ class Interpreters:
         return self._cwd
 
     def launch(self) -> subprocess.Popen[str]:
+        # Only where this process has the answer, so the interpreter (niced) only loads the builds:
+        # a build of its own would hold the cache folder's lock while our first compile waits on it.
+        warm = self.warm_cpu_isa and cpu_isa_detected()
         bootstrap = die_with_parent_code() + _BOOTSTRAP.replace("PRELOAD", repr(self.preload)).replace(
-            "WARM_CPU_ISA", repr(self.warm_cpu_isa))
+            "WARM_CPU_ISA", repr(warm))
         return subprocess.Popen([sys.executable, "-c", bootstrap], cwd=self.cwd, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

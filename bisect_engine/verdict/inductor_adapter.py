@@ -193,6 +193,14 @@ def start_cpu_isa_detection() -> threading.Thread:
     return thread
 
 
+def cpu_isa_detected() -> bool:
+    """Whether this process has Inductor's CPU ISA answer already (its builds are then in the cache
+    folder: another process sharing it only loads them, never builds them itself)."""
+    from torch._inductor import cpu_vec_isa
+
+    return cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0
+
+
 def _busy() -> bool:
     try:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
