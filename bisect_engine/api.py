@@ -30,6 +30,7 @@ from .output.repro import Interpreters
 from .output.trace import recording_trace
 from .output.writer import OutputOptions, write_outputs, write_report_and_views
 from .progress import Progress
+from .verdict.inductor_adapter import warm_cpu_isa
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,24 @@ def without_dynamo_only_keys(options: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in options.items() if key != "freezing"}
 
 
+def on_cpu(spec: Any) -> bool:
+    """Whether the model runs on the CPU: its inputs and parameters all there."""
+    import torch
+
+    tensors = [v for v in torch.utils._pytree.tree_leaves(spec.inputs) if isinstance(v, torch.Tensor)]
+    if isinstance(spec.model, torch.nn.Module):
+        tensors += list(spec.model.parameters())
+    return all(t.device.type == "cpu" for t in tensors)
+
+
+def sets_cpp_config(spec: Any) -> bool:
+    """Whether the user's code sets Inductor ``cpp.*`` config (``cpp.vec_isa_ok``, the compiler
+    and its flags decide which CPU ISAs Inductor finds, an answer cached per process from its
+    first call): the repro sets it before its compile, so its interpreter must not ask first."""
+    keys = [*spec.inductor_config, *spec.unrenderable_config, *spec.compile_options]
+    return any(str(key).startswith("cpp.") for key in keys)
+
+
 def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions(),
                 output: OutputOptions = OutputOptions(), progress: Progress | None = None,
                 device: str | None = None, started_at: float | None = None) -> dict[str, Any]:
@@ -68,12 +87,15 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     spec = load_model_spec(model_path, device)
     check_memory(spec.model, spec.inputs)  # a run that cannot fit is refused before it starts
     with_repro = options.stop_after == "repro"
-    interpreters = Interpreters(output.verify_runs if with_repro else 0)
+    cpu = on_cpu(spec)
+    interpreters = Interpreters(output.verify_runs if with_repro else 0, warm_cpu_isa=cpu and not sets_cpp_config(spec))
     with OutputFolder(output.out_dir, output.force) as folder, recording_trace(folder, output.trace):
         try:
             engine = run_scanned if spec.get_batches else run
             try:
                 with user_compile_options(spec):  # the user's mode= / options=, in every compile we make
+                    if cpu:  # Inductor's ISA detection beside the capture, not inside the first compile
+                        warm_cpu_isa()
                     try:
                         result = engine(spec, options, search, on_divergence=interpreters.start)
                     finally:

@@ -102,3 +102,57 @@ def test_interpreters_preload_torch_by_default() -> None:
     process.kill()
     process.communicate()
     started.close()
+
+
+CPU_ISA_CACHED = ("import sys\nfrom torch._inductor import cpu_vec_isa\n"
+                  "print('repro: REPRODUCED: cached', cpu_vec_isa.valid_vec_isa_list.cache_info().currsize)\nsys.exit(1)\n")
+
+
+@pytest.mark.parametrize("detected_here", [True, False])
+def test_an_interpreter_warms_the_cpu_isa_only_where_this_process_has_it(tmp_path: Path, detected_here: bool) -> None:
+    from torch._inductor import cpu_vec_isa
+
+    script = tmp_path / "isa.py"
+    script.write_text(CPU_ISA_CACHED)
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    if detected_here:
+        cpu_vec_isa.valid_vec_isa_list()
+    warm = Interpreters(1, preload=("torch",), warm_cpu_isa=True)
+    warm.start()
+    check = verify_repro(script, runs=1, interpreters=warm)
+    warm.close()
+    assert check.status == "REPRODUCED" and f"cached {int(detected_here)}" in check.runs[0]["output_tail"]
+
+
+def test_the_cpu_isa_is_warmed_only_where_the_users_code_sets_no_cpp_config() -> None:
+    from types import SimpleNamespace
+
+    from bisect_engine.api import sets_cpp_config
+
+    def spec(config: dict, unrenderable: list, options: dict) -> SimpleNamespace:
+        return SimpleNamespace(inductor_config=config, unrenderable_config=unrenderable, compile_options=options)
+
+    assert not sets_cpp_config(spec({"max_autotune": True}, [], {"triton.cudagraphs": False}))
+    assert sets_cpp_config(spec({"cpp.vec_isa_ok": False}, [], {}))
+    assert sets_cpp_config(spec({}, ["cpp.cxx"], {}))
+    assert sets_cpp_config(spec({}, [], {"cpp.simdlen": 1}))
+
+
+def test_the_cpu_isa_detection_thread_leaves_the_answer_cached() -> None:
+    from torch._inductor import cpu_vec_isa
+
+    from bisect_engine.verdict.inductor_adapter import start_cpu_isa_detection
+
+    thread = start_cpu_isa_detection()
+    thread.join(timeout=300)
+    assert not thread.is_alive() and cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 1
+
+
+@pytest.mark.parametrize(("load", "started"), [(0.1, True), (64.0, False)])
+def test_the_cpu_isa_warm_up_starts_only_with_idle_cpus(monkeypatch: pytest.MonkeyPatch, load: float,
+                                                        started: bool) -> None:
+    from bisect_engine.verdict import inductor_adapter
+
+    monkeypatch.setattr(inductor_adapter.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(inductor_adapter, "start_cpu_isa_detection", lambda: "thread")
+    assert (inductor_adapter.warm_cpu_isa() == "thread") is started

@@ -73,6 +73,8 @@ def culprit_first(context: GraphContext, driver: Driver, options: EngineOptions)
     outputs = context.view.output_names(context.captured.model_outputs)
     if outputs_problem(context.view, context.eager_values, outputs) is not None:
         return None
+    if driver.on_divergence is not None:  # the repro's interpreters import while this compiles
+        driver.on_divergence()  # (a clean graph ends them unused)
     with driver.progress.step(f"{context.name}: per-node verdicts ({len(context.view.compute_nodes)} nodes)"):
         nodes = check_nodes(context, driver.search, split_crash=False)
     if nodes.group_error or not nodes.culprits:
@@ -85,8 +87,6 @@ def culprit_first(context: GraphContext, driver: Driver, options: EngineOptions)
     finding = GraphFinding(context, injected, nodes=nodes, headline=headline, reach=reach, material=material,
                            whole_by="eager_injection", ended_by="culprit_first")
     driver.join(finding)  # a budget cut from here on leaves the finding as it stands
-    if driver.on_divergence is not None:
-        driver.on_divergence()
     finding = driver.run_graph_plan(CULPRIT_FIRST_PLAN, finding)
     if not finding.confirmed:  # it needs neighbours: the whole graph and then windows decide
         driver.withdraw()

@@ -90,7 +90,8 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     call's own, around ``compiler`` (or a new one within ``options``' budget), closed on return.
     ``model_level_check=False`` skips recompiling ``spec.model`` through torch.compile (script
     mode: the user's own compiled frames must not be reset). ``on_divergence`` is called once a
-    graph is found to diverge, before the search (the writer starts the repro's interpreters).
+    graph is found to diverge, before the search, or as a per-node check that goes first starts
+    (a large graph, whose compile outlasts the imports of the repro's interpreters the writer starts).
     """
     started = time.perf_counter() if started is None else started
     own = search is None

@@ -29,6 +29,7 @@ from ..verdict import recipes as recipes_module
 from ..verdict import frozen as frozen_module
 from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
+from ..verdict.inductor_adapter import cpu_isa_detected
 from . import repro_runtime
 from .integrity import die_with_parent_code, private_folder, sweep_stale_folders
 from .repro_modules import init_code, subgraph_classes
@@ -467,6 +468,12 @@ with warnings.catch_warnings():  # the script's own warning filters start as Pyt
             __import__(module)
         except Exception:
             pass  # the script imports torch itself and says so (exit 125)
+    if WARM_CPU_ISA:  # what a CPU repro's first compile asks first (cached per process, same answer)
+        try:
+            from torch._inductor import cpu_vec_isa
+            cpu_vec_isa.valid_vec_isa_list()
+        except Exception:
+            pass  # the repro's own compile asks again and meets the error itself
 path = sys.stdin.readline().strip()
 if not path:
     sys.exit(0)
@@ -504,9 +511,10 @@ class Interpreters:
     most of a small repro's run time). Each runs one script once. :meth:`close` ends the ones
     never used; :meth:`kill` ends every one at once (an interrupted run)."""
 
-    def __init__(self, count: int, preload: tuple[str, ...] = PRELOAD):
+    def __init__(self, count: int, preload: tuple[str, ...] = PRELOAD, warm_cpu_isa: bool = False):
         self.count = count
         self.preload = preload
+        self.warm_cpu_isa = warm_cpu_isa  # a CPU repro: Inductor's ISA detection done while waiting too
         self._processes: list[subprocess.Popen[str]] = []
         self._cwd: str | None = None
         self.started = False
@@ -519,7 +527,11 @@ class Interpreters:
         return self._cwd
 
     def launch(self) -> subprocess.Popen[str]:
-        bootstrap = die_with_parent_code() + _BOOTSTRAP.replace("PRELOAD", repr(self.preload))
+        # Only where this process has the answer, so the interpreter (niced) only loads the builds:
+        # a build of its own would hold the cache folder's lock while our first compile waits on it.
+        warm = self.warm_cpu_isa and cpu_isa_detected()
+        bootstrap = die_with_parent_code() + _BOOTSTRAP.replace("PRELOAD", repr(self.preload)).replace(
+            "WARM_CPU_ISA", repr(warm))
         return subprocess.Popen([sys.executable, "-c", bootstrap], cwd=self.cwd, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -10,16 +10,21 @@ the release-dependent ones (provenance tracking, the generated code a compile ke
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import contextvars
 import functools
 import importlib
+import logging
 import os
+import threading
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
 from .kernels import OutputCode
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -158,6 +163,59 @@ def check_cache_dir() -> None:
     except OSError as error:
         raise UsageError(f"Inductor's cache folder {where} is not writable ({error.strerror or error}); "
                          "set TORCHINDUCTOR_CACHE_DIR to a writable folder") from None
+
+
+def warm_cpu_isa() -> threading.Thread | None:
+    """Start Inductor's CPU vector-ISA detection in a background thread and return it (None: the
+    machine has no idle CPU to give it).
+
+    The first C++ compile of a process asks which ISAs the machine can build and load
+    (``cpu_vec_isa.valid_vec_isa_list``: a small C++ file compiled per ISA the CPU flags allow,
+    each loaded by a child interpreter). With an empty cache folder that is seconds of compiler
+    subprocesses, which run here on an idle CPU beside the capture instead of inside the first
+    compile. Only on a machine with idle CPUs (1-minute load average under half its CPUs): on a
+    busy one there are none to take, and the builds only slow the capture's intra-op threads (on
+    the shared 2-core machine at load 2 the per-node check was measured slower with it; building
+    the ISAs at once was no faster; niced builds made the first compile wait on them). The answer
+    is the one the first compile would get (the same function, cached for the process; the cache
+    folder's lock serialises each build, so a compile that gets there first waits and reuses it).
+    An error here is left for that compile to meet and report. Joined at exit."""
+    return None if _busy() else start_cpu_isa_detection()
+
+
+def start_cpu_isa_detection() -> threading.Thread:
+    """The detection of :func:`warm_cpu_isa` in a daemon thread, whatever the load."""
+    thread = threading.Thread(target=_detect_cpu_isa, name="bisect-accuracy-cpu-isa", daemon=True)
+    thread.start()
+    # Never left half-built at exit: a process that ends mid-build releases the folder's lock while
+    # the compiler still writes, and a later process would take the partial library as an answer.
+    atexit.register(thread.join)
+    return thread
+
+
+def cpu_isa_detected() -> bool:
+    """Whether this process has Inductor's CPU ISA answer already (its builds are then in the cache
+    folder: another process sharing it only loads them, never builds them itself)."""
+    from torch._inductor import cpu_vec_isa
+
+    return cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0
+
+
+def _busy() -> bool:
+    try:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return os.getloadavg()[0] >= cpus / 2
+    except OSError:  # no load average on this platform
+        return False
+
+
+def _detect_cpu_isa() -> None:
+    try:
+        from torch._inductor import cpu_vec_isa
+
+        cpu_vec_isa.valid_vec_isa_list()
+    except Exception:  # noqa: BLE001 - a warm-up only: the first compile runs the detection again
+        log.debug("CPU ISA warm-up failed; the first compile detects it", exc_info=True)
 
 
 def pre_grad_passes(graph_module: torch.fx.GraphModule, example_inputs: list[Any]) -> torch.fx.GraphModule:
