@@ -10,6 +10,7 @@ from torch._inductor import decomposition
 
 aten = torch.ops.aten
 DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
+SUITE = "full"  # BISECT_CORPUS=all: make test covers the batch scan with bad_sample_nan and tests/test_budget_scans.py
 PLANTED = {"config": {}}
 EXPECTED = {
     "verdict": "divergent", "op": "aten.hardsigmoid.default", "graph": "forward_0", "kind": "node",
