@@ -4,7 +4,6 @@ writes lands outside its temporary folders."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,34 +45,34 @@ def planting_path(case: Path, site_dir: Path, environ: "dict[str, str]", extra: 
     return os.pathsep.join([str(site_dir), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
 
 
-_PROBES: "list[Path] | None" = None  # made once, by the first caller
+_PROBES: "tuple[str, ...] | None" = None  # made once, by the first caller
 _PROBES_LOCK = threading.Lock()
 
 
 def seeded_cache_dir(path: Path | str) -> Path:
     """A fresh Inductor cache folder (no graph, no kernel compiled in it: a planted lowering is
     never served from it), seeded with the CPU-capability probes Inductor compiles first in every
-    empty folder: small C++ files named by the hash of their own source, never a graph's kernel
-    (about 4 CPU-seconds of each fresh process here)."""
+    empty folder, as the tool seeds its workers' (``localise.workers.capability_probes``: small C++
+    files named by the hash of their own source, never a graph's kernel; about 4 CPU-seconds of
+    each fresh process here)."""
+    from bisect_engine.localise.workers import seed_cache
+
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    for source in _probe_sources():
-        (path / source.parent.name).mkdir(exist_ok=True)
-        for made in source.parent.glob(source.stem + ".*"):
-            shutil.copy2(made, path / source.parent.name / made.name)
+    seed_cache(path, _probes())
     return path
 
 
-def _probe_sources() -> list[Path]:
+def _probes() -> "tuple[str, ...]":
     global _PROBES
+    from bisect_engine.localise.workers import capability_probes
+
     with _PROBES_LOCK:
         if _PROBES is None:
             template = Path(tempfile.mkdtemp(prefix="bisect-tests-probes-"))
             subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: x + 1)(torch.ones(4))"],
                            env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(template)}, capture_output=True, timeout=600)
-            # a graph's kernel includes Inductor's prefix header; the probes do not
-            _PROBES = [source for source in sorted(template.glob("*/*.cpp"))
-                       if "cpp_prefix.h" not in source.read_text(errors="replace")]
+            _PROBES = capability_probes(template)
         return _PROBES
 
 

@@ -469,7 +469,7 @@ def test_the_search_holds_the_run_s_progress_reporter() -> None:
 
 
 def test_a_workers_cache_is_seeded_with_the_capability_probes_and_no_kernel(tmp_path, monkeypatch) -> None:
-    from bisect_engine.localise.workers import _seed, capability_probes
+    from bisect_engine.localise.workers import capability_probes, seed_cache
 
     tool_cache = tmp_path / "tool"
     (tool_cache / "ab").mkdir(parents=True)
@@ -482,6 +482,6 @@ def test_a_workers_cache_is_seeded_with_the_capability_probes_and_no_kernel(tmp_
     probes = capability_probes()
     assert sorted(map(lambda p: p.rsplit("/", 1)[-1], probes)) == ["cabprobe.cpp", "cabprobe.so"]
     worker_cache = tmp_path / "worker"
-    _seed(worker_cache, probes)
+    seed_cache(worker_cache, probes)
     assert sorted(str(p.relative_to(worker_cache)) for p in worker_cache.rglob("*") if p.is_file()) == \
         ["ab/cabprobe.cpp", "ab/cabprobe.so"]

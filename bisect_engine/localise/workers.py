@@ -126,7 +126,7 @@ def _start_worker(folder: str, model_path: str | None, probes: tuple[str, ...] =
     global _FOLDER, _UNAVAILABLE
     _FOLDER = tempfile.mkdtemp(prefix="worker-", dir=folder)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_FOLDER, "inductor-cache")
-    _seed(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]), probes)
+    seed_cache(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]), probes)
     try:
         import ctypes
 
@@ -146,16 +146,16 @@ def _start_worker(folder: str, model_path: str | None, probes: tuple[str, ...] =
     _warm_up()
 
 
-def capability_probes() -> tuple[str, ...]:
-    """The files of the CPU-capability probes Inductor compiled in this process's cache folder
-    (which vector ISA builds and runs): small C++ files named by the hash of their own source and
-    what was built from them. Never a graph's kernel (every kernel includes Inductor's prefix
-    header), so a worker seeded with them is served no compiled graph: only the toolchain checks
-    it would otherwise repeat (about 4 CPU-seconds in an empty folder)."""
+def capability_probes(folder: str | Path | None = None) -> tuple[str, ...]:
+    """The files of the CPU-capability probes Inductor compiled in an Inductor cache ``folder``
+    (default: this process's) to learn which vector ISA builds and runs: small C++ files named by
+    the hash of their own source and what was built from them. Never a graph's kernel (every kernel
+    includes Inductor's prefix header), so a cache seeded with them serves no compiled graph: only
+    the toolchain checks it would otherwise repeat (about 4 CPU-seconds in an empty folder)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     found: list[str] = []
-    for source in sorted(Path(cache_dir()).glob("*/*.cpp")):
+    for source in sorted(Path(folder if folder is not None else cache_dir()).glob("*/*.cpp")):
         try:
             if "cpp_prefix.h" in source.read_text(errors="replace"):
                 continue
@@ -165,7 +165,7 @@ def capability_probes() -> tuple[str, ...]:
     return tuple(found)
 
 
-def _seed(cache: Path, probes: tuple[str, ...]) -> None:
+def seed_cache(cache: Path, probes: tuple[str, ...]) -> None:
     """Copy the probes into ``cache`` under their own two-level names (a file that cannot be
     copied is built again by Inductor, as in an empty folder)."""
     for made in map(Path, probes):
