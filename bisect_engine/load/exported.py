@@ -43,11 +43,6 @@ class DynamicDim:
         return {"input": self.input, "dim": self.dim, "size": self.size, "min": self.lower, "max": self.upper,
                 "symbol": self.name, "name": self.dim_name, "specialised": self.specialised}
 
-    @property
-    def said(self) -> str:
-        """How the user knows the dim: its Dim name (with the symbol), else the symbol."""
-        return f"{self.dim_name} ({self.name})" if self.dim_name else self.name
-
 
 def flat_graph_module(exported: Any) -> fx.GraphModule:
     """A copy of ``exported.module()`` that takes the flat user inputs and returns a tuple."""
@@ -95,8 +90,7 @@ def specialised_dims(node: fx.Node, position: int, value: torch.Tensor) -> list[
     env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
     if env is None or not isinstance(fake, torch.Tensor):
         return []
-    sources = {(source.name() if callable(source.name) else source.name): symbol
-               for symbol, found in env.var_to_sources.items() for source in found}
+    sources = {_source_name(source): symbol for symbol, found in env.var_to_sources.items() for source in found}
     dims = []
     for dim, size in enumerate(fake.shape):
         symbol = sources.get(f"L['{node.name}'].size()[{dim}]")
@@ -112,10 +106,14 @@ def dim_name(size: Any) -> str | None:
     env = getattr(getattr(size, "node", None), "shape_env", None)
     names = getattr(env, "source_name_to_debug_name", None) or {}
     for source in (getattr(env, "var_to_sources", None) or {}).get(getattr(size.node, "expr", None), []):
-        name = source.name() if callable(source.name) else source.name  # a property in 2.13
-        if name in names:
-            return str(names[name])
+        if _source_name(source) in names:
+            return str(names[_source_name(source)])
     return None
+
+
+def _source_name(source: Any) -> str:
+    """A ShapeEnv source's text (``L['x'].size()[0]``): ``name`` is a property in 2.13, called where it is a method."""
+    return str(source.name() if callable(source.name) else source.name)
 
 
 def resized_inputs(inputs: Sequence[Any], dims: Sequence[DynamicDim], sizes: dict[str, int],
