@@ -41,7 +41,9 @@ What is measured
 
 Hygiene: every subprocess runs with cwd in a ``tempfile`` folder, ``TORCHINDUCTOR_CACHE_DIR``,
 ``TORCH_COMPILE_DEBUG_DIR``, ``TMPDIR`` and ``XDG_CACHE_HOME`` inside it and
-``PYTHONDONTWRITEBYTECODE=1``, so nothing is written outside it; only ``results.json`` is written
+``PYTHONDONTWRITEBYTECODE=1``, so nothing is written outside it (``--warm-toolchain``: each sandbox
+starts with a copy of Inductor's per-machine C++ state, its CPU-capability checks and precompiled
+header, built once in a folder of its own, as on a machine where torch.compile already ran); only ``results.json`` is written
 next to this script.  Each step has a timeout (``--timeout``, per step) and each built-in flow a
 total budget (``--flow-timeout``); a step that runs past it is killed (its whole process group) and
 recorded as a timeout.
@@ -185,6 +187,35 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+# --warm-toolchain: a folder holding what Inductor builds once per machine before any graph (its
+# CPU-capability checks in the cache folder, its precompiled kernel header under $TMPDIR), copied
+# into every flow's sandbox before it starts; None: every flow starts from nothing (the default).
+TOOLCHAIN: Path | None = None
+
+
+def build_toolchain(keep: bool) -> Path:
+    """Inductor's per-machine C++ toolchain state, as on a machine where torch.compile already ran
+    once: one tiny compile in a folder of its own."""
+    path = Path(tempfile.mkdtemp(prefix="bench-toolchain-"))
+    for sub in ("cache", "tmp"):
+        (path / sub).mkdir()
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(path / "cache"), "TMPDIR": str(path / "tmp")}
+    subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: torch.relu(x) + 1)(torch.ones(64))"],
+                   env=env, check=True, capture_output=True, timeout=900)
+    return path
+
+
+def seed_toolchain(sandbox: Path) -> None:
+    """Copy the toolchain state into a sandbox: the capability checks (never a graph's kernel) and
+    the precompiled headers."""
+    from bisect_engine.localise.workers import capability_probes, seed_cache
+
+    assert TOOLCHAIN is not None
+    seed_cache(sandbox / "cache", capability_probes(TOOLCHAIN / "cache"))
+    for headers in (TOOLCHAIN / "tmp").glob("torchinductor_*/precompiled_headers"):
+        shutil.copytree(headers, sandbox / "tmp" / headers.parent.name / "precompiled_headers")
+
+
 class Sandbox:
     """A temp folder that holds everything one flow writes, and the environment that keeps it there."""
 
@@ -193,6 +224,8 @@ class Sandbox:
         self.keep = keep
         for sub in ("hook", "cache", "debug", "tmp", "xdg"):
             (self.path / sub).mkdir()
+        if TOOLCHAIN is not None:
+            seed_toolchain(self.path)
         (self.path / "hook" / "sitecustomize.py").write_text(COUNT_HOOK)
         self.compile_log = self.path / "compiles.log"
         self.compile_log.touch()
@@ -485,6 +518,11 @@ def render(results: dict, flow_timeout: float) -> str:
                  "placeholders/output) of the post-decomposition graph the built-in minifier starts from. "
                  "Compiles: counted _compile_fx_inner calls over the whole end-to-end flow "
                  "(self-reported: ours = report stats.compiles, search only; built-in = 1 + 'Made N queries').")
+    lines.append("Toolchain: " + ("warm (every flow starts with Inductor's CPU-capability checks and precompiled "
+                                  "header built, as where torch.compile already ran once)."
+                                  if results["settings"].get("warm_toolchain") else
+                                  "cold (every flow builds Inductor's CPU-capability checks and precompiled header "
+                                  "itself, as on a machine where torch.compile never ran)."))
     lines.append("")
     for name, entry in results["models"].items():
         runs = entry["runs"]
@@ -518,6 +556,10 @@ def main() -> int:
     parser.add_argument("--verify-runs", type=int, default=1, help="--verify-runs passed to bisect-accuracy")
     parser.add_argument("--results", type=Path, default=HERE / "results.json")
     parser.add_argument("--keep-temp", action="store_true", help="keep the temp folders (for debugging)")
+    parser.add_argument("--warm-toolchain", action="store_true",
+                        help="every flow starts with Inductor's per-machine C++ state built (its CPU-capability "
+                             "checks and precompiled header, as where torch.compile already ran once); "
+                             "default: every flow builds them itself")
     parser.add_argument("--render-only", action="store_true",
                         help="run nothing: print the table from an existing --results file")
     args = parser.parse_args()
@@ -537,12 +579,18 @@ def main() -> int:
 
     import torch  # only for the environment record
 
+    global TOOLCHAIN
+    if args.warm_toolchain:
+        sys.path.insert(0, str(ROOT))  # bisect_engine.localise.workers: which cache files are the capability checks
+        TOOLCHAIN = build_toolchain(args.keep_temp)
+        log(f"toolchain state built in {TOOLCHAIN}")
+
     results = {
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "environment": {"torch": torch.__version__, "python": sys.version.split()[0],
                         "cpus": os.cpu_count(), "python_exe": sys.executable},
         "settings": {"timeout": args.timeout, "flow_timeout": args.flow_timeout, "verify_runs": args.verify_runs,
-                     "tools": tools, "models": models},
+                     "tools": tools, "models": models, "warm_toolchain": args.warm_toolchain},
         "models": {},
     }
     total_start = time.perf_counter()

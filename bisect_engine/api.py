@@ -9,6 +9,7 @@ report of what was learned, with verdict ``interrupted``; the exception then goe
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import logging
@@ -24,6 +25,7 @@ from .localise.judge import close_workers, run_search
 from .localise.pipeline import RunResult, run
 from .localise.repro_inputs import REAL, ReproInputs, checked_random_inputs
 from .localise.scan_flow import run_scanned
+from .output.bug_report import Versions
 from .output.folder import OutputFolder
 from .output.report import bare_report
 from .output.repro import Interpreters
@@ -66,12 +68,18 @@ def on_cpu(spec: Any) -> bool:
     return all(t.device.type == "cpu" for t in tensors)
 
 
-def sets_cpp_config(spec: Any) -> bool:
-    """Whether the user's code sets Inductor ``cpp.*`` config (``cpp.vec_isa_ok``, the compiler
-    and its flags decide which CPU ISAs Inductor finds, an answer cached per process from its
-    first call): the repro sets it before its compile, so its interpreter must not ask first."""
-    keys = [*spec.inductor_config, *spec.unrenderable_config, *spec.compile_options]
-    return any(str(key).startswith("cpp.") for key in keys)
+def repro_warm_config(spec: Any) -> dict[str, Any] | None:
+    """The Inductor config a repro interpreter warms Inductor's C++ toolchain under: the user's, as
+    the repro sets it before its compile (``cpp.vec_isa_ok``, the compiler and its flags decide
+    which CPU ISAs Inductor finds, an answer cached per process from its first call). None where a
+    ``cpp.*`` key cannot be written into the repro: its interpreter must not ask first."""
+    if any(str(key).startswith("cpp.") for key in spec.unrenderable_config):
+        return None
+    config = {**spec.inductor_config, **spec.compile_options}
+    try:
+        return config if ast.literal_eval(repr(config)) == config else None
+    except (ValueError, SyntaxError):
+        return None
 
 
 def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions(),
@@ -88,7 +96,13 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     check_memory(spec.model, spec.inputs)  # a run that cannot fit is refused before it starts
     with_repro = options.stop_after == "repro"
     cpu = on_cpu(spec)
-    interpreters = Interpreters(output.verify_runs if with_repro else 0, warm_cpu_isa=cpu and not sets_cpp_config(spec))
+    interpreters = Interpreters(output.verify_runs if with_repro else 0, warm_config=repro_warm_config(spec) if cpu else None)
+    versions = Versions()  # collect_env for the bug report, started with the interpreters
+
+    def on_divergence() -> None:  # a finding is likely: what output needs starts while the search goes on
+        interpreters.start()
+        versions.start()
+
     with OutputFolder(output.out_dir, output.force) as folder, recording_trace(folder, output.trace):
         try:
             engine = run_scanned if spec.get_batches else run
@@ -97,7 +111,7 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
                     if cpu:  # Inductor's ISA detection beside the capture, not inside the first compile
                         warm_cpu_isa()
                     try:
-                        result = engine(spec, options, search, on_divergence=interpreters.start)
+                        result = engine(spec, options, search, on_divergence=on_divergence)
                     finally:
                         close_workers(search)
                     result, inputs = _repro_inputs(result, output, with_repro)
@@ -107,7 +121,8 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
                 write_report_and_views(folder, report)
                 raise
             remaining = None if options.timeout_s is None else options.timeout_s - search.elapsed_s
-            report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining, inputs)
+            report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining, inputs,
+                                   versions)
             if result.interrupted:
                 raise Interrupted(result.interrupted["signum"], result.interrupted["signal"])
             return report
@@ -116,6 +131,7 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
             raise
         finally:
             interpreters.close()
+            versions.close()
             progress.close()
 
 

@@ -2,12 +2,11 @@
 the repro inline or attached; within GitHub's size limit; ``collect_env`` failures noted."""
 from __future__ import annotations
 
-import subprocess
+import sys
 
 import pytest
 
-from bisect_engine.output import bug_report as bug_report_module
-from bisect_engine.output.bug_report import GITHUB_BODY_LIMIT, collect_versions, render_bug_report, title
+from bisect_engine.output.bug_report import GITHUB_BODY_LIMIT, Versions, collect_versions, render_bug_report, title
 from report_fixtures import load
 
 SHORT_REPRO = "import torch\nprint('repro')\n"
@@ -79,22 +78,25 @@ def test_collect_versions_runs_collect_env() -> None:
     assert "PyTorch version" in collect_versions(timeout_s=120)
 
 
-@pytest.mark.parametrize(("error", "note"), [
-    (subprocess.TimeoutExpired(["python"], 1), "did not finish within 1 s"),
-    (OSError("no python"), "could not start: no python"),
+@pytest.mark.parametrize(("command", "note"), [
+    ((sys.executable, "-c", "import time; time.sleep(60)"), "did not finish within 1 s"),
+    (("/nonexistent/python",), "could not start: "),
+    ((sys.executable, "-c", "import sys; sys.stderr.write('Traceback\\nImportError: boom\\n'); sys.exit(1)"),
+     "(collect_env failed with exit status 1: ImportError: boom)"),
 ])
-def test_a_collect_env_that_fails_is_noted_never_raised(monkeypatch, error: Exception, note: str) -> None:
-    def fail(*_args, **_kwargs):
-        raise error
-
-    monkeypatch.setattr(bug_report_module.subprocess, "run", fail)
-    assert note in collect_versions(timeout_s=1)
+def test_a_collect_env_that_fails_is_noted_never_raised(command: tuple[str, ...], note: str) -> None:
+    versions = Versions(command)
+    assert note in versions.text(timeout_s=1 if "sleep" in command[-1] else 60)
+    versions.close()
 
 
-def test_a_collect_env_that_exits_non_zero_is_noted(monkeypatch) -> None:
-    monkeypatch.setattr(bug_report_module.subprocess, "run",
-                        lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Traceback\nImportError: boom"))
-    assert collect_versions() == "(collect_env failed with exit status 1: ImportError: boom)"
+def test_a_collect_env_started_early_and_never_read_is_ended() -> None:
+    versions = Versions((sys.executable, "-c", "import time; time.sleep(60)"))
+    versions.start()
+    process = versions._process
+    assert process is not None and process.poll() is None
+    versions.close()
+    assert process.poll() is not None
 
 
 def test_a_model_that_diverges_only_as_a_whole_gets_an_issue_body_that_says_so() -> None:

@@ -2,6 +2,7 @@
 ahead of time or not, and only the repro's own verdict line with exit 1 counts as reproduced."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,25 +118,43 @@ def test_an_interpreter_warms_the_cpu_isa_only_where_this_process_has_it(tmp_pat
     cpu_vec_isa.valid_vec_isa_list.cache_clear()
     if detected_here:
         cpu_vec_isa.valid_vec_isa_list()
-    warm = Interpreters(1, preload=("torch",), warm_cpu_isa=True)
+    warm = Interpreters(1, preload=("torch",), warm_config={})
     warm.start()
     check = verify_repro(script, runs=1, interpreters=warm)
     warm.close()
     assert check.status == "REPRODUCED" and f"cached {int(detected_here)}" in check.runs[0]["output_tail"]
 
 
-def test_the_cpu_isa_is_warmed_only_where_the_users_code_sets_no_cpp_config() -> None:
+def test_an_interpreter_warms_under_the_config_it_is_given(tmp_path: Path) -> None:
+    """The warm-up's cached ISA answer is the one under the repro's config (here: no ISA is ok)."""
+    from torch._inductor import cpu_vec_isa
+
+    script = tmp_path / "isa.py"
+    script.write_text(CPU_ISA_CACHED.replace("cache_info().currsize)", "cache_info().currsize, "
+                                             "len(cpu_vec_isa.valid_vec_isa_list()))"))
+    cpu_vec_isa.valid_vec_isa_list()
+    warm = Interpreters(1, preload=("torch",), warm_config={"cpp.vec_isa_ok": False})
+    warm.start()
+    check = verify_repro(script, runs=1, interpreters=warm)
+    warm.close()
+    assert check.status == "REPRODUCED" and "cached 1 0" in check.runs[0]["output_tail"]
+
+
+def test_the_repro_interpreter_warms_under_the_users_config_and_never_under_an_unwritable_cpp_key() -> None:
     from types import SimpleNamespace
 
-    from bisect_engine.api import sets_cpp_config
+    from bisect_engine.api import repro_warm_config
 
     def spec(config: dict, unrenderable: list, options: dict) -> SimpleNamespace:
         return SimpleNamespace(inductor_config=config, unrenderable_config=unrenderable, compile_options=options)
 
-    assert not sets_cpp_config(spec({"max_autotune": True}, [], {"triton.cudagraphs": False}))
-    assert sets_cpp_config(spec({"cpp.vec_isa_ok": False}, [], {}))
-    assert sets_cpp_config(spec({}, ["cpp.cxx"], {}))
-    assert sets_cpp_config(spec({}, [], {"cpp.simdlen": 1}))
+    assert repro_warm_config(spec({"max_autotune": True}, [], {"triton.cudagraphs": False})) == {
+        "max_autotune": True, "triton.cudagraphs": False}
+    assert repro_warm_config(spec({"cpp.vec_isa_ok": False}, [], {"cpp.simdlen": 1})) == {
+        "cpp.vec_isa_ok": False, "cpp.simdlen": 1}
+    assert repro_warm_config(spec({}, ["cpp.cxx"], {})) is None
+    assert repro_warm_config(spec({}, ["post_grad_custom_pre_pass"], {})) == {}
+    assert repro_warm_config(spec({"cpp.simdlen": object()}, [], {})) is None
 
 
 def test_the_cpu_isa_detection_thread_leaves_the_answer_cached() -> None:
@@ -153,6 +172,73 @@ def test_the_cpu_isa_warm_up_starts_only_with_idle_cpus(monkeypatch: pytest.Monk
                                                         started: bool) -> None:
     from bisect_engine.verdict import inductor_adapter
 
-    monkeypatch.setattr(inductor_adapter.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(inductor_adapter, "_runnable_now", lambda: load)
     monkeypatch.setattr(inductor_adapter, "start_cpu_isa_detection", lambda: "thread")
     assert (inductor_adapter.warm_cpu_isa() == "thread") is started
+
+
+def test_the_cpus_taken_now_are_read_from_the_instant_count_less_this_thread(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    from bisect_engine.verdict import inductor_adapter
+
+    if not Path("/proc/loadavg").exists():
+        pytest.skip("no /proc/loadavg here")
+    real_open = open
+    figures = tmp_path / "loadavg"
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(figures if path == "/proc/loadavg" else path,
+                                                                          *a, **k))
+    figures.write_text("3.10 2.50 2.00 1/812 4242\n")  # a long job just ended: the average is high, nothing runs
+    assert inductor_adapter._runnable_now() == 0
+    figures.write_text("0.10 0.20 0.30 5/812 4242\n")
+    assert inductor_adapter._runnable_now() == 4
+
+
+def test_the_toolchain_warm_up_imports_nothing_beside_the_capture(tmp_path: Path) -> None:
+    """What its thread runs imports no module beyond those imported before it starts (a first import
+    there, beside Dynamo's own, can hand the capture a partly initialised module)."""
+    from conftest import seeded_cache_dir
+
+    script = tmp_path / "imports.py"
+    script.write_text(WARM_IMPORTS_CHECK)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tmp_path / "inductor"))}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "new modules: []", done.stdout
+
+
+WARM_IMPORTS_CHECK = """
+import importlib, sys
+import torch
+from bisect_engine.verdict import inductor_adapter
+for module in inductor_adapter.WARM_IMPORTS:
+    importlib.import_module(module)
+before = set(sys.modules)
+inductor_adapter._warm_toolchain()
+print("new modules:", sorted(set(sys.modules) - before))
+"""
+
+
+def test_the_toolchain_warm_up_precompiles_the_header_the_first_kernel_uses(tmp_path: Path) -> None:
+    """After the warm-up thread, the first real C++ kernel of the process asks for the precompiled
+    header the warm-up made (same header, same flags: a hit in the process's cache of them), and
+    for no other."""
+    from conftest import seeded_cache_dir
+
+    script = tmp_path / "warm.py"
+    script.write_text(WARM_THEN_COMPILE)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tmp_path / "inductor"))}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["headers", "1", "1", "hits", "1"], done.stdout
+
+
+WARM_THEN_COMPILE = """
+import torch
+from torch._inductor import codecache
+from bisect_engine.verdict.inductor_adapter import start_cpu_isa_detection
+start_cpu_isa_detection().join()
+before = codecache._precompile_header.cache_info()
+torch.compile(lambda x: torch.relu(x) + 1)(torch.randn(64))
+after = codecache._precompile_header.cache_info()
+print("headers", before.currsize, after.currsize, "hits", after.hits)
+"""

@@ -4,7 +4,7 @@
 numbers), the minimal repro inline when it is short (else what to attach and an excerpt), the
 culprit's kernel when the report has one, the Inductor subsystem and its workaround, and the
 ``Versions`` section (``python -m torch.utils.collect_env``, collected by
-:func:`collect_versions`, the one function here with a side effect: a subprocess). A finding the
+:class:`Versions`, the one class here with a side effect: a subprocess). A finding the
 model makes itself (NaN in eager too) is said to be a model issue, not a compiler bug. A clean
 run has no bug report.
 """
@@ -24,20 +24,57 @@ VERSIONS_LIMIT = 12_000
 SIDECAR_NAME = "repro_inputs.bin"  # bisect_engine.output.repro.SIDECAR_NAME (that module imports torch)
 
 
+# ``python -m torch.utils.collect_env``, niced: started while the search still runs, it takes the
+# search's idle cycles, not its CPU.
+_COLLECT_ENV = ("import os, runpy\nif hasattr(os, 'nice'):\n    os.nice(10)\n"
+                "runpy.run_module('torch.utils.collect_env', run_name='__main__', alter_sys=True)\n")
+_RERUN = "run `python -m torch.utils.collect_env`"
+
+
+class Versions:
+    """The ``Versions`` text: ``python -m torch.utils.collect_env`` in a subprocess (seconds: it
+    imports torch and asks pip), started ahead with :meth:`start` (when a finding is likely) and
+    read with :meth:`text`; :meth:`close` ends one never read. A failure is written into the text
+    (the report is still useful without it), never raised."""
+
+    def __init__(self, command: tuple[str, ...] = (sys.executable, "-c", _COLLECT_ENV)) -> None:
+        self.command = command
+        self._process: subprocess.Popen[str] | None = None
+        self._failed: str | None = None
+
+    def start(self) -> None:
+        if self._process is not None or self._failed is not None:
+            return
+        try:
+            self._process = subprocess.Popen(list(self.command), stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as error:
+            self._failed = f"(collect_env could not start: {error}; {_RERUN})"
+
+    def text(self, timeout_s: float = 60) -> str:
+        """The collected text, waiting at most ``timeout_s`` more (started now if it was not)."""
+        self.start()
+        if self._process is None:
+            return self._failed or f"(collect_env did not start; {_RERUN})"
+        try:
+            out, err = self._process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.close()
+            return f"(collect_env did not finish within {timeout_s:g} s; {_RERUN})"
+        if self._process.returncode != 0 or not out.strip():
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            return f"(collect_env failed with exit status {self._process.returncode}: {last})"
+        return out.strip()
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.communicate()
+
+
 def collect_versions(timeout_s: float = 60) -> str:
-    """``python -m torch.utils.collect_env`` in a subprocess, within ``timeout_s``; a failure is
-    written into the text (the report is still useful without it), never raised."""
-    command = [sys.executable, "-m", "torch.utils.collect_env"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return f"(collect_env did not finish within {timeout_s:g} s; run `python -m torch.utils.collect_env`)"
-    except OSError as error:
-        return f"(collect_env could not start: {error}; run `python -m torch.utils.collect_env`)"
-    if done.returncode != 0 or not done.stdout.strip():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"(collect_env failed with exit status {done.returncode}: {last})"
-    return done.stdout.strip()
+    """``python -m torch.utils.collect_env`` now, within ``timeout_s`` (:class:`Versions`)."""
+    return Versions().text(timeout_s)
 
 
 def is_model_issue(report: dict[str, Any]) -> bool:

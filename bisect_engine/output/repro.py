@@ -29,7 +29,7 @@ from ..verdict import recipes as recipes_module
 from ..verdict import frozen as frozen_module
 from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
-from ..verdict.inductor_adapter import cpu_isa_detected
+from ..verdict.inductor_adapter import WARM_KERNEL, cpu_isa_detected, toolchain_warming
 from . import repro_runtime
 from .integrity import die_with_parent_code, private_folder, sweep_stale_folders
 from .repro_modules import init_code, subgraph_classes
@@ -468,10 +468,14 @@ with warnings.catch_warnings():  # the script's own warning filters start as Pyt
             __import__(module)
         except Exception:
             pass  # the script imports torch itself and says so (exit 125)
-    if WARM_CPU_ISA:  # what a CPU repro's first compile asks first (cached per process, same answer)
-        try:
+    if WARM_CONFIG is not None:  # what a CPU repro's first compile asks first, under the config it sets
+        try:  # (the ISA answer is cached per process: the same answer; then the precompiled header)
+            import torch._inductor.config
             from torch._inductor import cpu_vec_isa
-            cpu_vec_isa.valid_vec_isa_list()
+            from torch._inductor.codecache import CppPythonBindingsCodeCache
+            with torch._inductor.config.patch(WARM_CONFIG):
+                cpu_vec_isa.valid_vec_isa_list()
+                CppPythonBindingsCodeCache.load_pybinding_async(["float*"], WARM_KERNEL)  # the header only: never called
         except Exception:
             pass  # the repro's own compile asks again and meets the error itself
 path = sys.stdin.readline().strip()
@@ -511,10 +515,12 @@ class Interpreters:
     most of a small repro's run time). Each runs one script once. :meth:`close` ends the ones
     never used; :meth:`kill` ends every one at once (an interrupted run)."""
 
-    def __init__(self, count: int, preload: tuple[str, ...] = PRELOAD, warm_cpu_isa: bool = False):
+    def __init__(self, count: int, preload: tuple[str, ...] = PRELOAD, warm_config: dict[str, Any] | None = None):
         self.count = count
         self.preload = preload
-        self.warm_cpu_isa = warm_cpu_isa  # a CPU repro: Inductor's ISA detection done while waiting too
+        # A CPU repro: Inductor's ISA detection and precompiled header done while waiting too, under
+        # the Inductor config the repro sets (None: none that can be written here, no warming).
+        self.warm_config = warm_config
         self._processes: list[subprocess.Popen[str]] = []
         self._cwd: str | None = None
         self.started = False
@@ -527,11 +533,12 @@ class Interpreters:
         return self._cwd
 
     def launch(self) -> subprocess.Popen[str]:
-        # Only where this process has the answer, so the interpreter (niced) only loads the builds:
-        # a build of its own would hold the cache folder's lock while our first compile waits on it.
-        warm = self.warm_cpu_isa and cpu_isa_detected()
+        # Only where this process has the answer, or its warm-up (which took the cache folder's locks
+        # first) is building it, so the interpreter (niced) only loads the builds: a build of its own
+        # would hold a lock while our first compile waits on it.
+        warm = self.warm_config is not None and (cpu_isa_detected() or toolchain_warming())
         bootstrap = die_with_parent_code() + _BOOTSTRAP.replace("PRELOAD", repr(self.preload)).replace(
-            "WARM_CPU_ISA", repr(warm))
+            "WARM_CONFIG", repr(self.warm_config if warm else None)).replace("WARM_KERNEL", repr(WARM_KERNEL))
         return subprocess.Popen([sys.executable, "-c", bootstrap], cwd=self.cwd, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

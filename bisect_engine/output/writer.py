@@ -12,7 +12,6 @@ still writes the report.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from ..localise.pipeline import RunResult
 from ..progress import Progress
 from ..localise.repro_inputs import REAL, ReproInputs
 from ..verdicts import FINDINGS
-from .bug_report import collect_versions
+from .bug_report import Versions
 from .folder import OutputError, OutputFolder
 from .integrity import private_repro, sha256
 from .report import build_report, finding_repro_spec
@@ -49,22 +48,24 @@ class OutputOptions:
 
 def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder, with_repro: bool = True,
                   progress: Progress | None = None, interpreters: Interpreters | None = None,
-                  timeout_s: float | None = None, inputs: ReproInputs = REAL) -> dict[str, Any]:
+                  timeout_s: float | None = None, inputs: ReproInputs = REAL,
+                  versions: Versions | None = None) -> dict[str, Any]:
     """``OUT/report.json``, and with ``with_repro`` the verified repro of the finding
     (``timeout_s``: what is left of the run's time for verification; ``inputs``: the repro's
-    inputs, decided before output: nothing here compiles)."""
+    inputs, decided before output: nothing here compiles; ``versions``: collect_env, maybe
+    started during the search, read for a finding and ended otherwise)."""
     report = build_report(result)
+    versions = versions or Versions()
     try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            # collect_env takes seconds: it runs while the repro is written and verified
-            versions = pool.submit(collect_versions) if report["verdict"] in FINDINGS else None
-            if with_repro and not result.interrupted:
-                try:
-                    _write_repro(result, report, output, folder, progress, interpreters, timeout_s, inputs)
-                except OutputError as error:  # a full disk at the end: the verdict still stands
-                    report["not_written"] = [str(error)]
-            if versions is not None:
-                report["versions"] = versions.result()
+        if report["verdict"] in FINDINGS:
+            versions.start()  # seconds: it runs while the repro is written and verified, if not before
+        if with_repro and not result.interrupted:
+            try:
+                _write_repro(result, report, output, folder, progress, interpreters, timeout_s, inputs)
+            except OutputError as error:  # a full disk at the end: the verdict still stands
+                report["not_written"] = [str(error)]
+        if report["verdict"] in FINDINGS:
+            report["versions"] = versions.text()
     except Interrupted as interrupt:
         report["verdict"] = "interrupted"
         report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": "repro"}
@@ -72,6 +73,8 @@ def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder
             report["repro"]["status"] = "INTERRUPTED"
         write_report_and_views(folder, report)
         raise
+    finally:
+        versions.close()
     return write_report_and_views(folder, report)
 
 

@@ -166,31 +166,54 @@ def check_cache_dir() -> None:
 
 
 def warm_cpu_isa() -> threading.Thread | None:
-    """Start Inductor's CPU vector-ISA detection in a background thread and return it (None: the
-    machine has no idle CPU to give it).
+    """Start warming Inductor's C++ toolchain for this process in a background thread and return it
+    (None: the machine has no idle CPU to give it).
 
     The first C++ compile of a process asks which ISAs the machine can build and load
     (``cpu_vec_isa.valid_vec_isa_list``: a small C++ file compiled per ISA the CPU flags allow,
-    each loaded by a child interpreter). With an empty cache folder that is seconds of compiler
-    subprocesses, which run here on an idle CPU beside the capture instead of inside the first
-    compile. Only on a machine with idle CPUs (1-minute load average under half its CPUs): on a
-    busy one there are none to take, and the builds only slow the capture's intra-op threads (on
-    the shared 2-core machine at load 2 the per-node check was measured slower with it; building
-    the ISAs at once was no faster; niced builds made the first compile wait on them). The answer
-    is the one the first compile would get (the same function, cached for the process; the cache
-    folder's lock serialises each build, so a compile that gets there first waits and reuses it).
-    An error here is left for that compile to meet and report. Joined at exit."""
+    each loaded by a child interpreter), then precompiles Inductor's kernel header for the ISA it
+    picks (``cpp_cache_precompile_headers``; a 150 MB header, seconds of g++ on an empty cache).
+    Here both run beside the capture instead of inside the first compile (:func:`_warm_toolchain`).
+    Only on a machine with idle CPUs now (:func:`_busy`): on a busy one there are none to take, and
+    the builds only slow the capture's intra-op threads (on the shared 2-core machine at load 2 the
+    per-node check was measured slower with it; niced builds made the first compile wait on them).
+    The answers are the ones the first compile would get (the same functions, cached for the
+    process; the cache folder's lock serialises each build, so a compile that gets there first
+    waits and reuses it). An error here is left for that compile to meet and report. Joined at exit."""
     return None if _busy() else start_cpu_isa_detection()
 
 
+# Every module the warm-up's path imports, imported before its thread starts: a module first
+# imported by that thread while the capture imports others (Dynamo imports lazily) can meet a
+# partly initialised module there (seen: Dynamo's ModuleNotFoundError for
+# torch.distributed.tensor.experimental._attention while the warm-up imported setuptools).
+# tests/test_verify.py checks that the warm-up imports nothing beyond these.
+WARM_IMPORTS = ("torch._inductor.cpu_vec_isa", "torch._inductor.codecache", "torch._inductor.cpp_builder",
+                "torch.utils._filelock", "torch.utils.cpp_extension", "torch.utils.file_baton",
+                "torch.utils._cpp_extension_versioner", "torch._appdirs")
+
+
 def start_cpu_isa_detection() -> threading.Thread:
-    """The detection of :func:`warm_cpu_isa` in a daemon thread, whatever the load."""
-    thread = threading.Thread(target=_detect_cpu_isa, name="bisect-accuracy-cpu-isa", daemon=True)
+    """The warm-up of :func:`warm_cpu_isa` in a daemon thread, whatever the load."""
+    for module in WARM_IMPORTS:
+        importlib.import_module(module)
+    thread = threading.Thread(target=_warm_toolchain, name="bisect-accuracy-cpu-isa", daemon=True)
     thread.start()
+    _WARMING.append(thread)
     # Never left half-built at exit: a process that ends mid-build releases the folder's lock while
     # the compiler still writes, and a later process would take the partial library as an answer.
     atexit.register(thread.join)
     return thread
+
+
+_WARMING: list[threading.Thread] = []  # this process's warm-ups
+
+
+def toolchain_warming() -> bool:
+    """Whether a warm-up of this process is still building (it took the cache folder's locks for
+    the ISA checks first: another process sharing the folder waits for those builds, never makes
+    them)."""
+    return any(thread.is_alive() for thread in _WARMING)
 
 
 def cpu_isa_detected() -> bool:
@@ -202,20 +225,70 @@ def cpu_isa_detected() -> bool:
 
 
 def _busy() -> bool:
+    """Whether the CPUs are taken now: the tasks runnable at this instant (``/proc/loadavg``'s fourth
+    field, this process's running thread less) where Linux says it, else the 1-minute load average,
+    against half the CPUs. The instant count, not the average: a machine that just finished a long
+    job is idle although its 1-minute average still says 1 or more."""
     try:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return os.getloadavg()[0] >= cpus / 2
-    except OSError:  # no load average on this platform
+        return _runnable_now() >= cpus / 2
+    except OSError:  # no load figures on this platform
         return False
 
 
-def _detect_cpu_isa() -> None:
+def _runnable_now() -> float:
+    try:
+        with open("/proc/loadavg") as figures:
+            running = figures.read().split()[3].split("/")[0]
+        return max(int(running) - 1, 0)
+    except (OSError, IndexError, ValueError):
+        return os.getloadavg()[0]
+
+
+# A kernel in the form Inductor's C++ codegen gives every CPU kernel (the same header, the same
+# binding call): asking for it precompiles the header the first real kernel would. The binding's
+# loader is never called, so the kernel itself is never built.
+WARM_KERNEL = """#include <torch/csrc/inductor/cpp_prefix.h>
+extern "C" void kernel(float* out_ptr0)
+{
+    out_ptr0[0] = 0.0f;
+}
+"""
+
+
+def _warm_toolchain() -> None:
+    """The ISA checks, each ISA's at once (they are independent builds; about 5.5 s one after the
+    other and 3 s at once on 2 idle cores, cold), then the answer as Inductor asks it, then one
+    tiny kernel asked of Inductor's own C++ binding cache, which precompiles the kernel header for
+    the picked ISA and the compile flags in force (the first real kernel finds it built). Building
+    that header beside the checks, for the ISA they would most likely pick, was measured slower on
+    2 cores (16.9-17.5 s against 15.7-16.0 s to a verified repro on resmlp600): the capture beside
+    it took 6.2 s instead of 4.0 s. So was niceness for the checks (18.3-18.6 s: the per-node check
+    then waited on them)."""
     try:
         from torch._inductor import cpu_vec_isa
+        from torch._inductor.codecache import CppPythonBindingsCodeCache
 
+        checks = [threading.Thread(target=bool, args=(isa,), daemon=True) for isa in _candidate_isas(cpu_vec_isa)]
+        for check in checks:
+            check.start()
+        for check in checks:
+            check.join()
         cpu_vec_isa.valid_vec_isa_list()
-    except Exception:  # noqa: BLE001 - a warm-up only: the first compile runs the detection again
-        log.debug("CPU ISA warm-up failed; the first compile detects it", exc_info=True)
+        CppPythonBindingsCodeCache.load_pybinding_async(["float*"], WARM_KERNEL)  # never called: no kernel built
+    except Exception:  # noqa: BLE001 - a warm-up only: the first compile does it all again
+        log.debug("C++ toolchain warm-up failed; the first compile does it", exc_info=True)
+
+
+def _candidate_isas(cpu_vec_isa: Any) -> list[Any]:
+    """The ISAs whose check ``valid_vec_isa_list`` builds on this x86 machine (its own filter: the
+    CPU's flags); elsewhere none (the detection itself runs next)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return []
+    flags = cpu_vec_isa.x86_isa_checker()
+    return [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(flag in flags for flag in str(isa).split())]
 
 
 def pre_grad_passes(graph_module: torch.fx.GraphModule, example_inputs: list[Any]) -> torch.fx.GraphModule:
