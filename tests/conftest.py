@@ -143,3 +143,11 @@ def background_result(key: str, run: Callable[[], Any]) -> Any:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for pool in _POOLS:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def stub_versions(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """``bug_report.md``'s Versions as ``text``, without running collect_env."""
+    from bisect_engine.output.bug_report import Versions
+
+    monkeypatch.setattr(Versions, "start", lambda self: None)
+    monkeypatch.setattr(Versions, "text", lambda self, timeout_s=60: text)

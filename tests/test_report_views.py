@@ -17,11 +17,11 @@ from bisect_engine.load.model_file import ModelSpec
 from bisect_engine.localise.options import EngineOptions
 from bisect_engine.localise.pipeline import RunResult, run_captured
 from bisect_engine.output.folder import OutputFolder
-from bisect_engine.output import writer
 from bisect_engine.output.report import build_report
 from bisect_engine.output.summary import summary
 from bisect_engine.output.writer import OutputOptions, write_outputs
 from bisect_engine.progress import Progress
+from conftest import stub_versions
 from fakes import FakeCompiler, kernel
 from report_fixtures import FIXTURES
 
@@ -74,7 +74,7 @@ def test_a_clean_graph_carries_the_errors_of_its_outputs_only(spec_and_graphs) -
 
 def test_write_outputs_writes_the_page_and_the_issue_and_the_summary_points_to_them(spec_and_graphs, tmp_path,
                                                                                     monkeypatch) -> None:
-    monkeypatch.setattr(writer, "collect_versions", lambda: "PyTorch version: test")
+    stub_versions(monkeypatch, "PyTorch version: test")
     with OutputFolder(tmp_path) as folder:
         report = write_outputs(_run(spec_and_graphs, "relu"), OutputOptions(tmp_path, verify_runs=0), folder)
     assert report["html_path"] == str(tmp_path / "report.html") and (tmp_path / "report.html").is_file()

@@ -27,6 +27,7 @@ from bisect_engine.output.folder import OutputError, OutputFolder
 from bisect_engine.output.repro import Interpreters, ReproCheck
 from bisect_engine.output.writer import OutputOptions, write_outputs
 from bisect_engine.progress import Progress
+from conftest import stub_versions
 from fakes import FakeCompiler, kernel
 from report_fixtures import FIXTURES
 
@@ -81,7 +82,7 @@ def test_1_a_repro_swapped_in_out_is_never_what_gets_verified(tmp_path: Path, mo
 
     monkeypatch.setattr(writer, "write_repro", write_then_swap)
     monkeypatch.setattr(writer, "verify_repro", fake_verify)
-    monkeypatch.setattr(writer, "collect_versions", lambda: "test")
+    stub_versions(monkeypatch, "test")
     with OutputFolder(tmp_path / "out") as folder:
         report = write_outputs(_run((torch.randn(4, 8),), True), OutputOptions(tmp_path / "out", verify_runs=1), folder)
     [(path, text)] = seen
@@ -116,7 +117,7 @@ def test_4_nan_in_the_inputs_is_exit_2_and_no_inductor_bug_report(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from bisect_engine.cli import model_file_status
 
-    monkeypatch.setattr(writer, "collect_versions", lambda: "test")
+    stub_versions(monkeypatch, "test")
     inputs = (torch.tensor([[1.0, float("nan"), 3.0]]),)
     with OutputFolder(tmp_path / "out") as folder:
         report = write_outputs(_run(inputs, False), OutputOptions(tmp_path / "out", verify_runs=0), folder)
@@ -295,7 +296,7 @@ def test_19_a_full_disk_at_the_end_still_prints_the_verdict_and_what_is_missing(
     import bisect_engine.api
     from bisect_engine import cli
 
-    monkeypatch.setattr(writer, "collect_versions", lambda: "test")
+    stub_versions(monkeypatch, "test")
     result = _run((torch.randn(4, 8),), True)
     with FullDisk(tmp_path / "out") as folder:
         folder.full = True
@@ -331,7 +332,7 @@ def test_15_every_exit_path_writes_the_same_keys(tmp_path: Path, monkeypatch: py
     from bisect_engine import cli
     from bisect_engine.output.report import bare_report
 
-    monkeypatch.setattr(writer, "collect_versions", lambda: "test")
+    stub_versions(monkeypatch, "test")
     reports = {}
     for status, faulty in ((0, False), (1, True)):
         with OutputFolder(tmp_path / str(status)) as folder:
