@@ -351,6 +351,23 @@ def test_flex_attention_with_grad_on_cpu_raises_in_eager_too_and_the_message_say
     assert "it raises the same when run eagerly, without torch.compile: nothing was compiled or compared" in str(raised.value)
 
 
+def test_a_capture_that_fails_where_eager_runs_says_the_failure_is_not_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure of the capture itself (here: its backend, as the import race in this tool once
+    did) is not named the model's own error."""
+    from bisect_engine.errors import ModelError
+    from bisect_engine.load import capture as capture_module
+
+    def broken(self: object, graph_module: object, example_inputs: object) -> None:
+        raise ModuleNotFoundError("No module named 'half_imported'")
+
+    monkeypatch.setattr(capture_module.CaptureBackend, "__call__", broken)
+    with pytest.raises(ModelError) as raised:
+        capture(torch.nn.Linear(4, 4), (torch.randn(2, 4),))
+    assert "half_imported" in str(raised.value)
+    assert "it runs without error eagerly, without torch.compile" in str(raised.value)
+    assert "raises the same when run eagerly" not in str(raised.value)
+
+
 def test_a_while_loop_under_autograd_compiles_nothing_in_2_13_and_the_users_compile_is_checked_to_say_so() -> None:
     """torch 2.13 cannot trace while_loop's backward (Dynamo graph-breaks with gb0219 for every
     backend, AOT's and Inductor's), so the frames run eagerly. Our capture then captures nothing;

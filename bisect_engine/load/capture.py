@@ -358,7 +358,9 @@ def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Cal
 def _in_eager_too(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
                   error: Exception) -> str:
     """Whether the model raises the same without torch.compile (flex attention with grad on CPU
-    does, in its own argument checks): then it is no compile failure, and the message says so."""
+    does, in its own argument checks): then it is no compile failure, and the message says so.
+    Where it runs without error eagerly, the failure is not in the model's own code, and the
+    message says that instead (a race in this tool's capture once read as the model's error)."""
     try:
         with torch.set_grad_enabled(loss_fn is not None and torch.is_grad_enabled()):
             output = model(*fresh_inputs(tuple(inputs)))
@@ -367,7 +369,9 @@ def _in_eager_too(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Cal
     except Exception as eager:  # noqa: BLE001 - only compared with the capture's error
         if type(eager) is type(error) and str(eager) == str(error):
             return " (it raises the same when run eagerly, without torch.compile: nothing was compiled or compared)"
-    return ""
+        return ""
+    return (" (it runs without error eagerly, without torch.compile: the failure is in torch.compile's capture "
+            "(Dynamo, AOT Autograd) or in this tool's, not in the model's own code; nothing was compared)")
 
 
 def nothing_captured(model: Callable[..., Any]) -> str:
