@@ -37,12 +37,24 @@ def planting_path(case: Path, site_dir: Path, environ: "dict[str, str]", extra: 
     ``sitecustomize`` in ``site_dir``), so its ``plant()`` runs there: the tool's, its verifiers'
     and the repro's. ``extra``: more start-up lines."""
     site_dir.mkdir(parents=True, exist_ok=True)
-    (site_dir / "sitecustomize.py").write_text(
-        "import importlib.util as _u\n"
-        f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
-        "_module = _u.module_from_spec(_spec)\n"
-        "_spec.loader.exec_module(_module)\n" + extra)
+    plant = ("import importlib.util as _u\n"
+             f"_spec = _u.spec_from_file_location('_planted_case', {str(case)!r})\n"
+             "_module = _u.module_from_spec(_spec)\n"
+             "_spec.loader.exec_module(_module)\n" + extra)
+    (site_dir / "sitecustomize.py").write_text(unless_isa_probe(plant))
     return os.pathsep.join([str(site_dir), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+
+def unless_isa_probe(start_up: str) -> str:
+    """``start_up`` (``sitecustomize`` lines) run in every fresh interpreter but Inductor's CPU-ISA
+    load probes: the children (``python -c "...cdll.LoadLibrary(...)"``, one per ISA, in every
+    process whose first C++ compile asks ``cpu_vec_isa.valid_vec_isa_list``, cache or no cache)
+    that only ``dlopen`` a built check and never import torch on Linux. A plant imports its case,
+    and so torch, there: about 3 CPU-seconds a probe, six a process (a relu repro took 24.6 s with
+    the plant in its probes, 6.7 s without). The probe's answer does not depend on the plant."""
+    body = "".join(f"    {line}\n" if line else "\n" for line in start_up.splitlines())
+    return ("import sys as _sys\n"
+            "if not any('cdll.LoadLibrary' in _arg for _arg in getattr(_sys, 'orig_argv', ())):\n" + body)
 
 
 _PROBES: "tuple[str, ...] | None" = None  # made once, by the first caller

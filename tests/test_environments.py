@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import Job, background_result, seeded_cache_dir
+from conftest import Job, background_result, seeded_cache_dir, unless_isa_probe
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def _cli(args: list[str], *, plant: bool = False, site: Path = Path()) -> subpro
 
 def _site(factory: pytest.TempPathFactory) -> Path:
     folder = factory.mktemp("site_b")
-    (folder / "sitecustomize.py").write_text(f"import runpy\nrunpy.run_path({str(CASES / 'plant_all.py')!r})\n")
+    (folder / "sitecustomize.py").write_text(unless_isa_probe(f"import runpy\nrunpy.run_path({str(CASES / 'plant_all.py')!r})\n"))
     return folder
 
 
