@@ -3,7 +3,9 @@
 
 For each corpus model, two runs of the engine in fresh processes, interleaved (before, after,
 before, after, ... with ``--repeat``), each with its own empty Inductor cache and ``TMPDIR`` (the
-precompiled C++ headers), so neither order profits from the other's kernels:
+precompiled C++ headers), so neither order profits from the other's kernels (``--warm-toolchain``:
+each run's empty cache seeded with Inductor's CPU-capability probes and the precompiled header
+shared, built once: no kernel of a graph is shared either way):
 
   before   ``EngineOptions(divergence_known=True)``: every graph takes the per-node check first
            (the order of the last round, which script mode and scans keep);
@@ -15,6 +17,12 @@ process's wall time (start-up, capture, search, writing), compiles the report's
 ``stats.compiles_by_stage``. The machine is shared and noisy: compare the ratio within one run.
 
     python benchmarks/clean_models.py [--models repro_cases/clean_bf16.py,...] [--repeat 1]
+    python benchmarks/clean_models.py --corpus-clean --orders after   # every clean model file
+
+``--corpus-clean`` takes every model file of ``repro_cases/`` whose ``EXPECTED`` verdict is
+``clean`` (plain scripts are left out: script mode checks the user's own compiled calls, never a
+whole graph of ours first). The ``per graph`` column is the localise stage's compiles divided by
+the graphs captured: 1.0 is one compile per graph.
 """
 from __future__ import annotations
 
@@ -25,7 +33,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +43,26 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = ("repro_cases/clean_bf16.py", "repro_cases/clean_dropout.py", "repro_cases/models/hf_bert_eval.py",
                   "repro_cases/models/hf_gpt2_eval.py", "repro_cases/relu_bug.py")
 ORDERS = {"before": True, "after": False}  # divergence_known
+
+
+def corpus_clean() -> list[str]:
+    """Every model file of the corpus expected clean (its ``EXPECTED`` read as text, not run)."""
+    import ast
+
+    sys.path.insert(0, str(ROOT))
+    from bisect_engine.load.contract import defines_model_contract
+
+    found = []
+    for path in sorted([*ROOT.glob("repro_cases/*.py"), *ROOT.glob("repro_cases/models/*.py")]):
+        for node in ast.parse(path.read_text()).body:
+            if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPECTED" for t in node.targets)
+                    and isinstance(node.value, ast.Dict)):
+                expected = {ast.literal_eval(k): v for k, v in zip(node.value.keys, node.value.values) if k is not None}
+                verdict = expected.get("verdict")
+                if (isinstance(verdict, ast.Constant) and verdict.value == "clean"
+                        and defines_model_contract(path)):
+                    found.append(str(path.relative_to(ROOT)))
+    return found
 
 DRIVER = """
 import sys
@@ -44,13 +74,34 @@ bisect_file(sys.argv[1], EngineOptions(divergence_known=sys.argv[3] == "1"), Out
 """
 
 
+PROBES: tuple[str, ...] | None = None  # --warm-toolchain: Inductor's CPU-capability probes, built once
+
+
+def warm_toolchain() -> tuple[str, ...]:
+    """Inductor's per-machine C++ state, built once in the shared ``TMPDIR`` (its precompiled
+    header) and a template cache (its CPU-capability probes, which each run's fresh cache is seeded
+    with, as the tool seeds its workers'), as on a machine where torch.compile already ran."""
+    sys.path.insert(0, str(ROOT))
+    from bisect_engine.localise.workers import capability_probes
+
+    template = Path(tempfile.mkdtemp(prefix="clean-toolchain-"))
+    subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: x.relu() + 1)(torch.ones(4))"],
+                   env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(template)}, capture_output=True, timeout=900)
+    return capability_probes(template)
+
+
 def run_once(model: Path, order: str, timeout: float) -> dict[str, Any]:
     """One engine run in a fresh process and fresh caches; what its report says."""
     sandbox = Path(tempfile.mkdtemp(prefix=f"clean-{model.stem}-{order}-"))
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "TORCH_COMPILE"))}
-        env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(sandbox / "cache"), TMPDIR=str(sandbox),
-                   PYTHONDONTWRITEBYTECODE="1")
+        env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(sandbox / "cache"), PYTHONDONTWRITEBYTECODE="1")
+        if PROBES is None:
+            env["TMPDIR"] = str(sandbox)  # cold: the precompiled C++ header built again in each run
+        else:
+            from bisect_engine.localise.workers import seed_cache
+
+            seed_cache(sandbox / "cache", PROBES)
         out = sandbox / "out"
         started = time.perf_counter()
         completed = subprocess.run([sys.executable, "-c", DRIVER, str(model), str(out), "1" if ORDERS[order] else "0"],
@@ -75,38 +126,70 @@ def median(values: list[float]) -> float:
 
 
 def row(name: str, runs: dict[str, list[dict[str, Any]]]) -> str:
-    before, after = runs["before"][0], runs["after"][0]
-    if "error" in before or "error" in after:
-        return f"| {name} | error: {before.get('error') or after.get('error')} |||||"
-    seconds = {order: median([r["seconds"] for r in runs[order]]) for order in ORDERS}
-    same = (before["verdict"], before["op"]) == (after["verdict"], after["op"])
-    verdict = f"{after['verdict']} {after['op'] or ''}".strip() + ("" if same else f" (before: {before['verdict']} {before['op']})")
+    errors = [r["error"] for order_runs in runs.values() for r in order_runs if "error" in r]
+    if errors:
+        return f"| {name} | error: {errors[0]} |" + "|" * (2 + 3 * len(runs))
+    first = {order: order_runs[0] for order, order_runs in runs.items()}
+    last = list(first.values())[-1]
+    seconds = {order: median([r["seconds"] for r in order_runs]) for order, order_runs in runs.items()}
+    verdicts = {(r["verdict"], r["op"]) for r in first.values()}
+    verdict = f"{last['verdict']} {last['op'] or ''}".strip() + (
+        "" if len(verdicts) == 1 else " (" + ", ".join(f"{o}: {r['verdict']} {r['op']}" for o, r in first.items()) + ")")
 
     def compiles(r: dict[str, Any]) -> str:
-        return f"{r['by_stage'].get('localise', 0)} ({r['compiles']})"
+        localise = r["by_stage"].get("localise", 0)
+        return f"{localise} ({r['compiles']}) | {localise / max(r['graphs'], 1):.1f}"
 
-    return (f"| {name} | {after['graphs']} | {verdict} | {compiles(before)} | {compiles(after)} | "
-            f"{seconds['before']:.1f} | {seconds['after']:.1f} | {seconds['after'] / seconds['before']:.2f} |")
+    cells = [compiles(first[order]) for order in runs] + [f"{seconds[order]:.1f}" for order in runs]
+    ratio = [f"{seconds['after'] / seconds['before']:.2f}"] if set(runs) == set(ORDERS) else []
+    return f"| {name} | {last['graphs']} | {verdict} | " + " | ".join(cells + ratio) + " |"
+
+
+def header(orders: list[str]) -> list[str]:
+    cells = [f"localise compiles (all) {order} | per graph {order}" for order in orders]
+    cells += [f"seconds {order}" for order in orders] + (["after/before"] if set(orders) == set(ORDERS) else [])
+    line = "| model | graphs | verdict, op | " + " | ".join(cells) + " |"
+    return [line, "|" + "---|" * line.count(" | ") + "---|"]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model files")
+    parser.add_argument("--corpus-clean", action="store_true", help="every clean model file of repro_cases/ (overrides --models)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="models run at once (more than 1: seconds under each other's load; compiles are unchanged)")
+    parser.add_argument("--warm-toolchain", action="store_true",
+                        help="every run starts with Inductor's C++ toolchain state built once (probes, precompiled header)")
+    parser.add_argument("--orders", default="before,after", help="which orders to run: before, after or both")
     parser.add_argument("--repeat", type=int, default=1, help="runs per order (the table shows the median seconds)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--results", type=Path, default=None, help="write every run as JSON here")
     args = parser.parse_args()
-    models = [ROOT / m.strip() for m in args.models.split(",") if m.strip()]
-    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for model in models:
-        runs = results[model.stem] = {order: [] for order in ORDERS}
+    global PROBES
+    if args.warm_toolchain:
+        PROBES = warm_toolchain()
+    names = corpus_clean() if args.corpus_clean else args.models.split(",")
+    models = [ROOT / m.strip() for m in names if m.strip()]
+    orders = [order for order in ORDERS if order in args.orders.split(",")]
+    if not orders:
+        parser.error(f"--orders takes {', '.join(ORDERS)}")
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {model.stem: {order: [] for order in orders} for model in models}
+    lock = threading.Lock()
+
+    def measure(model: Path) -> None:
+        runs = results[model.stem]
         for _ in range(args.repeat):
-            for order in ORDERS:  # interleaved: a load change hits both orders alike
-                runs[order].append(run_once(model, order, args.timeout))
-                print(f"[{time.strftime('%H:%M:%S')}] {model.stem} {order}: {runs[order][-1]}", file=sys.stderr, flush=True)
-    lines = ["| model | graphs | verdict, op (both orders) | localise compiles (all) before | after "
-             "| seconds before | after | after/before |", "|---|---|---|---|---|---|---|---|"]
-    lines += [row(name, runs) for name, runs in results.items()]
+            for order in orders:  # interleaved: a load change hits both orders alike
+                measured = run_once(model, order, args.timeout)
+                with lock:
+                    runs[order].append(measured)
+                    print(f"[{time.strftime('%H:%M:%S')}] {model.stem} {order}: {measured}", file=sys.stderr, flush=True)
+                    if args.results is not None:  # kept as it goes: a long run cut short keeps what it measured
+                        args.results.write_text(json.dumps(results, indent=2) + "\n")
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(measure, models))
+    lines = header(orders) + [row(name, runs) for name, runs in results.items()]
     print("\n".join(lines))
     if args.results is not None:
         args.results.write_text(json.dumps(results, indent=2) + "\n")
