@@ -114,7 +114,12 @@ def run_once(model: Path, order: str, timeout: float) -> dict[str, Any]:
         culprit = report.get("culprit") or {}
         return {"verdict": report["verdict"], "op": culprit.get("op"), "seconds": round(seconds, 1),
                 "graphs": report["stats"]["graphs_captured"], "by_stage": report["stats"]["compiles_by_stage"],
-                "compiles": report["stats"]["compiles"], "whole_by": [g.get("whole_by") for g in report["graphs"]]}
+                "compiles": report["stats"]["compiles"], "whole_by": [g.get("whole_by") for g in report["graphs"]],
+                # why a graph took more than its whole compile: the step that decided it, the
+                # outputs that differ materially, ops wrong alone below tolerance
+                "ended_by": [g.get("ended_by") for g in report["graphs"]],
+                "material": [g.get("material_outputs") for g in report["graphs"]],
+                "below_tolerance": [f.get("op") for f in report.get("findings") or []]}
     finally:
         shutil.rmtree(sandbox, ignore_errors=True)
 
