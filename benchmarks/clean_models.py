@@ -4,8 +4,9 @@
 For each corpus model, two runs of the engine in fresh processes, interleaved (before, after,
 before, after, ... with ``--repeat``), each with its own empty Inductor cache and ``TMPDIR`` (the
 precompiled C++ headers), so neither order profits from the other's kernels (``--warm-toolchain``:
-each run's empty cache seeded with Inductor's CPU-capability probes and the precompiled header
-shared, built once: no kernel of a graph is shared either way):
+each run's cache and ``TMPDIR`` start with Inductor's CPU-capability probes and precompiled header,
+built once, as ``compare_minifier.py --warm-toolchain`` seeds its flows: no kernel of a graph is
+shared either way):
 
   before   ``EngineOptions(divergence_known=True)``: every graph takes the per-node check first
            (the order of the last round, which script mode and scans keep);
@@ -40,29 +41,28 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]  # compare_minifier's toolchain; bisect_engine (torch-free parts)
+import compare_minifier  # noqa: E402
 DEFAULT_MODELS = ("repro_cases/clean_bf16.py", "repro_cases/clean_dropout.py", "repro_cases/models/hf_bert_eval.py",
                   "repro_cases/models/hf_gpt2_eval.py", "repro_cases/relu_bug.py")
 ORDERS = {"before": True, "after": False}  # divergence_known
 
 
 def corpus_clean() -> list[str]:
-    """Every model file of the corpus expected clean (its ``EXPECTED`` read as text, not run)."""
+    """Every model file of the corpus expected clean (its ``EXPECTED`` read as a literal, not run,
+    as ``tests/test_e2e.py`` reads it)."""
     import ast
 
-    sys.path.insert(0, str(ROOT))
     from bisect_engine.load.contract import defines_model_contract
 
     found = []
     for path in sorted([*ROOT.glob("repro_cases/*.py"), *ROOT.glob("repro_cases/models/*.py")]):
         for node in ast.parse(path.read_text()).body:
             if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPECTED" for t in node.targets)
-                    and isinstance(node.value, ast.Dict)):
-                expected = {ast.literal_eval(k): v for k, v in zip(node.value.keys, node.value.values) if k is not None}
-                verdict = expected.get("verdict")
-                if (isinstance(verdict, ast.Constant) and verdict.value == "clean"
-                        and defines_model_contract(path)):
-                    found.append(str(path.relative_to(ROOT)))
+                    and ast.literal_eval(node.value).get("verdict") == "clean" and defines_model_contract(path)):
+                found.append(str(path.relative_to(ROOT)))
     return found
+
 
 DRIVER = """
 import sys
@@ -74,34 +74,16 @@ bisect_file(sys.argv[1], EngineOptions(divergence_known=sys.argv[3] == "1"), Out
 """
 
 
-PROBES: tuple[str, ...] | None = None  # --warm-toolchain: Inductor's CPU-capability probes, built once
-
-
-def warm_toolchain() -> tuple[str, ...]:
-    """Inductor's per-machine C++ state, built once in the shared ``TMPDIR`` (its precompiled
-    header) and a template cache (its CPU-capability probes, which each run's fresh cache is seeded
-    with, as the tool seeds its workers'), as on a machine where torch.compile already ran."""
-    sys.path.insert(0, str(ROOT))
-    from bisect_engine.localise.workers import capability_probes
-
-    template = Path(tempfile.mkdtemp(prefix="clean-toolchain-"))
-    subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: x.relu() + 1)(torch.ones(4))"],
-                   env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(template)}, capture_output=True, timeout=900)
-    return capability_probes(template)
-
-
 def run_once(model: Path, order: str, timeout: float) -> dict[str, Any]:
     """One engine run in a fresh process and fresh caches; what its report says."""
     sandbox = Path(tempfile.mkdtemp(prefix=f"clean-{model.stem}-{order}-"))
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "TORCH_COMPILE"))}
-        env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(sandbox / "cache"), PYTHONDONTWRITEBYTECODE="1")
-        if PROBES is None:
-            env["TMPDIR"] = str(sandbox)  # cold: the precompiled C++ header built again in each run
-        else:
-            from bisect_engine.localise.workers import seed_cache
-
-            seed_cache(sandbox / "cache", PROBES)
+        env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(sandbox / "cache"), TMPDIR=str(sandbox / "tmp"),
+                   PYTHONDONTWRITEBYTECODE="1")
+        (sandbox / "tmp").mkdir()
+        if compare_minifier.TOOLCHAIN is not None:  # --warm-toolchain: the probes and the precompiled header
+            compare_minifier.seed_toolchain(sandbox)
         out = sandbox / "out"
         started = time.perf_counter()
         completed = subprocess.run([sys.executable, "-c", DRIVER, str(model), str(out), "1" if ORDERS[order] else "0"],
@@ -170,9 +152,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--results", type=Path, default=None, help="write every run as JSON here")
     args = parser.parse_args()
-    global PROBES
     if args.warm_toolchain:
-        PROBES = warm_toolchain()
+        compare_minifier.TOOLCHAIN = compare_minifier.build_toolchain()
     names = corpus_clean() if args.corpus_clean else args.models.split(",")
     models = [ROOT / m.strip() for m in names if m.strip()]
     orders = [order for order in ORDERS if order in args.orders.split(",")]
@@ -192,8 +173,11 @@ def main() -> int:
                     if args.results is not None:  # kept as it goes: a long run cut short keeps what it measured
                         args.results.write_text(json.dumps(results, indent=2) + "\n")
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        list(pool.map(measure, models))
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(measure, models))
+    finally:
+        compare_minifier.drop_toolchain(keep=False)
     lines = header(orders) + [row(name, runs) for name, runs in results.items()]
     print("\n".join(lines))
     if args.results is not None:

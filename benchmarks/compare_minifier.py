@@ -193,9 +193,9 @@ def log(message: str) -> None:
 TOOLCHAIN: Path | None = None
 
 
-def build_toolchain(keep: bool) -> Path:
+def build_toolchain() -> Path:
     """Inductor's per-machine C++ toolchain state, as on a machine where torch.compile already ran
-    once: one tiny compile in a folder of its own."""
+    once: one tiny compile in a folder of its own (removed by :func:`drop_toolchain`)."""
     path = Path(tempfile.mkdtemp(prefix="bench-toolchain-"))
     for sub in ("cache", "tmp"):
         (path / sub).mkdir()
@@ -203,6 +203,12 @@ def build_toolchain(keep: bool) -> Path:
     subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: torch.relu(x) + 1)(torch.ones(64))"],
                    env=env, check=True, capture_output=True, timeout=900)
     return path
+
+
+def drop_toolchain(keep: bool) -> None:
+    """Remove the toolchain folder at the end of a benchmark (kept with ``--keep-temp``)."""
+    if TOOLCHAIN is not None and not keep:
+        shutil.rmtree(TOOLCHAIN, ignore_errors=True)
 
 
 def seed_toolchain(sandbox: Path) -> None:
@@ -582,7 +588,7 @@ def main() -> int:
     global TOOLCHAIN
     if args.warm_toolchain:
         sys.path.insert(0, str(ROOT))  # bisect_engine.localise.workers: which cache files are the capability checks
-        TOOLCHAIN = build_toolchain(args.keep_temp)
+        TOOLCHAIN = build_toolchain()
         log(f"toolchain state built in {TOOLCHAIN}")
 
     results = {
@@ -599,25 +605,28 @@ def main() -> int:
         results["total_seconds"] = round(time.perf_counter() - total_start, 1)
         args.results.write_text(json.dumps(results, indent=2) + "\n")
 
-    for name in models:
-        model = MODELS_DIR / f"{name}.py"
-        log(f"model {name}")
-        entry = results["models"][name] = {"path": str(model.relative_to(ROOT)), "runs": {}}
-        entry["size"] = model_size(model, args.keep_temp, args.timeout)
-        log(f"  forward graph: {entry['size']}")
-        for tool in tools:
-            log(f"== {name} / {tool}")
-            if tool == "ours":
-                run = run_ours(model, args)
-            elif tool == "ours-baseline":
-                if args.baseline_root is None:
-                    parser.error("ours-baseline needs --baseline-root")
-                run = run_ours(model, args, args.baseline_root.resolve())
-            else:
-                run = run_builtin(model, args, isolate=(tool == "builtin-isolate"))
-            entry["runs"][tool] = run
-            log(f"  -> {json.dumps({k: v for k, v in run.items() if k not in ('steps', 'output', 'fresh_check')})}")
-            save()
+    try:
+        for name in models:
+            model = MODELS_DIR / f"{name}.py"
+            log(f"model {name}")
+            entry = results["models"][name] = {"path": str(model.relative_to(ROOT)), "runs": {}}
+            entry["size"] = model_size(model, args.keep_temp, args.timeout)
+            log(f"  forward graph: {entry['size']}")
+            for tool in tools:
+                log(f"== {name} / {tool}")
+                if tool == "ours":
+                    run = run_ours(model, args)
+                elif tool == "ours-baseline":
+                    if args.baseline_root is None:
+                        parser.error("ours-baseline needs --baseline-root")
+                    run = run_ours(model, args, args.baseline_root.resolve())
+                else:
+                    run = run_builtin(model, args, isolate=(tool == "builtin-isolate"))
+                entry["runs"][tool] = run
+                log(f"  -> {json.dumps({k: v for k, v in run.items() if k not in ('steps', 'output', 'fresh_check')})}")
+                save()
+    finally:
+        drop_toolchain(args.keep_temp)
 
     results["table"] = render(results, args.flow_timeout)
     save()
