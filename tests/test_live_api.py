@@ -98,6 +98,26 @@ def test_the_callers_compiled_code_survives_the_runs_dynamo_resets() -> None:
     assert _compiled_graphs() == graphs + 1
 
 
+def test_the_spec_of_live_objects_reads_them_as_a_model_file_would(tmp_path: Path) -> None:
+    from bisect_engine.live import fresh_folder, live_spec
+
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 3), torch.randn(2, 3)
+    spec = live_spec(torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False), (x,), {}, None)
+    assert spec.model is model and spec.compiled is not None and spec.backend == "inductor"
+    assert spec.compile_options.get("max_autotune") is True and spec.dynamic is False
+    assert spec.path.name == "linear.py"  # where the model class is defined: the report's model
+
+    def scaled(t: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        return t * scale
+
+    keyworded = live_spec(scaled, (x,), {"scale": 3.0}, None)  # the engine passes positional inputs only
+    assert torch.equal(keyworded.model(*keyworded.inputs), x * 3.0) and keyworded.inputs == (x,)
+    first = fresh_folder(tmp_path, "Linear")
+    first.mkdir()
+    assert fresh_folder(tmp_path, "Linear") != first and not fresh_folder(tmp_path, "Linear").exists()
+
+
 # --- one notebook-style session on a planted model object (real Inductor compiles) ----------------
 
 @pytest.fixture(scope="module")
