@@ -14,6 +14,7 @@ compiled functions keep their compiled code (``inductor_adapter.dynamo_caches_ke
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import sys
@@ -24,6 +25,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from .verdict.inductor_adapter import dynamo_caches_kept
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,10 @@ def restore_config(module: Any, saved: dict[str, Any]) -> None:
     current = module.get_config_copy()
     for key, value in saved.items():
         if key in current and _differs(current[key], value):
-            setattr(module, key, value)
+            try:
+                setattr(module, key, value)
+            except Exception as error:  # noqa: BLE001 - said, and the other keys still restored
+                log.warning("could not restore %s.%s to %r: %s", module.__name__, key, value, error)
 
 
 def _differs(current: Any, saved: Any) -> bool:

@@ -6,6 +6,8 @@ Inductor has no config or ``compile_fx`` argument to make one op fall back to it
 and restores the lowering table, the fallback set and the realized-inputs set in ``finally``.
 Everything else the engine changes goes through ``config.patch`` or ``compile_fx`` arguments;
 the release-dependent ones (provenance tracking, the generated code a compile keeps) are read here.
+A run in the caller's own process (``bisect_engine.check``) keeps the caller's compiled code
+across the engine's Dynamo resets with :func:`dynamo_caches_kept` (Dynamo has no hook to reset only some code).
 """
 from __future__ import annotations
 
