@@ -9,6 +9,7 @@ never from this checkout. The demo case through the installed CLI (a full run) o
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,9 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("wheel")
+    folder, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+    # built from a copy of what the wheel is made of: setuptools writes build/ and *.egg-info beside it
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "bisect_engine", source / "bisect_engine", ignore=shutil.ignore_patterns("__pycache__"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "--wheel-dir", str(folder), str(ROOT)], capture_output=True, text=True, timeout=300,
+                            "--wheel-dir", str(folder), str(source)], capture_output=True, text=True, timeout=300,
                            cwd=folder)
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
     (wheel,) = folder.glob("bisect_accuracy-*.whl")
