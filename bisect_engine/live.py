@@ -133,11 +133,8 @@ def live_spec(model: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
               loss_fn: Callable[[Any], Any] | None) -> Any:
     """The :class:`ModelSpec` a model file returning these objects would give, read as
     ``load_model_spec`` reads one (the caller's Inductor config now, the compiled object unwrapped)."""
-    from .errors import UsageError
     from .load.model_file import spec_of_objects
 
-    if not callable(model) and type(model).__name__ != "ExportedProgram":
-        raise UsageError(f"check() takes a module or a callable, not {type(model).__name__}")
     return spec_of_objects(_source_path(model), with_keywords(model, kwargs) if kwargs else model, tuple(args),
                            loss_fn)
 

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from bisect_engine.caller_state import caller_state_kept
+from bisect_engine.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,6 +114,8 @@ def test_the_spec_of_live_objects_reads_them_as_a_model_file_would(tmp_path: Pat
 
     keyworded = live_spec(scaled, (x,), {"scale": 3.0}, None)  # the engine passes positional inputs only
     assert torch.equal(keyworded.model(*keyworded.inputs), x * 3.0) and keyworded.inputs == (x,)
+    with pytest.raises(UsageError, match="the model is a int, not a module or callable"):
+        live_spec(3, (x,), {}, None)
     first = fresh_folder(tmp_path, "Linear")
     first.mkdir()
     assert fresh_folder(tmp_path, "Linear") != first and not fresh_folder(tmp_path, "Linear").exists()
