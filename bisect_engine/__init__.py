@@ -4,6 +4,9 @@
 ``bisect_engine.check(model, *inputs)`` runs the pipeline on live objects (:mod:`bisect_engine.live`);
 ``bisect_engine.assert_compiled_matches(fn, *inputs)`` is the assertion for test suites
 (:mod:`bisect_engine.assertion`; its pytest plugin: :mod:`bisect_engine.pytest_plugin`).
+
+PYTEST_DONT_REWRITE: the plugin imports this package before pytest could rewrite its asserts
+(library code, which raises its own ``AssertionError`` messages), so pytest is told to leave it.
 """
 from __future__ import annotations
 
