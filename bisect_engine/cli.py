@@ -28,7 +28,25 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
 
 
+def _print_version(context: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: this package's version and the torch it runs with (read without importing torch)."""
+    if not value or context.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    click.echo(f"bisect-accuracy {installed('bisect-accuracy')} (torch {installed('torch')})")
+    context.exit(EXIT_CLEAN)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print the version (and torch's) and exit.")
 def main() -> None:
     """Find the op that makes torch.compile (Inductor) disagree with eager, or make NaN/Inf."""
     _isolate_from_hook()
