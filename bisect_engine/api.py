@@ -93,7 +93,7 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     progress = progress or Progress(enabled=False)
     search = run_search(options, progress, started_at if started_at is not None else time.monotonic())
     spec = load_model_spec(model_path, device)
-    check_memory(spec.model, spec.inputs)  # a run that cannot fit is refused before it starts
+    check_memory(spec.model, spec.inputs, budget=options.memory_budget_bytes)  # refused only what cannot fit
     with_repro = options.stop_after == "repro"
     cpu = on_cpu(spec)
     interpreters = Interpreters(output.verify_runs if with_repro else 0, warm_config=repro_warm_config(spec) if cpu else None)

@@ -115,8 +115,12 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
 
 def budget_message(exhausted: BudgetExhausted, options: EngineOptions, search: RunSearch) -> str:
     """The report's ``budget``: which limit cut the run, and during which stage."""
-    limit = (f"--max-compiles {options.max_compiles} reached ({search.spent} compiles)"
-             if exhausted.reason == "max_compiles" else f"--timeout {options.timeout_s:g} s reached")
+    if exhausted.reason == "max_compiles":
+        limit = f"--max-compiles {options.max_compiles} reached ({search.spent} compiles)"
+    elif exhausted.reason == "timeout":
+        limit = f"--timeout {options.timeout_s:g} s reached"
+    else:  # memory: what ran short, in the guard's words
+        limit = str(exhausted)
     return f"{limit} during the {search.stage} stage; raise the limit for a complete answer"
 
 
