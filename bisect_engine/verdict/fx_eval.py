@@ -97,10 +97,15 @@ class _EagerInterpreter(fx.Interpreter):
         self.upcast = upcast
         self.overrides = overrides
 
+    def widen(self, node: fx.Node) -> bool:
+        """Whether an input is made fp64 as it is read (else each op widens its arguments itself)."""
+        return True
+
     def run_node(self, node: fx.Node) -> Any:
         if node.op == "placeholder":  # always consume the positional input, even when overridden
-            result = super().run_node(node)  # made fp64 here, so each is freed after its last use
-            return self.overrides.get(node.name, to_fp64(result) if self.upcast else result)
+            result = super().run_node(node)
+            wide = to_fp64(result) if self.upcast and self.widen(node) else result
+            return self.overrides.get(node.name, wide)
         if node.name in self.overrides:
             return self.overrides[node.name]
         if self.upcast and node.op == "call_function":
@@ -162,6 +167,11 @@ class _StreamingInterpreter(_EagerInterpreter):
             users = [user for user in value.users if user is not output]
             last = max(users, key=order.__getitem__) if users else value
             self.user_to_last_uses.setdefault(last, []).append(value)
+
+    def widen(self, node: fx.Node) -> bool:
+        # Only an input returned as an output: every op widens its own arguments as it runs, so no
+        # fp64 copy of every input is held from the start of the run (inputs come first).
+        return node in self.outputs
 
     def run_node(self, node: fx.Node) -> Any:
         if node.op == "output":

@@ -192,6 +192,7 @@ class GraphContext:
             example = [clone_value(v) for v in copies.inputs(self.view, self.eager_values, 0)]
             compiled = compiler.compile(copies.graph_module, example, label=label,
                                         constants=copies.positions(self.view, self.constants))
+            del example  # copies for the compile only: gone before the compiled values come
             for call in range(plan.calls):
                 torch.manual_seed(self.seed)
                 outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
