@@ -24,7 +24,7 @@ Series (``--series``, comma separated):
   gpt2-bug  the same with a planted wrong lowering of ``aten.tanh`` (gelu_new's tanh, x 1.001);
   llama     HF ``LlamaForCausalLM`` from a ~150 M ``LlamaConfig``, 1 x 128 tokens.
 
-Usage:  .venv/bin/python benchmarks/scale_memory.py [--series params,tokens] [--max-size 512]
+Usage:  .venv/bin/python benchmarks/scale_memory.py [--series params,tokens] [--max-size 512] [--min-size 256]
             [--cap-gb 12] [--only eager,compile,tool] [--tool-args "--verify-runs 3"]
             [--pythonpath DIR] [--results benchmarks/scale_memory.json] [--label before]
 """
@@ -289,10 +289,43 @@ HEADER = ("| model | eager peak MB | compile peak MB | tool peak MB | tool / eag
           "|---|---|---|---|---|---|---|")
 
 
+def render(paths: list[Path]) -> str:
+    """Before and after side by side, per size, from the JSON lines ``--results`` wrote (the last
+    record of each label wins; eager and compile from whichever run measured them)."""
+    rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            runs = rows.setdefault((record["series"], record["size"]), {})
+            for kind in ("eager", "compile"):
+                if kind in record:
+                    runs[kind] = record[kind]
+            if "tool" in record:
+                runs[record["label"] or "tool"] = record["tool"]
+
+    def peak(r: dict[str, Any] | None) -> str:
+        return "-" if not r else (f">{r['group_peak_mb']} ({r['killed']})" if r["killed"] else str(r["peak_mb"]))
+
+    lines = ["| model | eager peak MB | compile peak MB | tool before MB (x eager) | tool after MB (x eager) "
+             "| wall before / after s | verdict before / after |", "|---|---|---|---|---|---|---|"]
+    for (series, size), runs in rows.items():
+        eager, before, after = runs.get("eager"), runs.get("before"), runs.get("after")
+
+        def ratio(r: dict[str, Any] | None) -> str:
+            return f" ({r['peak_mb'] / eager['peak_mb']:.1f}x)" if r and eager and not r["killed"] else ""
+
+        wall = " / ".join(f"{r['seconds']:.0f}" if r else "-" for r in (before, after))
+        verdicts = " / ".join(str(r.get("verdict")) if r else "-" for r in (before, after))
+        lines.append(f"| {series} {size} | {peak(eager)} | {peak(runs.get('compile'))} | {peak(before)}{ratio(before)} "
+                     f"| {peak(after)}{ratio(after)} | {wall} | {verdicts} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", default="params,tokens")
     parser.add_argument("--max-size", type=int, default=None, help="largest width (params) or tokens (tokens)")
+    parser.add_argument("--min-size", type=int, default=None, help="smallest width (params) or tokens (tokens)")
     parser.add_argument("--cap-gb", type=float, default=12.0)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
     parser.add_argument("--only", default="eager,compile,tool")
@@ -300,14 +333,21 @@ def main() -> int:
     parser.add_argument("--pythonpath", default="", help="run the tool's code from here (a 'before' copy)")
     parser.add_argument("--results", type=Path, default=None, help="append each row's numbers (JSON lines)")
     parser.add_argument("--label", default="")
+    parser.add_argument("--render", type=Path, nargs="*", default=None, help="print the before/after table of "
+                        "these --results files and exit")
     args = parser.parse_args()
+    if args.render is not None:
+        print(render(args.render))
+        return 0
     files = model_files()
     print(HEADER, flush=True)
     with tempfile.TemporaryDirectory(prefix="scale-memory-") as folder:
         work = Path(folder)
         for series in args.series.split(","):
             for size, text in files[series]:
-                if args.max_size and series in ("params", "tokens") and size_of(size) > args.max_size:
+                scaled = series in ("params", "tokens")
+                if scaled and (args.max_size and size_of(size) > args.max_size
+                               or args.min_size and size_of(size) < args.min_size):
                     continue
                 model = work / f"{series.replace('-', '_')}_{size}.py"
                 model.write_text(textwrap.dedent(text))
