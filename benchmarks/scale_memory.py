@@ -265,10 +265,9 @@ def tool_facts(path: Path) -> dict[str, Any]:
         return {"verdict": None}
     stats = report.get("stats") or {}
     finding = report.get("finding") or {}
-    memory = report.get("memory") or {}
     return {"verdict": report.get("verdict"), "op": finding.get("op") if isinstance(finding, dict) else None,
             "compiles": stats.get("compiles"), "compile_seconds": stats.get("compile_seconds"),
-            "held_peak_mb": round(memory["held_peak_bytes"] / MB) if memory.get("held_peak_bytes") else None}
+            "search_peak_mb": stats.get("peak_rss_mb"), "search_seconds": stats.get("seconds")}
 
 
 def row(series: str, size: str, results: dict[str, dict[str, Any]]) -> str:

@@ -55,6 +55,15 @@ def rss_bytes() -> int | None:
         return None
 
 
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident set so far (``ru_maxrss``; KiB on Linux); None where unknown."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def reserve_bytes() -> int:
     """Memory kept free on the machine: 5 % of it, between 512 MiB and 2 GiB."""
     total = _meminfo("MemTotal") or 0

@@ -34,6 +34,7 @@ import torch
 from ..errors import Interrupted, ModelError
 from ..load.capture import BackendRun, capture, capture_through_backend
 from ..load.model_file import ModelSpec, user_backend
+from ..load.memory import peak_rss_bytes
 from ..search import BudgetExhausted, Reporter
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
@@ -109,7 +110,7 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     finally:
         if own:
             close_workers(search)
-    driver.note(seconds=time.perf_counter() - started)
+    driver.note(seconds=time.perf_counter() - started, peak_rss_bytes=peak_rss_bytes())
     return driver.finding
 
 
