@@ -100,7 +100,7 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
     ``bisect_engine.check``); write ``OUT/report.json`` and the repro; return the report."""
     progress = progress or Progress(enabled=False)
     search = run_search(options, progress, started_at if started_at is not None else time.monotonic())
-    check_memory(spec.model, spec.inputs)  # a run that cannot fit is refused before it starts
+    check_memory(spec.model, spec.inputs, budget=options.memory_budget_bytes)  # refused only what cannot fit
     with_repro = options.stop_after == "repro"
     cpu = on_cpu(spec)
     interpreters = Interpreters(output.verify_runs if with_repro else 0, warm_config=repro_warm_config(spec) if cpu else None)
