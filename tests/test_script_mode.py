@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import unittest.mock
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -278,6 +279,91 @@ def test_level_1_records_graphs_without_checking(session_factory: Callable[..., 
     assert report["verdict"] == "unchecked" and report["script"]["calls_checked"] == 0
     inputs = torch.load(tmp_path / "out" / "graphs" / "graph_0_call_1.pt")
     assert torch.equal(inputs[0], torch.zeros(4))
+
+
+def test_a_graph_compiled_and_never_called_is_named_and_the_run_is_incomplete(
+        session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    _run_compiled(session, "aot_eager", calls=1)
+    graph = torch.fx.symbolic_trace(torch.nn.Tanh())
+    session.add_graph(graph, "inductor", {})  # compiled (say, a recompile) and never called by the program
+    report = session.finish(0)
+    assert report["verdict"] == "incomplete", report["script"]
+    graphs = report["script"]["graphs"]
+    assert [(g["checked"], g["not_checked_reason"] is None) for g in graphs] == [(True, True), (False, False)]
+    assert "never called by the program" in report["script"]["graphs_unseen"]["graph_1"]
+    assert "not checked: graph_1: compiled but never called" in script_summary(report)
+
+
+def test_a_check_that_fails_is_not_checked_and_never_clean(session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_function, backend="aot_eager")
+        with unittest.mock.patch("bisect_engine.script.session.reference_outputs", side_effect=RuntimeError("x")):
+            compiled(torch.zeros(4))
+    report = session.finish(0)
+    assert report["verdict"] == "incomplete"
+    assert report["script"]["graphs_unseen"] == {"graph_0": "checking it failed (RuntimeError: x): not checked, "
+                                                            "never a match"}
+
+
+def _halve(grad: torch.Tensor) -> torch.Tensor:
+    return grad * 0.5
+
+
+def _hooked(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    hidden = x * w
+    hidden.register_hook(_halve)  # Dynamo keeps the registration in the graph (a register_hook node)
+    return torch.tanh(hidden)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "off_by_one"])
+def test_a_graph_that_registers_a_tensor_hook_is_checked(session_factory: Callable[..., Session],
+                                                         backend: str) -> None:
+    session = session_factory(level=Level.CHECK)
+    x, weight = torch.randn(4), torch.randn(4, requires_grad=True)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_hooked, backend=_off_by_one if backend == "off_by_one" else backend)
+        output = compiled(x, weight)
+    targets = [n.target for n in session.graphs[0].graph_module.graph.nodes]
+    assert torch.ops.higher_order.register_hook in targets, targets  # the case at hand: registered in the graph
+    report = session.finish(0)
+    if backend == "aot_eager":
+        output.sum().backward()  # the program's hook still acts in its backward
+        assert torch.allclose(weight.grad, 0.5 * x * (1 - torch.tanh(x * weight.detach()) ** 2))
+        assert report["verdict"] == "clean" and report["script"]["graphs"][0]["checked"], report["script"]
+    else:
+        assert report["verdict"] == "divergent", report["script"]
+
+
+def _raises(_graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    raise ValueError("planted compile failure")
+
+
+def test_a_compile_that_raises_is_a_crash_and_the_program_sees_its_exception(
+        session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="planted compile failure"):
+            torch.compile(_function, backend=_raises)(torch.zeros(4))
+    report = session.finish(1)
+    assert report["verdict"] == "crash", report["script"]
+    assert report["script"]["graphs"][0]["outcome"] == "crash"
+    assert report["crash"]["error"] == "ValueError: planted compile failure"
+    assert report["script"]["first_divergence_call"]["graph"] == "graph_0"
+    assert "crashed: compiling graph_0 (after 0 program call(s)): ValueError: planted compile failure" \
+        in script_summary(report)
+
+
+def test_calls_inside_the_tools_own_work_are_not_the_programs(session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_function, backend="aot_eager")
+        with session.tool_work():
+            compiled(torch.zeros(4))  # the graph is compiled and called by the tool: never the program's graph
+        compiled(torch.ones(4))
+    report = session.finish(0)
+    assert report["verdict"] == "clean" and report["script"]["calls"] == 1, report["script"]
 
 
 # -- end to end, real Inductor compiles ---------------------------------------------------------
