@@ -626,3 +626,79 @@ def test_an_aot_inductor_package_compiled_elsewhere_is_named_not_checked(tmp_pat
     assert "compiled nothing" not in ours.stderr and ours.stdout == "torch.Size([2, 4])\n"
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["verdict"] == "incomplete" and report["script"]["graphs"][0]["outcome"] == "not_checked"
+
+
+# -- issue 35: hooks, compiled autograd, a compile that crashes (each run alone: select with -k) --------
+
+SCRIPTS = Path(__file__).parent / "scripts"
+ALL_CORPUS = os.environ.get("BISECT_CORPUS", "ci") == "all"
+
+
+def _own_run(tmp_path: Path, script: str, *args: str) -> Run:
+    """One script-mode run through the CLI with a fresh Inductor cache (a planted bug compiled once
+    would be served from the cache to the next compile of the same graph)."""
+    return _run(tmp_path, "run", _tool(str(SCRIPTS / script), *args), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+
+
+def _repro_without(run: Run, key: str) -> subprocess.CompletedProcess[str]:
+    """The run's repro in a fresh process with the planted config key taken out of it."""
+    repro = Path(run.report["repro"]["path"])
+    script, removed = re.subn(rf"^    {re.escape(repr(key))}: .*,\n", "", repro.read_text(), flags=re.M)
+    assert removed == 1, f"{key} not in the repro's INDUCTOR_CONFIG"
+    fixed = repro.with_name("repro_without_bug.py")
+    fixed.write_text(script)
+    return subprocess.run([sys.executable, fixed.name], cwd=fixed.parent, env=_environment(), capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.e2e
+def test_a_bug_beside_a_tensor_hook_is_found_with_its_repro(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "hooks_relu.py", "--bug")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.relu.default"), run.stderr
+    assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
+    assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="the clean twin: the hook path is covered in process (aot_eager)")
+def test_a_clean_program_with_hooks_is_clean(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "hooks_relu.py")
+    assert run.exit_code == 0 and run.report["verdict"] == "clean", run.stderr
+    assert all(graph["checked"] for graph in run.report["script"]["graphs"])
+
+
+@pytest.mark.e2e
+def test_compiled_autograd_backward_graphs_are_named_and_a_clean_run_is_never_exit_0(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "compiled_autograd_tanh.py")
+    assert run.exit_code == 4, run.stderr
+    report = run.report
+    assert report["verdict"] == "incomplete", run.stderr
+    unseen = report["script"]["graphs_unseen"]
+    assert unseen and all("compiled autograd" in reason for reason in unseen.values()), unseen
+    assert "torch._dynamo.config.compiled_autograd = False" in run.stderr
+
+
+@pytest.mark.e2e
+def test_a_backward_bug_under_compiled_autograd_is_localised(tmp_path: Path) -> None:
+    """The planted tanh_backward decomposition: found through the forward graph's gradients, checked
+    with compiled autograd off, and localised in its captured backward (level 3: the decomposition is
+    planted in the program's process, so a repro in a fresh process would not hold it)."""
+    run = _own_run(tmp_path, "compiled_autograd_tanh.py", "--bug", "--level", "3")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.tanh_backward.default"), run.stderr
+
+
+@pytest.mark.e2e
+def test_an_inductor_crash_in_a_script_is_localised_and_the_program_sees_it(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "inductor_crash.py", "--planted")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("crash", "aten.relu.default"), run.stderr
+    assert report["culprit"]["crash"]["exception"] == "InductorError"
+    assert "InductorError" in run.stderr.split("bisect-accuracy: crash")[0]  # the program's own traceback, first
+    assert report["script"]["exit_code"] == 1 and report["script"]["graphs"][0]["outcome"] == "crash"
+    assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
+    assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
