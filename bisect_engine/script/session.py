@@ -503,7 +503,10 @@ class Session:
         nodes that crash alone); the caller re-raises ``error`` into the program."""
         record.outcome, record.detail = "crash", {"error": _one_line(error)}
         log.warning("compiling %s with %s raised %s", record.name, record.backend, record.detail["error"])
-        if self._busy or self.divergence is not None or self.settings.level is Level.RECORD:
+        if self._busy:  # compiled inside the tool's own work: no verdict of the program's, never a match
+            record.outcome = "error"
+            return
+        if self.divergence is not None or self.settings.level is Level.RECORD:
             return
         self.divergence = Divergence(record.name, 0, self.calls, time.time(),
                                      {"outcome": "crash", "kind": "crash", "error": record.detail["error"]})
