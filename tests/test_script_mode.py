@@ -704,3 +704,33 @@ def test_an_inductor_crash_in_a_script_is_localised_and_the_program_sees_it(tmp_
     assert report["script"]["exit_code"] == 1 and report["script"]["graphs"][0]["outcome"] == "crash"
     assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
     assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="a real torch 2.13 crash (30 compiles); the planted one covers the path")
+def test_a_real_inductor_crash_in_a_script_is_a_crash_window_with_a_repro_raising_it(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "inductor_crash.py")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["kind"]) == ("crash", "window"), run.stderr
+    assert report["culprit"]["crash"] == {"exception": "InductorError", "message": "KeyError: 'buf1'"}
+    assert report["repro"]["status"] == "REPRODUCED"
+
+
+# What users wrap around their models (issue 35's corpus): a clean run and its planted twin each.
+CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py"]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="BISECT_CORPUS=all: the paths are those of the relu cases above")
+@pytest.mark.parametrize("script", CORPUS_SCRIPTS)
+def test_what_users_wrap_around_models_is_clean_and_its_planted_twin_is_found(tmp_path: Path, script: str) -> None:
+    clean = _own_run(tmp_path / "clean", script)
+    assert clean.exit_code == 0 and clean.report["verdict"] == "clean", clean.stderr
+    assert all(graph["checked"] for graph in clean.report["script"]["graphs"]), clean.report["script"]
+    planted = _own_run(tmp_path / "planted", script, "--bug")
+    assert planted.exit_code == 1, planted.stderr
+    expected = _expected(SCRIPTS / script)
+    assert (planted.report["verdict"], planted.report["culprit"]["op"]) == (expected["verdict"], expected["op"])
+    assert [r["exit"] for r in planted.report["repro"]["runs"]] == [1]
+    assert _repro_without(planted, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
