@@ -718,7 +718,7 @@ def test_a_real_inductor_crash_in_a_script_is_a_crash_window_with_a_repro_raisin
 
 
 # What users wrap around their models (issue 35's corpus): a clean run and its planted twin each.
-CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py"]
+CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py", "padded_dynamic.py"]
 
 
 @pytest.mark.e2e
