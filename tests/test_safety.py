@@ -178,7 +178,10 @@ CONTRACT_ERRORS = {
     "sys_exit": ("import sys, torch\nsys.exit(0)\ndef get_model():\n    return torch.nn.Tanh()\n"
                  "def get_inputs():\n    return (torch.ones(2),)\n", "called sys.exit(0)"),
     "not_a_tuple": (GOOD_MODEL + "def get_inputs():\n    return torch.ones(2)\n",
-                    "get_inputs() must return a tuple of the model's positional arguments; it returned a Tensor"),
+                    "get_inputs() must return a tuple of the model's positional arguments, a dict of its keyword "
+                    "arguments or an (args, kwargs) pair; it returned a Tensor"),
+    "keyword_not_a_name": (GOOD_MODEL + "def get_inputs():\n    return {1: torch.ones(2)}\n",
+                           "get_inputs() returned keyword arguments whose names are not identifiers: 1"),
     "no_tensor_output": ("import torch\ndef get_model():\n    return lambda x: {'n': int(x.sum())}\n"
                          "def get_inputs():\n    return (torch.ones(2),)\n", "the model's output holds no tensor"),
     "empty_batches": (GOOD_MODEL + "def get_inputs():\n    return (torch.ones(2),)\ndef get_batches():\n    return []\n",
@@ -194,6 +197,21 @@ CONTRACT_ERRORS = {
                                  "def get_batches():\n    return [(torch.ones(1, 2),), (torch.ones(1, 3),)]\n",
                                  "the model raised on batch 1 ((1, 3) float32)"),
 }
+
+
+@pytest.mark.parametrize("returned", ["{'x': torch.ones(2), 'scale': 3.0}", "((torch.ones(2),), {'scale': 3.0})"])
+def test_get_inputs_may_give_keyword_arguments(tmp_path: Path, returned: str) -> None:
+    import torch
+
+    from bisect_engine.load.model_file import load_model_spec
+
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nclass M(torch.nn.Module):\n    def forward(self, x, scale=1.0):\n"
+                    "        return x * scale\ndef get_model():\n    return M()\n"
+                    f"def get_inputs():\n    return {returned}\n")
+    spec = load_model_spec(path)
+    assert len(spec.inputs) == 2 and spec.inputs[1] == 3.0  # keyword arguments travel last, by position
+    assert torch.equal(spec.model(*spec.inputs), torch.full((2,), 3.0))  # ... and reach the model by name
 
 
 @pytest.mark.parametrize("name", sorted(CONTRACT_ERRORS))

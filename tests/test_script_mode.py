@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import unittest.mock
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -280,6 +281,91 @@ def test_level_1_records_graphs_without_checking(session_factory: Callable[..., 
     assert torch.equal(inputs[0], torch.zeros(4))
 
 
+def test_a_graph_compiled_and_never_called_is_named_and_the_run_is_incomplete(
+        session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    _run_compiled(session, "aot_eager", calls=1)
+    graph = torch.fx.symbolic_trace(torch.nn.Tanh())
+    session.add_graph(graph, "inductor", {})  # compiled (say, a recompile) and never called by the program
+    report = session.finish(0)
+    assert report["verdict"] == "incomplete", report["script"]
+    graphs = report["script"]["graphs"]
+    assert [(g["checked"], g["not_checked_reason"] is None) for g in graphs] == [(True, True), (False, False)]
+    assert "never called by the program" in report["script"]["graphs_unseen"]["graph_1"]
+    assert "not checked: graph_1: compiled but never called" in script_summary(report)
+
+
+def test_a_check_that_fails_is_not_checked_and_never_clean(session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_function, backend="aot_eager")
+        with unittest.mock.patch("bisect_engine.script.session.reference_outputs", side_effect=RuntimeError("x")):
+            compiled(torch.zeros(4))
+    report = session.finish(0)
+    assert report["verdict"] == "incomplete"
+    assert report["script"]["graphs_unseen"] == {"graph_0": "checking it failed (RuntimeError: x): not checked, "
+                                                            "never a match"}
+
+
+def _halve(grad: torch.Tensor) -> torch.Tensor:
+    return grad * 0.5
+
+
+def _hooked(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    hidden = x * w
+    hidden.register_hook(_halve)  # Dynamo keeps the registration in the graph (a register_hook node)
+    return torch.tanh(hidden)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "off_by_one"])
+def test_a_graph_that_registers_a_tensor_hook_is_checked(session_factory: Callable[..., Session],
+                                                         backend: str) -> None:
+    session = session_factory(level=Level.CHECK)
+    x, weight = torch.randn(4), torch.randn(4, requires_grad=True)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_hooked, backend=_off_by_one if backend == "off_by_one" else backend)
+        output = compiled(x, weight)
+    targets = [n.target for n in session.graphs[0].graph_module.graph.nodes]
+    assert torch.ops.higher_order.register_hook in targets, targets  # the case at hand: registered in the graph
+    report = session.finish(0)
+    if backend == "aot_eager":
+        output.sum().backward()  # the program's hook still acts in its backward
+        assert torch.allclose(weight.grad, 0.5 * x * (1 - torch.tanh(x * weight.detach()) ** 2))
+        assert report["verdict"] == "clean" and report["script"]["graphs"][0]["checked"], report["script"]
+    else:
+        assert report["verdict"] == "divergent", report["script"]
+
+
+def _raises(_graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    raise ValueError("planted compile failure")
+
+
+def test_a_compile_that_raises_is_a_crash_and_the_program_sees_its_exception(
+        session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="planted compile failure"):
+            torch.compile(_function, backend=_raises)(torch.zeros(4))
+    report = session.finish(1)
+    assert report["verdict"] == "crash", report["script"]
+    assert report["script"]["graphs"][0]["outcome"] == "crash"
+    assert report["crash"]["error"] == "ValueError: planted compile failure"
+    assert report["script"]["first_divergence_call"]["graph"] == "graph_0"
+    assert "crashed: compiling graph_0 (after 0 program call(s)): ValueError: planted compile failure" \
+        in script_summary(report)
+
+
+def test_calls_inside_the_tools_own_work_are_not_the_programs(session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_function, backend="aot_eager")
+        with session.tool_work():
+            compiled(torch.zeros(4))  # the graph is compiled and called by the tool: never the program's graph
+        compiled(torch.ones(4))
+    report = session.finish(0)
+    assert report["verdict"] == "clean" and report["script"]["calls"] == 1, report["script"]
+
+
 # -- end to end, real Inductor compiles ---------------------------------------------------------
 
 
@@ -433,14 +519,16 @@ def test_the_repro_reproduces_in_a_fresh_process(runs: dict[str, Run]) -> None:
 def test_a_clean_script_keeps_its_stdout_and_exit_status(runs: dict[str, Run]) -> None:
     plain = runs["plain_clean"]
     assert plain.exit_code == 3 and plain.stdout.count("\n") == 2
-    for name in ("cli_clean", "env_clean"):
+    for name, verdict in (("cli_clean", "clean"), ("env_clean", "incomplete")):
         run = runs[name]
         assert (run.exit_code, run.stdout) == (plain.exit_code, plain.stdout), run.stderr
         report = run.report
-        assert report["verdict"] == "clean" and report["script"]["calls_checked"] == 1, run.stderr
-    # dropout: eager and Inductor draw differently; the engine, fed eager's draws, clears it (level 4)
+        assert report["verdict"] == verdict and report["script"]["calls_checked"] == 1, run.stderr
+    # dropout: eager and Inductor draw differently; the engine, fed eager's draws, clears it (level 4);
+    # level 2 cannot tell, so that graph is not checked and the run is never clean
     assert runs["cli_clean"].report["script"]["graphs"][0]["outcome"] == "random_ok_as_data"
     assert runs["env_clean"].report["script"]["graphs"][0]["outcome"] == "inconclusive_random"
+    assert "level 2 cannot tell" in runs["env_clean"].report["script"]["graphs_unseen"]["graph_0"]
 
 
 @pytest.mark.e2e
@@ -540,3 +628,109 @@ def test_an_aot_inductor_package_compiled_elsewhere_is_named_not_checked(tmp_pat
     assert "compiled nothing" not in ours.stderr and ours.stdout == "torch.Size([2, 4])\n"
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["verdict"] == "incomplete" and report["script"]["graphs"][0]["outcome"] == "not_checked"
+
+
+# -- issue 35: hooks, compiled autograd, a compile that crashes (each run alone: select with -k) --------
+
+SCRIPTS = Path(__file__).parent / "scripts"
+ALL_CORPUS = os.environ.get("BISECT_CORPUS", "ci") == "all"
+
+
+def _own_run(tmp_path: Path, script: str, *args: str) -> Run:
+    """One script-mode run through the CLI with a fresh Inductor cache (a planted bug compiled once
+    would be served from the cache to the next compile of the same graph)."""
+    return _run(tmp_path, "run", _tool(str(SCRIPTS / script), *args), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+
+
+def _repro_without(run: Run, key: str) -> subprocess.CompletedProcess[str]:
+    """The run's repro in a fresh process with the planted config key taken out of it."""
+    repro = Path(run.report["repro"]["path"])
+    script, removed = re.subn(rf"^    {re.escape(repr(key))}: .*,\n", "", repro.read_text(), flags=re.M)
+    assert removed == 1, f"{key} not in the repro's INDUCTOR_CONFIG"
+    fixed = repro.with_name("repro_without_bug.py")
+    fixed.write_text(script)
+    return subprocess.run([sys.executable, fixed.name], cwd=fixed.parent, env=_environment(), capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.e2e
+def test_a_bug_beside_a_tensor_hook_is_found_with_its_repro(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "hooks_relu.py", "--bug")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.relu.default"), run.stderr
+    assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
+    assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="the clean twin: the hook path is covered in process (aot_eager)")
+def test_a_clean_program_with_hooks_is_clean(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "hooks_relu.py")
+    assert run.exit_code == 0 and run.report["verdict"] == "clean", run.stderr
+    assert all(graph["checked"] for graph in run.report["script"]["graphs"])
+
+
+@pytest.mark.e2e
+def test_compiled_autograd_backward_graphs_are_named_and_a_clean_run_is_never_exit_0(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "compiled_autograd_tanh.py")
+    assert run.exit_code == 4, run.stderr
+    report = run.report
+    assert report["verdict"] == "incomplete", run.stderr
+    unseen = report["script"]["graphs_unseen"]
+    assert unseen and all("compiled autograd" in reason for reason in unseen.values()), unseen
+    assert "torch._dynamo.config.compiled_autograd = False" in run.stderr
+
+
+@pytest.mark.e2e
+def test_a_backward_bug_under_compiled_autograd_is_localised(tmp_path: Path) -> None:
+    """The planted tanh_backward decomposition: found through the forward graph's gradients, checked
+    with compiled autograd off, and localised in its captured backward (level 3: the decomposition is
+    planted in the program's process, so a repro in a fresh process would not hold it)."""
+    run = _own_run(tmp_path, "compiled_autograd_tanh.py", "--bug", "--level", "3")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.tanh_backward.default"), run.stderr
+
+
+@pytest.mark.e2e
+def test_an_inductor_crash_in_a_script_is_localised_and_the_program_sees_it(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "inductor_crash.py", "--planted")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("crash", "aten.relu.default"), run.stderr
+    assert report["culprit"]["crash"]["exception"] == "InductorError"
+    assert "InductorError" in run.stderr.split("bisect-accuracy: crash")[0]  # the program's own traceback, first
+    assert report["script"]["exit_code"] == 1 and report["script"]["graphs"][0]["outcome"] == "crash"
+    assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
+    assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="a real torch 2.13 crash (30 compiles); the planted one covers the path")
+def test_a_real_inductor_crash_in_a_script_is_a_crash_window_with_a_repro_raising_it(tmp_path: Path) -> None:
+    run = _own_run(tmp_path, "inductor_crash.py")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["kind"]) == ("crash", "window"), run.stderr
+    assert report["culprit"]["crash"] == {"exception": "InductorError", "message": "KeyError: 'buf1'"}
+    assert report["repro"]["status"] == "REPRODUCED"
+
+
+# What users wrap around their models (issue 35's corpus): a clean run and its planted twin each.
+CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py", "padded_dynamic.py"]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="BISECT_CORPUS=all: the paths are those of the relu cases above")
+@pytest.mark.parametrize("script", CORPUS_SCRIPTS)
+def test_what_users_wrap_around_models_is_clean_and_its_planted_twin_is_found(tmp_path: Path, script: str) -> None:
+    clean = _own_run(tmp_path / "clean", script)
+    assert clean.exit_code == 0 and clean.report["verdict"] == "clean", clean.stderr
+    assert all(graph["checked"] for graph in clean.report["script"]["graphs"]), clean.report["script"]
+    planted = _own_run(tmp_path / "planted", script, "--bug")
+    assert planted.exit_code == 1, planted.stderr
+    expected = _expected(SCRIPTS / script)
+    assert (planted.report["verdict"], planted.report["culprit"]["op"]) == (expected["verdict"], expected["op"])
+    assert [r["exit"] for r in planted.report["repro"]["runs"]] == [1]
+    assert _repro_without(planted, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0

@@ -1,7 +1,7 @@
 """The model-file contract of ``bisect-accuracy run MODEL.py``.
 
 Required: ``get_model()`` (an ``nn.Module`` or callable) and ``get_inputs()`` (a tuple of
-positional arguments). Optional: ``loss_fn(output)`` returning a scalar (gradients are compared
+positional arguments, a dict of keyword arguments, or an ``(args, kwargs)`` pair). Optional: ``loss_fn(output)`` returning a scalar (gradients are compared
 too), ``get_batches()`` (an iterable of input tuples: the batches are scanned), and
 ``get_optimizer(parameters)`` (with ``get_batches`` and ``loss_fn``: training steps are scanned). Every failure is a :class:`UsageError`
 naming the file and the function.
@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from ..errors import ModelError, UsageError
-from .contract import defines_model_contract
+from .contract import defines_model_contract, split_inputs
 from ..verdict.inductor_adapter import nondefault_inductor_config
 
 REQUIRED = ("get_model", "get_inputs")
@@ -112,10 +112,8 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
     exported = model is not returned  # an ExportedProgram: the finding's repro compiles through AOTInductor
     if not callable(model):
         raise UsageError(f"{path.name}: get_model() returned {type(model).__name__}, not a module or callable")
-    inputs = _call(path, module.get_inputs, "get_inputs")
-    if not isinstance(inputs, tuple):
-        raise UsageError(f"{path.name}: get_inputs() must return a tuple of the model's positional arguments; "
-                         f"it returned a {type(inputs).__name__} (for one input write `return (x,)`)")
+    args, kwargs = split_inputs(_call(path, module.get_inputs, "get_inputs"), f"{path.name}: get_inputs()")
+    inputs = (*args, *kwargs.values())  # keyword arguments travel positionally (see KeywordInputs)
     loss_fn = getattr(module, "loss_fn", None)
     get_batches = getattr(module, "get_batches", None)
     get_optimizer = getattr(module, "get_optimizer", None)
@@ -125,6 +123,9 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
             get_batches = _batches_on(get_batches, target)
     original, compiled, backend = unwrap_compiled(model)
     options = compiled_options(compiled)
+    if kwargs:
+        original, compiled = keyword_inputs(original, len(args), kwargs), keyword_inputs(compiled, len(args), kwargs)
+        get_batches = _keyword_batches(path, get_batches, tuple(kwargs)) if callable(get_batches) else get_batches
     config = {**config, **{k: v for k, v in options.items() if _literal(v)}}  # the repro's config too
     unrenderable = [*unrenderable, *(k for k, v in options.items() if not _literal(v) and k not in unrenderable)]
     return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
@@ -247,6 +248,43 @@ def _backend_name(callback: Any) -> str | None:
     if isinstance(name, type) or not hasattr(name, "__name__"):  # a backend object: its class
         name = name if isinstance(name, type) else type(name)
     return str(name.__name__)
+
+
+def keyword_inputs(model: Any, positional: int, kwargs: dict[str, Any]) -> Any:
+    """``model`` taking ``get_inputs()``'s keyword arguments positionally, after its positional
+    ones, so every candidate, capture and repro calls it with one flat tuple (None stays None)."""
+    import torch
+
+    if model is None:
+        return None
+
+    class KeywordInputs(torch.nn.Module):
+        """Calls the model with its last inputs as the keyword arguments named ``names``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model  # an nn.Module is registered (its parameters and buffers stay the model's)
+            self.positional, self.names = positional, tuple(kwargs)
+
+        def forward(self, *inputs: Any) -> Any:
+            keywords = dict(zip(self.names, inputs[self.positional:]))
+            return self.model(*inputs[:self.positional], **keywords)
+
+    return KeywordInputs()
+
+
+def _keyword_batches(path: Path, get_batches: Callable[[], Any], names: tuple[str, ...]) -> Callable[[], Any]:
+    """Each batch in ``get_inputs()``'s form, flattened as its inputs are (the same keyword names)."""
+    def flat() -> list[Any]:
+        batches = []
+        for batch in get_batches():
+            args, kwargs = split_inputs(batch, f"{path.name}: get_batches()")
+            if tuple(kwargs) != names:
+                raise UsageError(f"{path.name}: get_batches() gave keyword arguments {sorted(kwargs)}; "
+                                 f"get_inputs() gave {list(names)}")
+            batches.append((*args, *kwargs.values()))
+        return batches
+    return flat
 
 
 def _call(path: Path, function: Callable[[], Any], name: str) -> Any:

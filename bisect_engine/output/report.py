@@ -46,11 +46,17 @@ def verdict_of(result: RunResult) -> str:
         if result.budget or len(result.graphs) < result.captured_count:
             return "incomplete"
         return {"mismatch": "not_reproducible", "crash": "crash"}.get(result.model_level or "", "clean")
-    if finding.crash or (finding.whole.outcome is Outcome.CRASH and not finding.culprit_nodes):
+    if finding.crash or (finding.whole.outcome is Outcome.CRASH and not finding.culprit_nodes) or _window_crashed(finding):
         return "crash"
     if finding.nan_problem:
         return "nan"
     return "divergent"
+
+
+def _window_crashed(graph: GraphResult) -> bool:
+    """The culprit is a window (no node crashes alone) whose compile crashes, as the whole graph's did."""
+    window = graph.window_verdict
+    return graph.culprit_kind == "window" and window is not None and window.outcome is Outcome.CRASH
 
 
 def forward_node_of(result: RunResult, graph: GraphResult, node: fx.Node) -> fx.Node | None:
@@ -101,6 +107,9 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
     verdict = graph.nodes.verdict if culprit["kind"] == "node" and graph.nodes else graph.window_verdict
     if graph.crash:
         culprit["crash"] = crash_json(graph.crash[1])
+        verdict = None
+    elif _window_crashed(graph):
+        culprit["crash"] = crash_json(graph.window_verdict.error)  # type: ignore[union-attr]
         verdict = None
     if made_by == "model":
         verdict = None

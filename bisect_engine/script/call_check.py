@@ -82,11 +82,39 @@ def flat_values(value: Any) -> list[Any]:
     return list(pytree.tree_leaves(value))
 
 
+def _registers_hook(node: fx.Node) -> bool:
+    return ((node.op == "call_function" and node.target is getattr(torch.ops.higher_order, "register_hook", None))
+            or (node.op == "call_method" and node.target == "register_hook"))
+
+
+def without_hook_registrations(graph_module: fx.GraphModule) -> fx.GraphModule:
+    """The graph with its tensor-hook registrations (``h.register_hook(fn)`` in the program's
+    forward: Dynamo's ``register_hook`` node) taken out: a hook acts only in the backward, and
+    registering one raises on a tensor that needs no gradient (the references run under no_grad).
+    The graph itself when it registers none; else a copy whose hook nodes pass their tensor on."""
+    if not any(_registers_hook(node) for node in graph_module.graph.nodes):
+        return graph_module
+    copied = copy.deepcopy(graph_module)
+    for node in list(copied.graph.nodes):
+        if _registers_hook(node):
+            if node.op == "call_function":  # the HOP returns the tensor it hooked
+                node.replace_all_uses_with(node.args[0])  # type: ignore[arg-type]
+            hooks = [arg for arg in node.args if isinstance(arg, fx.Node) and arg.op == "get_attr"]
+            copied.graph.erase_node(node)
+            for hook in hooks:  # the hook's body, held as an attribute, now unused
+                if not hook.users:
+                    copied.graph.erase_node(hook)
+    copied.recompile()
+    return copied
+
+
 def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> References:
-    """Run the graph on copies of ``inputs``, eagerly then in fp64, from the same random state.
+    """Run the graph on copies of ``inputs``, eagerly then in fp64, from the same random state
+    (without its hook registrations, :func:`without_hook_registrations`).
 
     The caller restores the random state afterwards (the program must draw what it would have).
     """
+    graph_module = without_hook_registrations(graph_module)
     eager_inputs = clone_value(list(inputs))
     versions = [v._version if isinstance(v, torch.Tensor) else None for v in eager_inputs]
     states = _rng_states()

@@ -40,10 +40,11 @@ from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from ..verdict.judgement import Oracle
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
-                          weighted_sum)
+                          weighted_sum, without_hook_registrations)
 from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
 from ..verdict.state import tensor_attributes
-from ..verdict.inductor_adapter import AOTI_ENTRY_POINTS, AotiPatches, compiles_routed_through, nondefault_inductor_config
+from ..verdict.inductor_adapter import (AOTI_ENTRY_POINTS, AotiPatches, compiled_autograd_off, compiles_routed_through,
+                                        in_compiled_autograd, nondefault_inductor_config)
 from . import aoti_check
 from .levels import (MAX_RECORD_FILES_VARIABLE, MAX_RECORD_VARIABLE,
                      ROOT_PID_VARIABLE, Level, ScriptSettings, clear_environment,
@@ -60,6 +61,10 @@ from .processes import (cover, cover_root, process_lines, process_reports, proce
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_LOG = "internal-error.log"
+COMPILED_AUTOGRAD = ("a backward graph of compiled autograd (torch._dynamo.config.compiled_autograd): it writes the "
+                     "gradients into .grad, which script mode does not check yet; the backward of each forward graph "
+                     "is checked through its gradients instead. To have the backward the program runs checked, run "
+                     "with torch._dynamo.config.compiled_autograd = False")
 
 
 @dataclass
@@ -82,14 +87,43 @@ class GraphRecord:
     state_targets: list[str] | None = None  # those lifted to inputs (see state_check); None: not yet decided
     unlifted: fx.GraphModule | None = None  # the graph's own form while the lifting is tentative
     state_labels: dict[str, str] = field(default_factory=dict)  # lifted input -> the program's name for it
+    tool_calls: int = 0  # calls made inside the tool's own work (never checked, never counted as the program's)
+    skipped: str | None = None  # why the program's calls of it were not checked (the last reason seen)
 
     @property
     def name(self) -> str:
         return f"graph_{self.index}"
 
+    @property
+    def checked(self) -> bool:
+        """A call the program made was judged (or its compile crashed, which is a verdict too)."""
+        if self.outcome in ("unchecked", "not_checked", "error", "inconclusive_random"):
+            return False
+        return self.checks > 0 or self.outcome in ("mismatch", "crash")
+
+    def unseen_reason(self) -> str | None:
+        """Why no call of this graph was judged; None when one was."""
+        if self.checked:
+            return None
+        if self.outcome == "error":
+            return f"checking it failed ({(self.detail or {}).get('error')}): not checked, never a match"
+        if self.outcome == "not_checked":
+            return NOTHING_COMPARED
+        if self.outcome == "inconclusive_random":
+            return ("it draws random numbers, which differ between eager and compiled code, and it differed: level 2 "
+                    "cannot tell (level 3 feeds eager's draws to both sides)")
+        if self.calls == 0 and self.tool_calls:
+            return ("called only inside the tool's own work (a gradient check of another graph), never by the "
+                    "program itself")
+        if self.calls == 0:
+            return "compiled but never called by the program (a compile the program made and did not run)"
+        return self.skipped or "not checked"
+
     def to_json(self) -> dict[str, Any]:
+        # checked / not_checked_reason: added keys (every graph the program compiled is judged or says why not)
         return {"graph": self.name, "backend": self.backend, "calls": self.calls, "checks": self.checks,
-                "outcome": self.outcome, "detail": self.detail, "files": self.files, "notes": self.notes}
+                "outcome": self.outcome, "detail": self.detail, "files": self.files, "notes": self.notes,
+                "checked": self.checked, "not_checked_reason": self.unseen_reason()}
 
 
 @dataclass(frozen=True)
@@ -135,19 +169,37 @@ class CheckingBackend:
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         reference = copy.deepcopy(graph_module)  # Inductor's pre-grad passes rewrite the graph in place
         live_state = tensor_attributes(graph_module)  # the live tensors (an optimizer's state), never written
-        compiled = self.inner(graph_module, example_inputs)
+        # recorded before the user's compile runs: a compile that raises is localised on this graph
         record = self.session.add_graph(reference, self.compiler_name, self.inductor_options)
         record.live_state = live_state
         from ..load.capture import current_compile_id
 
         record.compile_id = current_compile_id()
         record.compiler = self.inner
+        record.skipped = COMPILED_AUTOGRAD if in_compiled_autograd() else None
         session = self.session
+        try:
+            compiled = self.inner(graph_module, example_inputs)
+        except Exception as error:
+            if _dynamo_control_flow(error):  # Dynamo restarts or skips this compile: no graph was made
+                session.forget_graph(record)
+            else:
+                session.compile_crashed(record, error, example_inputs)
+            raise  # the program sees the compiler's own exception, as it would without us
 
         def checked_call(*args: Any) -> Any:
             return session.call(record, compiled, args)
 
         return checked_call
+
+
+def _dynamo_control_flow(error: Exception) -> bool:
+    """Dynamo's own signals raised through a backend (restart the analysis, skip the frame), not a
+    compiler failure: every Dynamo exception but ``BackendCompilerFailed`` (``InductorError``)."""
+    exc = sys.modules.get("torch._dynamo.exc")
+    if exc is None:
+        return False
+    return isinstance(error, exc.TorchDynamoException) and not isinstance(error, exc.BackendCompilerFailed)
 
 
 def _renderable(value: Any) -> bool:
@@ -238,18 +290,36 @@ class Session:
         log.info("compiled %s with %s", record.name, backend)
         return record
 
+    def forget_graph(self, record: GraphRecord) -> None:
+        """A graph whose compile Dynamo abandoned (it restarts the analysis and compiles another)."""
+        if record in self.graphs:
+            self.graphs.remove(record)
+            for index, kept in enumerate(self.graphs):
+                kept.index = index
+
     def call(self, record: GraphRecord, compiled: Callable[..., Any], args: Sequence[Any]) -> Any:
+        if self._busy:  # the tool's own work (a gradient check: compiled autograd's backward): not the program's
+            record.tool_calls += 1
+            return compiled(*args)
         record.calls += 1
         self.calls += 1
         if self.calls == 1:
             _import_writer()
-        if self._busy or self.divergence is not None or not self.settings.checks_call(record.calls):
+        if self.divergence is not None or not self.settings.checks_call(record.calls) or record.skipped == COMPILED_AUTOGRAD:
+            record.skipped = record.skipped if record.checks else self._skip_reason(record)
             return compiled(*args)
         if self.settings.level is Level.RECORD:
             write = self.on_record or self._write_graph  # record/compare SCRIPT: the graph's aten capture
             self._guarded(record, lambda: write(record, args))
             return compiled(*args)
         return self._checked_call(record, compiled, args)
+
+    def _skip_reason(self, record: GraphRecord) -> str | None:
+        if record.skipped == COMPILED_AUTOGRAD:
+            return record.skipped
+        if self.divergence is not None:
+            return "called only after the program's first divergence (checks stop there)"
+        return record.skipped
 
     def _checked_call(self, record: GraphRecord, compiled: Callable[..., Any], args: Sequence[Any]) -> Any:
         """Reference runs first (the compiled call may write to its inputs), then the real call."""
@@ -327,11 +397,13 @@ class Session:
 
     @contextlib.contextmanager
     def _tool_work(self) -> Iterator[None]:
-        """The tool's own work: not checked, and the program's random stream left as it was."""
+        """The tool's own work: not checked, and the program's random stream left as it was; never
+        under compiled autograd (on inside the program's compiled frames: the tool's gradient checks
+        and captures differentiate each graph through its own backward)."""
         self._busy = True
         started = time.perf_counter()
         try:
-            with torch.random.fork_rng(devices=_cuda_devices()):
+            with torch.random.fork_rng(devices=_cuda_devices()), compiled_autograd_off():
                 yield
         finally:
             self._busy = False
@@ -425,6 +497,48 @@ class Session:
             self._internal_error(error, f"localising {record.name}")
             return self._plain_report("divergent")
 
+    def compile_crashed(self, record: GraphRecord, error: Exception, example_inputs: Sequence[Any]) -> None:
+        """The user's compile of ``record``'s graph raised: the first finding is a crash, localised
+        (levels 3-4, Inductor) on the graph's example inputs as the model-file search does (the
+        nodes that crash alone); the caller re-raises ``error`` into the program."""
+        record.outcome, record.detail = "crash", {"error": _one_line(error)}
+        log.warning("compiling %s with %s raised %s", record.name, record.backend, record.detail["error"])
+        if self._busy:  # compiled inside the tool's own work: no verdict of the program's, never a match
+            record.outcome = "error"
+            return
+        if self.divergence is not None or self.settings.level is Level.RECORD:
+            return
+        self.divergence = Divergence(record.name, 0, self.calls, time.time(),
+                                     {"outcome": "crash", "kind": "crash", "error": record.detail["error"]})
+        with contextlib.suppress(OutputError):
+            self.output_folder()
+        try:
+            with self._tool_work():
+                inputs = clone_value(list(example_inputs))
+                self._write_graph(record, inputs)
+                self.report = self._crash_report(record, inputs)
+                self._save_report()
+        except (KeyboardInterrupt, Interrupted):
+            raise
+        except Exception as failure:  # noqa: BLE001 - the program goes on to see its own exception
+            self._internal_error(failure, f"localising the crash of {record.name}")
+
+    def _crash_report(self, record: GraphRecord, inputs: list[Any]) -> dict[str, Any]:
+        """The engine's crash localisation; a plain ``crash`` report where it cannot run, or finds
+        no crash of its own (the report names the user's compile's exception either way)."""
+        error = (record.detail or {}).get("error")
+        if self.settings.level < Level.LOCALISE or record.inductor_options is None:
+            self.not_localised = ("level 2 checks only; level 3 localises" if self.settings.level < Level.LOCALISE
+                                  else f"the backend is {record.backend}; localisation compiles with Inductor")
+            return {**self._plain_report("crash"), "crash": {"graph": record.name, "error": error}}
+        report = self._divergence_report(record, inputs, None)
+        if report.get("verdict") != "crash":
+            found = report.get("verdict")
+            self.not_localised = (f"the program's compile of {record.name} raised {error}; a fresh compile of its "
+                                  f"graph gave {found!r}")
+            report = {**report, "verdict": "crash", "crash": {"graph": record.name, "error": error, "engine": found}}
+        return report
+
     def _internal_error(self, error: Exception, what: str) -> None:
         """The tool failed: kept for the report and ``OUT/internal-error.log``, never raised."""
         self.internal_error = f"{what}: {type(error).__name__}: {error}"
@@ -453,7 +567,9 @@ class Session:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
                                                               compile_id=record.compile_id)
             else:
-                captured = capture_graph_module(record.graph_module, clone_value(pristine), record.compile_id)
+                # a forward alone: its hook registrations act only in the backward (captured under no_grad)
+                captured = capture_graph_module(without_hook_registrations(record.graph_module), clone_value(pristine),
+                                                record.compile_id)
             result = run_captured(spec, captured, options, self.progress, model_level_check=False)
         self.engine_compiles += result.compiler.compiles
         return result
@@ -565,6 +681,8 @@ class Session:
             "check_every": self.settings.check_every, "stop_on_divergence": self.settings.stop_on_divergence,
             "graphs_compiled": len(self.graphs), "graphs_checked": sum(1 for g in self.graphs if g.checks),
             "graphs_not_checked": [g.name for g in self.graphs if g.outcome == "not_checked"],
+            # added key: every graph no call of which was judged, with why (a run with one is never clean)
+            "graphs_unseen": {g.name: g.unseen_reason() for g in self.graphs if not g.checked},
             "calls": self.calls, "calls_checked": self.calls_checked, "engine_compiles": self.engine_compiles,
             "tool_seconds": round(self.tool_seconds, 3),
             "first_divergence_call": self.divergence.to_json() if self.divergence else None,
@@ -627,11 +745,14 @@ class Session:
         interrupted first, or only recorded, says so."""
         if self.interrupted:
             return "interrupted"
-        if self.divergence is not None:
-            return "divergent"  # seen, but the report of it was never completed
-        if self.settings.level is Level.RECORD or not self.calls_checked:
+        if self.divergence is not None:  # seen, but the report of it was never completed
+            return "crash" if self.divergence.verdict.get("outcome") == "crash" else "divergent"
+        if self.settings.level is Level.RECORD:
             return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "unchecked"
-        return "incomplete" if any(g.outcome == "not_checked" for g in self.graphs) else "clean"
+        # every graph the program compiled is judged on a call it made, or the run is incomplete (exit 4)
+        if any(not g.checked for g in self.graphs) or (self.graphs and not self.calls_checked):
+            return "incomplete"
+        return "clean" if self.calls_checked else "unchecked"
 
     def forked(self) -> None:
         """This process is a fork of the session's (multiprocessing's fork start method): it checks
@@ -669,6 +790,11 @@ class Session:
         return self.report
 
 
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:500]
+
+
 def _import_writer() -> None:
     """Import what writing a report needs while the program runs normally: the session starts
     inside the program's import of ``torch._dynamo`` (too early for Inductor's modules), and at
@@ -683,6 +809,13 @@ def _no_model(*_args: Any) -> None:
     """Stands in for a model in reports of runs that localised nothing."""
 
 
+def unseen_lines(script: dict[str, Any]) -> list[str]:
+    """A line per graph no call of which was judged, other than those that compared nothing
+    (:func:`~bisect_engine.script.state_check.not_checked_lines` names those)."""
+    unseen = script.get("graphs_unseen") or {}
+    return [f"  not checked: {name}: {reason}" for name, reason in unseen.items() if reason != NOTHING_COMPARED]
+
+
 def script_summary(report: dict[str, Any]) -> str:
     """A few lines for stderr: the engine's summary when it localised, the script's counts."""
     from ..output.summary import summary
@@ -695,12 +828,16 @@ def script_summary(report: dict[str, Any]) -> str:
         if report.get("verdict_from") == "processes" and report["verdict"] == "incomplete":
             what = "not every process checked"
         return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
-                          *process_lines(script), *aoti_check.summary_lines(report)]) + not_checked_lines(script)
+                          *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script)]
+                         ) + not_checked_lines(script)
     lines = [summary(report)]
     if report.get("verdict_from") == "processes":
         lines.append(f"  from:    another process of the program (this one: {script.get('own_verdict')})")
     first = script["first_divergence_call"]
-    if first:
+    if first and first.get("kind") == "crash":
+        lines.append(f"  crashed: compiling {first['graph']} (after {first['call']} program call(s)): {first.get('error')}; "
+                     "the program saw that exception")
+    elif first:
         lines.append(f"  diverged: {first['graph']} on its call {first['graph_call']} (program call {first['call']}):"
                      f" {first.get('output')}, {first.get('reason')}")
     if script.get("not_localised"):

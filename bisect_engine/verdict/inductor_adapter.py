@@ -20,6 +20,7 @@ import functools
 import importlib
 import logging
 import os
+import sys
 import threading
 from typing import Any, Callable, Iterable, Iterator
 
@@ -115,6 +116,24 @@ def _is_literal(value: Any) -> bool:
         return ast.literal_eval(repr(value)) == value
     except (ValueError, SyntaxError):
         return False
+
+
+@contextlib.contextmanager
+def compiled_autograd_off() -> Iterator[None]:
+    """Compiled autograd (``torch._dynamo.config.compiled_autograd``) off for the tool's own
+    gradient checks: they run inside the program's compiled frame, where it is on, and would
+    otherwise compile backward graphs the program never runs (no public switch; restored on exit)."""
+    module = sys.modules.get("torch._dynamo.compiled_autograd")
+    disable = getattr(module, "_disable", None)
+    with (disable() if callable(disable) else contextlib.nullcontext()):
+        yield
+
+
+def in_compiled_autograd() -> bool:
+    """Compiled autograd is running a backward now (its graph is being compiled or called):
+    ``torch._dynamo.compiled_autograd.in_compiled_autograd_region``, no public accessor."""
+    module = sys.modules.get("torch._dynamo.compiled_autograd")
+    return bool(getattr(module, "in_compiled_autograd_region", False))
 
 
 @contextlib.contextmanager
