@@ -734,3 +734,34 @@ def test_what_users_wrap_around_models_is_clean_and_its_planted_twin_is_found(tm
     assert (planted.report["verdict"], planted.report["culprit"]["op"]) == (expected["verdict"], expected["op"])
     assert [r["exit"] for r in planted.report["repro"]["runs"]] == [1]
     assert _repro_without(planted, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+def test_a_stale_artifact_is_named_only_with_a_cache_hit_behind_it(tmp_path, monkeypatch) -> None:
+    """Issue 37: a not-reproducible divergence got the stale-cache note even where every compile was
+    fresh. The note now needs evidence: the program's compile of that graph hit Inductor's cache."""
+    import types
+
+    import torch
+
+    from bisect_engine.script.session import GraphRecord, Session, _cache_hits
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+
+    def f(x):
+        return torch.sin(x) * 2
+
+    x = torch.randn(8)
+    with torch._inductor.config.patch(fx_graph_cache=True, force_disable_caches=False):
+        torch._dynamo.reset()
+        torch.compile(f)(x)
+        before = _cache_hits()
+        torch._dynamo.reset()
+        torch.compile(f)(x)  # the same graph again: served from the FX-graph cache
+        assert _cache_hits() > before
+    torch._dynamo.reset()
+
+    fresh = GraphRecord(0, torch.fx.symbolic_trace(f), "inductor", {})
+    served = GraphRecord(1, torch.fx.symbolic_trace(f), "inductor", {}, cache_hits=1)
+    session = types.SimpleNamespace(graphs=[fresh, served])
+    assert not Session._served_from_cache(session, "graph_0")  # type: ignore[arg-type]
+    assert Session._served_from_cache(session, "graph_1")  # type: ignore[arg-type]

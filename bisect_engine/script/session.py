@@ -89,6 +89,7 @@ class GraphRecord:
     state_labels: dict[str, str] = field(default_factory=dict)  # lifted input -> the program's name for it
     tool_calls: int = 0  # calls made inside the tool's own work (never checked, never counted as the program's)
     skipped: str | None = None  # why the program's calls of it were not checked (the last reason seen)
+    cache_hits: int = 0  # Inductor's FX-graph / AOT-autograd cache hits while the program compiled it
 
     @property
     def name(self) -> str:
@@ -178,8 +179,10 @@ class CheckingBackend:
         record.compiler = self.inner
         record.skipped = COMPILED_AUTOGRAD if in_compiled_autograd() else None
         session = self.session
+        hits_before = _cache_hits()
         try:
             compiled = self.inner(graph_module, example_inputs)
+            record.cache_hits = _cache_hits() - hits_before
         except Exception as error:
             if _dynamo_control_flow(error):  # Dynamo restarts or skips this compile: no graph was made
                 session.forget_graph(record)
@@ -191,6 +194,14 @@ class CheckingBackend:
             return session.call(record, compiled, args)
 
         return checked_call
+
+
+def _cache_hits() -> int:
+    """Inductor's on-disk cache hits so far in this process (the FX-graph cache and AOT Autograd's):
+    the evidence that a compiled artifact was served rather than compiled."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["fxgraph_cache_hit"]) + int(counters["aot_autograd"]["autograd_cache_hit"])
 
 
 def _dynamo_control_flow(error: Exception) -> bool:
@@ -701,6 +712,9 @@ class Session:
             "aot_inductor": aoti_compiled(),
         }
 
+    def _served_from_cache(self, graph: str) -> bool:
+        return any(record.name == graph and record.cache_hits > 0 for record in self.graphs)
+
     def _save_report(self) -> None:
         assert self.report is not None
         own = (self.report.get("script") or {}).get("own_verdict")
@@ -708,10 +722,12 @@ class Session:
         self.report["script"] = self.script_json()
         if self.divergence is not None and self.report["verdict"] == "clean":
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
-            # The program's compiled code diverged, a fresh compile of the same graph does not: the
-            # program's artifact may have come from Inductor's on-disk cache, whose key does not
-            # see a patched lowering or codegen (the engine's own compiles bypass that cache).
-            self.report["stale_artifact"] = STALE_ARTIFACT
+            # The program's compiled code diverged, a fresh compile of the same graph does not. Only
+            # where the program's artifact was served from Inductor's on-disk cache (whose key does
+            # not see a patched lowering or codegen; the engine's own compiles bypass it) is a stale
+            # artifact a cause worth naming: without a cache hit, no such note.
+            if self._served_from_cache(self.divergence.graph):
+                self.report["stale_artifact"] = STALE_ARTIFACT
         folder = self.output_folder()
         self.report["exported"] = self.exported or self.report.get("exported")  # AOTInductor packages' dynamic dims
         if self.out_dir == self.root and self.rank is None:  # the top level: one verdict for every process
