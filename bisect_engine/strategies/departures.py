@@ -41,16 +41,19 @@ class DepartedValue:
 def find_departures(context: GraphContext, compiled_values: dict[str, Any], scope: str) -> list[DepartedValue]:
     """Values whose compiled departs from eager beyond the floors while closer to fp64."""
     random = random_values(context)  # compiled draws other numbers: data, not a difference
+    carried = scope != "node"  # a node judged on eager's inputs: its op's own noise; else what it carries
+    floors = {name: context.noise_floor(name, carried) for name in compiled_values if name not in random}
     departing = [name for name, value in compiled_values.items()
                  if name not in random
-                 and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
+                 and judge_against_eager(context.oracle, context.eager_values.get(name), value,
+                                         floors[name]).outcome is Outcome.MISMATCH]
     if not departing:
         return []
     fp64 = interpret(context.captured.graph_module, context.captured.inputs, upcast=True)
     found = []
     for name in departing:
         eager, compiled = context.eager_values.get(name), compiled_values[name]
-        departure = closer_to_fp64(eager, fp64.get(name), compiled, context.tolerance)
+        departure = closer_to_fp64(eager, fp64.get(name), compiled, context.tolerance, floors[name])
         if departure is not None:
             elements = int((eager != compiled).sum())
             found.append(DepartedValue(name, _computed_by(context, name), scope, departure, elements))

@@ -10,7 +10,9 @@ the batch and step scans, the pre-grad replays, the script session's calls, and 
 - the **unit rule**: an output the user let run below float32 (TF32/bf16 matmuls, convolutions) is
   measured in that unit (:func:`~bisect_engine.verdict.precision.allowed_precision`), read from the
   pinned :class:`~bisect_engine.verdict.precision.Precision` (``None``: torch's flags as they are);
-- **scale floors**: a reduction's or matmul's output is measured at the scale of what it combined;
+- **scale floors**: a reduction's or matmul's output is measured at the scale of what it combined,
+  and any value that cancelled at the scale its rounding noise lives at (``verdict/noise.py``: the
+  noise model, computed by the tool and handed in as ``noise``; a repro embeds the numbers);
 - the **random-draw rule**: with ``--rng data`` a random op's output is data (only its shape, dtype
   and finiteness count); with ``strict`` it must match eager's draw under the seed;
 - the **headline ranking**: ``strict`` names the first divergent node, else the first whose
@@ -116,9 +118,10 @@ def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Seque
             for e, c, f, v in zip(eager, compiled, facts, verdicts)]
 
 
-def judge_against_eager(oracle: Oracle, eager: Any, value: Any) -> "TensorVerdict":
-    """One value against eager's (an eager replay with a compiled value injected): scope ``eager``."""
-    return judge_outputs(oracle, EAGER, [eager], None, [value])[0]
+def judge_against_eager(oracle: Oracle, eager: Any, value: Any, scale_floor: float = 0.0) -> "TensorVerdict":
+    """One value against eager's (an eager replay with a compiled value injected): scope ``eager``;
+    ``scale_floor``: the scale its rounding lives at (the noise model's floor)."""
+    return judge_outputs(oracle, EAGER, [eager], None, [value], [OutputFacts(scale_floor=scale_floor)])[0]
 
 
 def _fields(tolerance: Tolerance) -> "tuple[float, float, float]":
@@ -137,19 +140,23 @@ def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "
                  names: Sequence[str], random: "set[str] | frozenset[str]" = frozenset(),
                  outputs: "Sequence[Any] | None" = None,
                  candidate: "torch.fx.GraphModule | None" = None,
-                 bookkeeping: "set[str] | frozenset[str]" = frozenset()) -> "list[OutputFacts]":
+                 bookkeeping: "set[str] | frozenset[str]" = frozenset(),
+                 noise: "Mapping[str, float] | None" = None) -> "list[OutputFacts]":
     """For each named value of a graph (``nodes`` by name, ``values`` eager's by name): the unit
     the user allowed the op that made it (read from ``outputs``, default ``values``) or, coarser,
     one the ``candidate`` computing them (a window, a whole graph) ran upstream of it, the scale
     floor of what that op combined, and whether a random op drew it (``random``: their names) or
-    it is RNG state an attention kernel returns (``bookkeeping``: their names)."""
+    it is RNG state an attention kernel returns (``bookkeeping``: their names). ``noise``: by name,
+    the scale a value's rounding noise lives at where it cancelled (``verdict/noise.py``): the
+    floor is the larger of the two."""
     outputs = list(outputs) if outputs is not None else [values.get(name) for name in names]
     upstream = upstream_units(oracle, candidate, values) if candidate is not None else [None] * len(names)
     if len(upstream) != len(names):
         upstream = [None] * len(names)
     inherited = oracle.reference == "fp64"
     return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above),
-                        scale_floor(nodes, values, name, inherited), name in random, name in bookkeeping)
+                        max(scale_floor(nodes, values, name, inherited), (noise or {}).get(name, 0.0)),
+                        name in random, name in bookkeeping)
             for name, output, above in zip(names, outputs, upstream)]
 
 

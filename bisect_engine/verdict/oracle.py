@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import operator
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -25,6 +26,7 @@ from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, run_graph, to_fp64
 from .judgement import GRAPH, Oracle, OutputFacts, computed_by, judge_outputs, output_facts, scale_floor
 from .kernels import OutputCode
+from .noise import NoiseFloors, noise_floors
 
 log = logging.getLogger(__name__)
 
@@ -215,14 +217,31 @@ class GraphContext:
     def output_facts(self, names: Sequence[str], outputs: Sequence[Any],
                      candidate: fx.GraphModule | None = None) -> list[OutputFacts]:
         """The policy's facts of the named outputs, by the captured graph (units from ``outputs``,
-        or coarser from an op upstream in ``candidate``, the subgraph that computes them)."""
+        or coarser from an op upstream in ``candidate``, the subgraph that computes them; the
+        noise floor an output carries from upstream where ``candidate`` computes its inputs too,
+        its op's own where they are the candidate's inputs, as in a per-node check)."""
+        noise = {name: self.noise_floor(name, carried=_computed_upstream(candidate, name)) for name in names}
         return output_facts(self.oracle, self.view.nodes, self.eager_values, names, self._random_values, outputs,
-                            candidate, self._bookkeeping)
+                            candidate, self._bookkeeping, noise)
+
+    @functools.cached_property
+    def noise(self) -> NoiseFloors:
+        """The noise model of this graph (``verdict/noise.py``): one more fp64 run, perturbed."""
+        dtypes = {name: value.dtype for name, value in self.eager_values.items() if isinstance(value, torch.Tensor)}
+        fixed = {name: self.eager_values[name] for name in self.not_results if name in self.eager_values}
+        return noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, fixed)
+
+    def noise_floor(self, name: str, carried: bool = True) -> float:
+        """The scale ``name``'s rounding noise lives at where it cancelled (0: it did not): what
+        it inherits from upstream (``carried``, against the fp64 reference only: against eager,
+        an upstream rounding compiled skipped is what the user asked to see), else its op's own."""
+        return self.noise.floor(name, carried and self.oracle.reference == "fp64")
 
     def scale_floor(self, name: str) -> float:
         """The scale of what a reduction or matmul combined, looking through reshapes
-        (:func:`~bisect_engine.verdict.judgement.scale_floor`)."""
-        return scale_floor(self.view.nodes, self.eager_values, name)
+        (:func:`~bisect_engine.verdict.judgement.scale_floor`), or the scale the noise it carries
+        lives at, the larger."""
+        return max(scale_floor(self.view.nodes, self.eager_values, name), self.noise_floor(name))
 
     def computed_by(self, name: str) -> fx.Node | None:
         """The node that computed value ``name``, looking through the views and copies that only
@@ -262,6 +281,19 @@ class GraphContext:
 
 
 REPLAYS_KEPT = 2
+
+
+def _computed_upstream(candidate: fx.GraphModule | None, name: str) -> bool:
+    """Whether ``candidate`` computes the inputs of the op that makes ``name`` (a window, a whole
+    graph) rather than reading them as placeholders (a per-node check); no candidate: True."""
+    if candidate is None:
+        return True
+    node = next((n for n in candidate.graph.nodes if n.name == name), None)
+    if node is None:
+        return True
+    if node.target is operator.getitem and node.args and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+    return any(source.op != "placeholder" for source in node.all_input_nodes)
 
 
 def _crash(label: str, error: Exception) -> SubgraphVerdict:

@@ -1,0 +1,215 @@
+"""The noise model: where each value of a graph has its rounding, carried through the graph.
+
+A value that cancels (a row sum of a normalised tensor, the gradient into a LayerNorm whose loss
+does not depend on its input's scale) is ~0, yet every rounding that produced it lives at the
+scale of the terms it combined. Measured at its own scale, eager's and compiled's rounding both
+read as millions of ulps and any reordering looks like a bug. This module measures, for every
+value, the scale its rounding noise lives at, by running the graph once more in fp64 with every
+floating value perturbed by its dtype's rounding (a relative ``u`` times a uniform draw in
+[-1, 1], as a rounding does): stochastic arithmetic in the manner of CESTAC / CADNA, one draw.
+
+Two floors per value (a scale, in the value's own units; 0 where the value did not cancel):
+
+- ``own``: the op alone, its inputs taken as given and rounded once (what a per-node check of
+  that op on eager's inputs can fairly ask: a wrong op is still off by ~1/u units of it);
+- ``carried``: the noise the value inherits from everything upstream (what a window's, a whole
+  graph's or an eager replay's output is judged at: its inputs differ between the two sides).
+
+A floor counts only where the noise exceeds ``CANCELLED`` times the value's own RMS: a value
+that lost at least four bits to cancellation. Ordinary values keep their own scale, so nothing
+changes for them. Integer and boolean values carry no noise (they are judged exactly; a float
+turned integer is an amplification the material rule names), nor do random draws (data).
+Pure over the values handed in: nothing here compiles, writes or touches global state (the
+draws come from a private generator).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.fx as fx
+
+from .compare import rounding_unit
+from .fx_eval import _fp64_kwargs, to_fp64
+
+log = logging.getLogger(__name__)
+
+CANCELLED = 16.0  # noise above 16x the value's RMS: the value lost four bits or more to cancellation
+SEED = 0x5EED
+
+
+@dataclass(frozen=True)
+class NoiseFloors:
+    """Per value name, the scale its rounding lives at where it cancelled (absent: no floor)."""
+
+    own: Mapping[str, float] = field(default_factory=dict)
+    carried: Mapping[str, float] = field(default_factory=dict)
+
+    def floor(self, name: str, carried: bool) -> float:
+        return (self.carried if carried else self.own).get(name, 0.0)
+
+
+def _rms(value: torch.Tensor) -> float:
+    """RMS of the finite entries (the common all-finite case without a mask)."""
+    if value.numel() == 0:
+        return 0.0
+    whole = float(torch.linalg.vector_norm(value)) / math.sqrt(value.numel())
+    if math.isfinite(whole):
+        return whole
+    finite = value[torch.isfinite(value)]
+    return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
+
+
+def _floating(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.float64
+
+
+def perturb(value: Any, units: Any, generator: torch.Generator) -> Any:
+    """``value`` with each floating entry moved by a relative rounding: x (1 + u r), r in [-1, 1]."""
+    if isinstance(value, (tuple, list)):
+        unit_list = units if isinstance(units, (tuple, list)) else [units] * len(value)
+        return type(value)(perturb(v, u, generator) for v, u in zip(value, unit_list))
+    if not _floating(value) or not isinstance(units, float) or value.numel() == 0:
+        return value
+    draw = torch.rand(value.shape, generator=generator, dtype=torch.float32).to(value.device, torch.float64)
+    return value + value * (draw * (2 * units) - units)
+
+
+def floor_of(clean: Any, noisy: Any, unit: Any) -> Any:
+    """The scale the difference ``noisy - clean`` stands for (RMS / u) where it exceeds
+    ``CANCELLED`` x RMS(clean); 0.0 otherwise (per element of a tuple)."""
+    if isinstance(clean, (tuple, list)) and isinstance(noisy, (tuple, list)) and len(clean) == len(noisy):
+        unit_list = unit if isinstance(unit, (tuple, list)) else [unit] * len(clean)
+        return tuple(floor_of(c, n, u) for c, n, u in zip(clean, noisy, unit_list))
+    if not (_floating(clean) and _floating(noisy) and isinstance(unit, float)) or clean.shape != noisy.shape:
+        return 0.0
+    difference = noisy - clean
+    if not math.isfinite(float(difference.sum())):  # judge the entries finite on both runs
+        both = torch.isfinite(clean) & torch.isfinite(noisy)
+        if not bool(both.any()):
+            return 0.0
+        clean, difference = clean[both], difference[both]
+    scale = _rms(difference) / unit
+    return scale if scale > CANCELLED * _rms(clean) else 0.0
+
+
+def _unit_of(node: fx.Node, dtypes: Mapping[str, Any]) -> Any:
+    """The rounding unit of the dtype the model computes ``node`` in (a tuple for a tuple)."""
+    recorded = dtypes.get(node.name, node.meta.get("val", node.meta.get("example_value")))
+    return _units(recorded)
+
+
+def _units(recorded: Any) -> Any:
+    if isinstance(recorded, (tuple, list)):
+        return tuple(_units(r) for r in recorded)
+    dtype = recorded.dtype if isinstance(recorded, torch.Tensor) else recorded
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float64:
+        return rounding_unit(dtype)
+    return None
+
+
+def _call(target: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    return target(*args, **_fp64_kwargs(kwargs))
+
+
+def _clean_exact(clean: Any, noisy: Any) -> Any:
+    """Integer and boolean results are taken from the clean run: noise is not carried through them."""
+    if isinstance(clean, (tuple, list)) and isinstance(noisy, (tuple, list)) and len(clean) == len(noisy):
+        return type(clean)(_clean_exact(c, n) for c, n in zip(clean, noisy))
+    if isinstance(clean, torch.Tensor) and not clean.is_floating_point():
+        return clean
+    return noisy
+
+
+def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Mapping[str, Any],
+                 fixed: Mapping[str, Any] = {}) -> NoiseFloors:
+    """The own and carried floors of every floating value of ``graph_module`` run on ``inputs``.
+
+    ``dtypes``: the dtype (or a value of it) each node computes in, by name (eager's values);
+    ``fixed``: values taken as given on both runs (random draws, by name)."""
+    generator = torch.Generator().manual_seed(SEED)
+    clean_env: dict[fx.Node, Any] = {}
+    noisy_env: dict[fx.Node, Any] = {}
+    own: dict[str, Any] = {}
+    carried: dict[str, Any] = {}
+    remaining = list(inputs)
+    with torch.no_grad():
+        for node in graph_module.graph.nodes:
+            if node.op == "output":
+                break
+            unit = _unit_of(node, dtypes)
+            if node.name in fixed:
+                clean = noisy = to_fp64(fixed[node.name])
+                if node.op == "placeholder" and remaining:
+                    remaining.pop(0)
+            elif node.op == "placeholder":
+                clean = to_fp64(remaining.pop(0)) if remaining else None
+                noisy = perturb(clean, unit, generator)
+            elif node.op == "get_attr":
+                clean = to_fp64(_attribute(graph_module, str(node.target)))
+                noisy = perturb(clean, unit, generator)
+            elif node.op == "call_function" and node.target is operator.getitem:
+                clean, noisy = _getitem(node, clean_env), _getitem(node, noisy_env)
+                producer_own = own.get(node.args[0].name) if isinstance(node.args[0], fx.Node) else None
+                if isinstance(producer_own, tuple) and isinstance(node.args[1], int) and node.args[1] < len(producer_own):
+                    own[node.name] = producer_own[node.args[1]]
+            elif node.op == "call_function":
+                clean, noisy, own[node.name] = _run_op(node, clean_env, noisy_env, unit, dtypes, generator)
+            else:  # call_module / call_method do not occur in aten graphs; no noise claimed
+                clean = noisy = None
+            clean_env[node], noisy_env[node] = clean, noisy
+            carried[node.name] = floor_of(clean, noisy, unit)
+    return NoiseFloors(_scalars(own), _scalars(carried))
+
+
+def _run_op(node: fx.Node, clean_env: dict[fx.Node, Any], noisy_env: dict[fx.Node, Any], unit: Any,
+            dtypes: Mapping[str, Any], generator: torch.Generator) -> tuple[Any, Any, Any]:
+    """The op on fp64 inputs: clean, on the noisy run's inputs (then rounded), and on the clean
+    inputs rounded once (its own floor). An op without an fp64 kernel carries no noise."""
+    target = node.target
+    assert callable(target)
+    args = fx.node.map_arg(node.args, lambda n: clean_env[n])
+    kwargs = fx.node.map_arg(node.kwargs, lambda n: clean_env[n])
+    try:
+        clean = _call(target, args, dict(kwargs))
+    except Exception as error:  # noqa: BLE001 - no fp64 kernel: this value claims no floor
+        log.debug("noise: %s has no fp64 run: %s", node.name, error)
+        return None, None, 0.0
+    try:
+        noisy_args = fx.node.map_arg(node.args, lambda n: noisy_env[n])
+        noisy_kwargs = fx.node.map_arg(node.kwargs, lambda n: noisy_env[n])
+        noisy = _clean_exact(clean, perturb(_call(target, noisy_args, dict(noisy_kwargs)), unit, generator))
+        input_units = {n: _unit_of(n, dtypes) for n in node.all_input_nodes}
+        once_args = fx.node.map_arg(node.args, lambda n: perturb(clean_env[n], input_units[n], generator))
+        once_kwargs = fx.node.map_arg(node.kwargs, lambda n: perturb(clean_env[n], input_units[n], generator))
+        once = perturb(_call(target, once_args, dict(once_kwargs)), unit, generator)
+    except Exception as error:  # noqa: BLE001 - perturbed inputs the op refuses: no floor
+        log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
+        return clean, clean, 0.0
+    return clean, noisy, floor_of(clean, once, unit)
+
+
+def _getitem(node: fx.Node, env: dict[fx.Node, Any]) -> Any:
+    source, index = node.args[0], node.args[1]
+    value = env.get(source) if isinstance(source, fx.Node) else None
+    try:
+        return value[index] if value is not None else None  # type: ignore[index]
+    except (IndexError, TypeError, KeyError):
+        return None
+
+
+def _attribute(graph_module: fx.GraphModule, target: str) -> Any:
+    value: Any = graph_module
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _scalars(floors: Mapping[str, Any]) -> dict[str, float]:
+    """Only the positive, finite floors of single values (a tuple's are read through its getitems)."""
+    return {name: float(value) for name, value in floors.items()
+            if isinstance(value, float) and value > 0.0 and math.isfinite(value)}
