@@ -134,6 +134,17 @@ _RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute
 _ADDS = {"add", "sub", "rsub"}
 _MEANS = {"mean", "nanmean"}
 _SUMS = {"sum", "nansum"}
+# Duplicate-index sums: the rows that land on one output are summed in whatever order the kernel
+# (atomics, threads) takes, run to run. (op, the source argument's position)
+_ACCUMULATES = {"index_add": 3, "scatter_add": 3, "index_put": 2, "_unsafe_index_put": 2, "_index_put_impl": 2}
+
+
+def order_factor(terms: float) -> float:
+    """How far a valid summation order's rounding reaches, in units of u * RMS(x) * sqrt(n): from
+    ~1 for a pairwise tree (eager's CPU sums) to sqrt(n / 2) for one sequential loop (a kernel's
+    lane, an atomic accumulation); the floor takes the geometric middle, n ** (1/4): a dropped or
+    doubled term (an error of RMS(x)) still reads as 1 / (u n ** (3/4)) units, 4,000 at n = 10^4."""
+    return max(terms, 1.0) ** 0.25
 
 
 def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]",
@@ -239,12 +250,22 @@ def _magnitude(value: Any) -> float:
     return abs(float(value)) if isinstance(value, (int, float)) else 0.0
 
 
+def _accumulating(name: str, node: "torch.fx.Node", args: "list[Any]") -> bool:
+    """index_put and its kin only with ``accumulate=True`` (else the last write wins: no sum)."""
+    if "index_put" not in name:
+        return True
+    return bool(node.kwargs.get("accumulate", args[3] if len(args) > 3 else False))
+
+
 def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]", inherited: bool = True) -> float:
     """For a sum, mean, matmul, add or sub: the scale its rounding lives at, that of the terms it adds up.
     A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
     reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
-    floor is RMS(x) for a mean, RMS(x)*sqrt(n) for a sum of n terms, RMS(a)*RMS(b)*sqrt(k) for a
-    matmul; a wrong reduction (a term lost) is still off by ~1/eps units of it. 0: no floor."""
+    floor is RMS(x) for a mean, max(RMS(x)*sqrt(n), RMS(sum))*n**(1/4) for a sum of n terms (its
+    rounding grows with its partial sums, whichever order it takes; and for a duplicate-
+    index sum, ``index_add`` / ``scatter_add`` / ``index_put(accumulate=True)``, whose order changes
+    run to run: :func:`order_factor`), RMS(a)*RMS(b)*sqrt(k) for a matmul; a wrong reduction (a term
+    lost) is still off by ~1/eps units of it. 0: no floor."""
     name = op_base_name(node.target)
     args = [values.get(a.name) if isinstance(a, torch.fx.Node) else a for a in node.args]
     out = values.get(node.name)
@@ -254,7 +275,12 @@ def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]", inherited
         return _rms(args[0])
     if name in _SUMS and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
         terms = args[0].numel() / max(out.numel(), 1)
-        return _rms(args[0]) * math.sqrt(max(terms, 1.0))
+        return max(_rms(args[0]) * math.sqrt(max(terms, 1.0)), _rms(out)) * order_factor(terms)
+    if name in _ACCUMULATES and isinstance(out, torch.Tensor) and _accumulating(name, node, args):
+        source = args[_ACCUMULATES[name]] if len(args) > _ACCUMULATES[name] else None
+        if isinstance(source, torch.Tensor) and source.is_floating_point():
+            terms = source.numel() / max(out.numel(), 1) + 1.0  # rows summed into each output, and its own
+            return max(max(_rms(source), _rms(args[0])) * math.sqrt(terms), _rms(out)) * order_factor(terms)
     if name in MATMUL_OPERANDS:
         first, second = MATMUL_OPERANDS[name]
         left = args[first] if len(args) > second else None

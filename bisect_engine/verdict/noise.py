@@ -6,7 +6,9 @@ scale of the terms it combined. Measured at its own scale, eager's and compiled'
 read as millions of ulps and any reordering looks like a bug. This module measures, for every
 value, the scale its rounding noise lives at, by running the graph once more in fp64 with every
 floating value perturbed by its dtype's rounding (a relative ``u`` times a uniform draw in
-[-1, 1], as a rounding does): stochastic arithmetic in the manner of CESTAC / CADNA, one draw.
+[-1, 1], as a rounding does; a reduction's result also by the rounding of its partial sums, at
+the scale :func:`~bisect_engine.verdict.judgement.combined_scale` gives it, whatever order a kernel
+sums in): stochastic arithmetic in the manner of CESTAC / CADNA, one draw.
 
 Two floors per value (a scale, in the value's own units; 0 where the value did not cancel):
 
@@ -32,9 +34,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.fx as fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import rounding_unit
 from .fx_eval import _fp64_kwargs, to_fp64
+from .judgement import combined_scale
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +187,7 @@ def _run_op(node: fx.Node, clean_env: dict[fx.Node, Any], noisy_env: dict[fx.Nod
         noisy_args = fx.node.map_arg(node.args, lambda n: noisy_env[n])
         noisy_kwargs = fx.node.map_arg(node.kwargs, lambda n: noisy_env[n])
         noisy = _clean_exact(clean, perturb(_call(target, noisy_args, dict(noisy_kwargs)), unit, generator))
+        noisy = _with_order_noise(node, clean_env, clean, noisy, unit, generator)
         input_units = {n: _unit_of(n, dtypes) for n in node.all_input_nodes}
         once_args = fx.node.map_arg(node.args, lambda n: perturb(clean_env[n], input_units[n], generator))
         once_kwargs = fx.node.map_arg(node.kwargs, lambda n: perturb(clean_env[n], input_units[n], generator))
@@ -191,6 +196,22 @@ def _run_op(node: fx.Node, clean_env: dict[fx.Node, Any], noisy_env: dict[fx.Nod
         log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
         return clean, clean, 0.0
     return clean, noisy, floor_of(clean, once, unit)
+
+
+def _with_order_noise(node: fx.Node, clean_env: dict[fx.Node, Any], clean: Any, noisy: Any, unit: Any,
+                      generator: torch.Generator) -> Any:
+    """A reduction's result with the rounding of its partial sums added (``u`` times the scale
+    :func:`~bisect_engine.verdict.judgement.combined_scale` gives it, at random): the order any
+    valid kernel sums in (a tree, a loop, atomics that change run to run) is noise its users carry."""
+    if not (_floating(noisy) and isinstance(unit, float)):
+        return noisy
+    values = {source.name: clean_env.get(source) for source in node.all_input_nodes}
+    values[node.name] = clean
+    scale = combined_scale(node, values)
+    if not scale > 0.0 or not math.isfinite(scale):
+        return noisy
+    draw = torch.rand(noisy.shape, generator=generator, dtype=torch.float32).to(noisy.device, torch.float64)
+    return noisy + (draw * 2 - 1) * (unit * scale)
 
 
 def _getitem(node: fx.Node, env: dict[fx.Node, Any]) -> Any:
@@ -213,3 +234,43 @@ def _scalars(floors: Mapping[str, Any]) -> dict[str, float]:
     """Only the positive, finite floors of single values (a tuple's are read through its getitems)."""
     return {name: float(value) for name, value in floors.items()
             if isinstance(value, float) and value > 0.0 and math.isfinite(value)}
+
+
+# ---- the whole model: the same noise, where no graph is at hand ---------------------------------
+class Perturbed(TorchDispatchMode):
+    """Every floating op's fresh result moved by a relative rounding ``unit`` (see :func:`perturb`):
+    the model's fp64 run under it is the noisy run of the model as a whole (forward and backward).
+    Views, in-place writes and random draws are left as they are (aliases must stay aliases)."""
+
+    def __init__(self, unit: float, seed: int = SEED) -> None:
+        super().__init__()
+        self.unit = unit
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        schema = getattr(func, "_schema", None)
+        aliases = schema is None or schema.is_mutable or any(r.alias_info is not None for r in schema.returns)
+        if aliases or torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+            return result
+        return perturb(result, self.unit, self.generator)
+
+
+def model_floors(noisy_run: Callable[[], Sequence[Any]], fp64: Sequence[Any], eager: Sequence[Any]) -> list[float]:
+    """Per model output (and gradient), the scale its rounding noise lives at where it cancelled:
+    ``noisy_run`` (the model's fp64 run) repeated under :class:`Perturbed`, against ``fp64``. A model
+    whose fp64 run refuses the mode claims no floor (0.0 each)."""
+    units = [rounding_unit(e.dtype) if isinstance(e, torch.Tensor) and e.is_floating_point() else None for e in eager]
+    unit = max((u for u in units if u is not None), default=None)
+    if unit is None or len(fp64) != len(eager):
+        return [0.0] * len(eager)
+    try:
+        with Perturbed(unit):
+            noisy = list(noisy_run())
+    except Exception as error:  # noqa: BLE001 - no noisy run: no floor, the judgement as before
+        log.debug("noise: the model's perturbed fp64 run failed: %s", error)
+        return [0.0] * len(eager)
+    if len(noisy) != len(fp64):
+        return [0.0] * len(eager)
+    floors = [floor_of(to_fp64(f), to_fp64(n), u) for f, n, u in zip(fp64, noisy, units)]
+    return [f if isinstance(f, float) else 0.0 for f in floors]

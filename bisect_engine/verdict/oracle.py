@@ -43,6 +43,8 @@ class SubgraphVerdict:
     calls: int = 0  # per-node check: runs of the compiled graph
     code: tuple[OutputCode, ...] = ()  # what Inductor generated, when the candidate asked to keep it
     sizes: tuple[tuple[int, str], ...] = ()  # a size sweep: (size, "match"/"mismatch"/"crash"/"invalid")
+    # a mismatch whose compiled values changed run to run (same inputs): (runs that mismatched, runs)
+    runs: tuple[int, ...] = ()
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -167,10 +169,32 @@ class GraphContext:
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
+            verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+            if verdict.outcome is Outcome.MISMATCH:
+                verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs),
+                                          lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs))
         except Exception as error:  # the verdict says so (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), code=tuple(code or ()))
-        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
+
+    def _over_runs(self, verdict: SubgraphVerdict, outputs: list[Any], run: Callable[[], list[Any]],
+                   judge: Callable[[list[Any]], SubgraphVerdict]) -> SubgraphVerdict:
+        """A mismatch decided over runs when the compiled values change run to run on the same
+        inputs (a duplicate-index sum's atomics, a parallel reduction): one more run says whether
+        they do; then ``RUNS`` runs in all, and the mismatch stands only where most of them
+        mismatch (the verdict's ``runs`` says how many did). Runs cost no compile."""
+        torch.manual_seed(self.seed)
+        again = run()
+        if _bitwise_equal(outputs, again):
+            return verdict
+        verdicts = [verdict, judge(again)]
+        while len(verdicts) < RUNS:
+            torch.manual_seed(self.seed)
+            verdicts.append(judge(run()))
+        mismatching = [v for v in verdicts if v.outcome is not Outcome.MATCH]
+        decided = verdict if 2 * len(mismatching) > len(verdicts) else next(v for v in verdicts if v.outcome is Outcome.MATCH)
+        log.info("%s: compiled values change run to run; %d of %d runs mismatch", self.name, len(mismatching), len(verdicts))
+        return dataclasses.replace(decided, runs=(len(mismatching), len(verdicts)))
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
                     max_calls: int | None = None) -> SubgraphVerdict:
@@ -194,15 +218,22 @@ class GraphContext:
             example = [clone_value(v) for v in copies.inputs(self.view, self.eager_values, 0)]
             compiled = compiler.compile(copies.graph_module, example, label=label,
                                         constants=copies.positions(self.view, self.constants))
-            for call in range(plan.calls):
-                torch.manual_seed(self.seed)
-                outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
-                compiled_values.update(copies.assign(self.view, call, outputs))
+
+            def run() -> list[Any]:
+                for call in range(plan.calls):
+                    torch.manual_seed(self.seed)
+                    outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
+                    compiled_values.update(copies.assign(self.view, call, outputs))
+                return [compiled_values[name] for name in subgraph.output_names]
+
+            inputs = reference_inputs(subgraph, self.eager_values)
+            compiled_outputs = run()
+            verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
+            if verdict.outcome is Outcome.MISMATCH:
+                verdict = self._over_runs(verdict, compiled_outputs, run,
+                                          lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs=False))
         except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), copies=len(plan.members), calls=plan.calls)
-        inputs = reference_inputs(subgraph, self.eager_values)
-        compiled_outputs = [compiled_values[name] for name in subgraph.output_names]
-        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
 
     def judge_whole_values(self, values: dict[str, Any]) -> SubgraphVerdict:
@@ -281,6 +312,33 @@ class GraphContext:
 
 
 REPLAYS_KEPT = 2
+RUNS = 5  # a run-dependent mismatch: decided by the majority of this many runs
+
+
+def _bitwise_equal(first: list[Any], second: list[Any]) -> bool:
+    """The same values bit for bit (NaNs in the same places count as equal)."""
+    if len(first) != len(second):
+        return False
+    for a, b in zip(first, second):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            a, b = a.detach().cpu(), b.detach().cpu()
+            if a.is_floating_point() and not torch.equal(a.isnan(), b.isnan()):
+                return False
+            if not torch.equal(a.nan_to_num(0.0) if a.is_floating_point() else a,
+                               b.nan_to_num(0.0) if b.is_floating_point() else b):
+                return False
+        elif not (a is b or _same(a, b)):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable values are different values
+        return False
 
 
 def _computed_upstream(candidate: fx.GraphModule | None, name: str) -> bool:
