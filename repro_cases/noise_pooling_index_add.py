@@ -17,6 +17,7 @@ def plant():
 
 plant()
 
+SUITE = "full"  # BISECT_CORPUS=all: tests/test_noise.py covers the duplicate-index floor and the run-to-run rule
 DEVICES = ["cpu"]
 PLANTED = None
 EXPECTED = {"verdict": "clean", "op": None, "graph": None, "kind": None, "differences": []}

@@ -80,3 +80,44 @@ def test_floors_are_deterministic_and_integers_carry_none() -> None:
     first = noise_floors(graph_module, [x], dtypes)
     assert first == noise_floors(graph_module, [x], dtypes)
     assert all(name != "_to_copy" for name in first.carried)
+
+
+def test_a_mismatch_that_changes_run_to_run_is_decided_by_most_runs() -> None:
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.oracle import RUNS, SubgraphVerdict
+
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(4))
+    context = _context(lambda v: v.sum(0), x)
+    mismatch, match = SubgraphVerdict(Outcome.MISMATCH), SubgraphVerdict(Outcome.MATCH)
+    draws = iter(range(1, 100))
+
+    def changing() -> list[torch.Tensor]:  # another value every run: run-dependent
+        return [torch.full((2,), float(next(draws)))]
+
+    def judged(outputs: list[torch.Tensor]) -> SubgraphVerdict:  # odd runs mismatch: 3 of 5 with the first
+        return mismatch if int(outputs[0][0]) % 2 else match
+
+    decided = context._over_runs(mismatch, [torch.zeros(2)], changing, judged)
+    assert decided.outcome is Outcome.MISMATCH and decided.runs == (3, RUNS)
+    decided = context._over_runs(mismatch, [torch.zeros(2)], changing, lambda outputs: match)
+    assert decided.outcome is Outcome.MATCH and decided.runs == (1, RUNS)
+    steady = [torch.ones(2)]
+    assert context._over_runs(mismatch, steady, lambda: [torch.ones(2)], judged) is mismatch  # deterministic
+
+
+def test_a_dropped_term_of_a_duplicate_index_sum_stays_far_above_its_order_floor() -> None:
+    generator = torch.Generator().manual_seed(5)
+    rows, index = torch.randn(4000, 4, generator=generator), torch.randint(0, 8, (4000,), generator=generator)
+    context = _context(lambda r, i: torch.zeros(8, 4).index_add(0, i, r), rows, index)
+    (name,) = context.view.output_names()
+    eager = context.eager_values[name]
+    dropped = torch.zeros(8, 4).index_add(0, index[:-1], rows[:-1])
+    reordered = torch.zeros(8, 4, dtype=torch.float64).index_add(0, index, rows.double()).float()
+    verdicts = context.output_facts([name], [eager])
+    assert verdicts[0].scale_floor > float(eager.double().square().mean().sqrt())  # the order floor
+    from bisect_engine.verdict.judgement import GRAPH, judge_outputs
+
+    fp64 = reordered.double()
+    assert judge_outputs(context.oracle, GRAPH, [eager], [fp64], [reordered], verdicts)[0].outcome.value == "match"
+    wrong = judge_outputs(context.oracle, GRAPH, [eager], [fp64], [dropped], verdicts)[0]
+    assert wrong.outcome.value == "mismatch" and wrong.compiled_max_ulps > 1000

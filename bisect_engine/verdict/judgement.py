@@ -25,8 +25,8 @@ scope      judges                              reference                 toleran
 =========  ==================================  ========================  =========================
 graph      graphs, windows, nodes, repro       the policy's              the policy's graph one
 eager      a replay against eager's values     eager                     the policy's graph one
-program    scans, pre-grad cuts, script calls  fp64 (eager if none)      ``--tolerance``
-model      the whole model (``torch.compile``) fp64 (eager if none)      end to end (looser)
+program    scans, pre-grad cuts, script grads  fp64 (eager if none)      ``--tolerance``
+model      the model, a script call's outputs  fp64 (eager if none)      end to end (looser)
 =========  ==================================  ========================  =========================
 
 Pure: nothing here runs a graph. Embedded verbatim into every repro (after

@@ -141,6 +141,7 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
     own: dict[str, Any] = {}
     carried: dict[str, Any] = {}
     remaining = list(inputs)
+    last_use = _last_uses(graph_module)
     with torch.no_grad():
         for node in graph_module.graph.nodes:
             if node.op == "output":
@@ -167,7 +168,26 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
                 clean = noisy = None
             clean_env[node], noisy_env[node] = clean, noisy
             carried[node.name] = floor_of(clean, noisy, unit)
+            for done in last_use.get(node, ()):  # values no later node reads: freed (two fp64 copies)
+                clean_env.pop(done, None)
+                noisy_env.pop(done, None)
     return NoiseFloors(_scalars(own), _scalars(carried))
+
+
+def _last_uses(graph_module: fx.GraphModule) -> dict[fx.Node, list[fx.Node]]:
+    """For each node, the values whose last reader it is (the output node reads none here)."""
+    last: dict[fx.Node, fx.Node] = {}
+    for node in graph_module.graph.nodes:
+        if node.op != "output":
+            for source in node.all_input_nodes:
+                last[source] = node
+    for node in graph_module.graph.nodes:  # a value nothing reads is freed at once
+        if node not in last:
+            last[node] = node
+    uses: dict[fx.Node, list[fx.Node]] = {}
+    for value, reader in last.items():
+        uses.setdefault(reader, []).append(value)
+    return uses
 
 
 def _run_op(node: fx.Node, clean_env: dict[fx.Node, Any], noisy_env: dict[fx.Node, Any], unit: Any,
