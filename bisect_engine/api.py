@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from .errors import Interrupted
 from .load.memory import check_memory
-from .load.model_file import load_model_spec
+from .load.model_file import ModelSpec, load_model_spec
 from .localise.options import EngineOptions
 from .localise.judge import close_workers, run_search
 from .localise.pipeline import RunResult, run
@@ -90,10 +90,17 @@ def bisect_file(model_path: str | Path, options: EngineOptions = EngineOptions()
     ``device``: run the model there (its parameters, inputs and batches moved), e.g. ``"cuda"``.
     ``started_at``: ``time.monotonic()`` when the run began (``--timeout`` counts from there).
     """
+    started_at = started_at if started_at is not None else time.monotonic()
+    return bisect_spec(load_model_spec(model_path, device), options, output, progress, started_at)
+
+
+def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), output: OutputOptions = OutputOptions(),
+                progress: Progress | None = None, started_at: float | None = None) -> dict[str, Any]:
+    """Run the whole pipeline on a loaded :class:`ModelSpec` (a model file's, or live objects':
+    ``bisect_engine.check``); write ``OUT/report.json`` and the repro; return the report."""
     progress = progress or Progress(enabled=False)
     search = run_search(options, progress, started_at if started_at is not None else time.monotonic())
-    spec = load_model_spec(model_path, device)
-    check_memory(spec.model, spec.inputs)  # a run that cannot fit is refused before it starts
+    check_memory(spec.model, spec.inputs, budget=options.memory_budget_bytes)  # refused only what cannot fit
     with_repro = options.stop_after == "repro"
     cpu = on_cpu(spec)
     interpreters = Interpreters(output.verify_runs if with_repro else 0, warm_config=repro_warm_config(spec) if cpu else None)

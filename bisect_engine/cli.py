@@ -28,7 +28,25 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
 
 
+def _print_version(context: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: this package's version and the torch it runs with (read without importing torch)."""
+    if not value or context.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    click.echo(f"bisect-accuracy {installed('bisect-accuracy')} (torch {installed('torch')})")
+    context.exit(EXIT_CLEAN)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print the version (and torch's) and exit.")
 def main() -> None:
     """Find the op that makes torch.compile (Inductor) disagree with eager, or make NaN/Inf."""
     _isolate_from_hook()
@@ -101,6 +119,9 @@ def _isolate_from_hook() -> None:
                    "(pip install 'bisect-accuracy[ray]').")
 @click.option("--ray-address", default=None,
               help="With --executor ray: the cluster to join [default: ray.init() starts a local one].")
+@click.option("--memory-budget", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Model files: GiB of memory this run may hold; past it the run stops with what it learned "
+                   "(exit 4) [default: stop when the machine has less than 5 percent of its memory left, 0.5-2 GiB].")
 def run(**options: Any) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the
@@ -116,7 +137,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
                  timeout_s: float | None, seed: int, stage: str, rng: str, oracle: str, verify_runs: int,
                  random_inputs: bool, device: str | None, level: int | None, check_every: int,
                  stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
-                 workers: int | None, jobs: int | None, executor: str, ray_address: str | None) -> None:
+                 workers: int | None, jobs: int | None, executor: str, ray_address: str | None,
+                 memory_budget: float | None = None) -> None:
     from .script.levels import Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
@@ -159,7 +181,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
     from .output.writer import OutputOptions
 
     options = EngineOptions(max_compiles=max_compiles, timeout_s=timeout_s, seed=seed, rng=rng,  # type: ignore[arg-type]
-                            stop_after=stage, oracle=oracle, workers=workers or default_workers())  # type: ignore[arg-type]
+                            stop_after=stage, oracle=oracle, workers=workers or default_workers(),  # type: ignore[arg-type]
+                            memory_budget_bytes=None if memory_budget is None else int(memory_budget * 2**30))
     output = OutputOptions(out_dir=out_dir, verify_runs=verify_runs, random_inputs=random_inputs, force=force,
                            trace=trace)
     sys.exit(_run_model_file(model_file, options, output, quiet, device))
@@ -167,7 +190,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
 
 # Options script mode does not honour: given on the command line for a plain script, they are refused
 # (exit 2) rather than silently ignored.
-MODEL_FILE_ONLY = {"oracle": "--oracle", "rng": "--rng", "seed": "--seed", "random_inputs": "--random-inputs",
+MODEL_FILE_ONLY = {"memory_budget": "--memory-budget",
+                   "oracle": "--oracle", "rng": "--rng", "seed": "--seed", "random_inputs": "--random-inputs",
                    "workers": "--workers"}
 
 

@@ -40,7 +40,7 @@ C = TypeVar("C")
 T = TypeVar("T")
 V = TypeVar("V")
 
-BudgetReason = Literal["max_compiles", "timeout"]
+BudgetReason = Literal["max_compiles", "timeout", "memory"]
 
 
 class BudgetExhausted(BaseException):
@@ -74,6 +74,9 @@ class Budget:
     started_at: float | None = None
     exhausted: BudgetExhausted | None = field(default=None, compare=False)
     stage: str = field(default="localise", compare=False)
+    # says why memory is too short to go on (None: room left); asked with the clock, before every
+    # evaluation and compile (``load/memory.MemoryGuard``: --memory-budget, the machine's free memory)
+    memory: Callable[[], str | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.started_at is None:
@@ -91,9 +94,13 @@ class Budget:
         self.check_time()
 
     def check_time(self) -> None:
-        """Raise :class:`BudgetExhausted` (and remember it) when the elapsed time is past the limit."""
+        """Raise :class:`BudgetExhausted` (and remember it) when the elapsed time is past the limit,
+        or memory is too short to go on (a clean stop before the OOM killer's)."""
         if self.timeout_s is not None and self.elapsed_s > self.timeout_s:
             self._exhaust(f"timeout of {self.timeout_s:g} s exceeded", "timeout")
+        short = self.memory() if self.memory is not None else None
+        if short:
+            self._exhaust(short, "memory")
 
     def room(self, spent: int) -> int | None:
         """How many more evaluations the compile budget allows at most (None: no limit), each

@@ -7,7 +7,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.verdict.fx_eval import interpret, run_graph, to_fp64
+from bisect_engine.verdict.fx_eval import interpret, mutates, run_graph, stream_graph, to_fp64
 
 
 def relu_norm_add(x, w, b, y):
@@ -65,12 +65,24 @@ def test_interpret_snapshots_values_of_in_place_ops() -> None:
     assert torch.equal(x, torch.tensor([1.0, 2.0, 3.0]))
 
 
-def test_recorded_values_are_detached_copies(norm_graph) -> None:
+def test_recorded_values_of_a_graph_without_writes_are_held_by_reference(norm_graph) -> None:
+    """A graph that writes nothing in place has each value computed once: recorded without a copy
+    (the inputs, parameters among them, are the caller's own tensors, detached)."""
     graph_module, inputs = norm_graph
+    assert not mutates(graph_module)
     values = interpret(graph_module, inputs)
-    before = inputs[0].clone()
-    values["x_1"].add_(100)
-    assert torch.equal(inputs[0], before)
+    assert values["x_1"].data_ptr() == inputs[0].data_ptr() and not values["x_1"].requires_grad
+
+
+def test_run_graph_streams_outputs_and_keeps_only_them(norm_graph) -> None:
+    graph_module, inputs = norm_graph
+    produced: list[str] = []
+    stream_graph(graph_module, inputs, upcast=True, sink=lambda node, value: produced.append(node.name))
+    output = next(n for n in graph_module.graph.nodes if n.op == "output")
+    assert sorted(produced) == sorted({n.name for n in output._input_nodes})
+    values = interpret(graph_module, inputs, upcast=True)
+    for name, value in zip([n.name for n in output.args[0]], run_graph(graph_module, inputs, upcast=True)):
+        assert torch.equal(value, values[name])
 
 
 # --- upcast ---------------------------------------------------------------------------------------

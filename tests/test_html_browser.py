@@ -3,8 +3,8 @@ Chromium opens the page from ``file://`` with networking off; the DOM after the 
 ran must show the verdict, the culprit op and the profile, and a 1280x800 screenshot is taken
 (``BISECT_SCREENSHOT=docs/report.png`` keeps it).
 
-Needs the Debian package ``chromium`` (``apt-get install -y chromium``; ``make venv`` installs it
-when run as root); without it the test is skipped, saying so.
+Needs the Debian package ``chromium`` (``apt-get install -y chromium``; ``make browser``, which
+``make test`` runs, installs it when run as root); without it the test is skipped, saying so.
 """
 from __future__ import annotations
 

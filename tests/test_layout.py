@@ -20,12 +20,16 @@ LAYERS = [
     {"bisect_engine.output"},
     {"bisect_engine.script"},
     {"bisect_engine.api", "bisect_engine.cli", "bisect_engine.autostart", "bisect_engine.interrupts",
-     "bisect_engine.many"},
+     "bisect_engine.many", "bisect_engine.live", "bisect_engine.caller_state", "bisect_engine.assertion",
+     "bisect_engine.pytest_plugin"},
 ]
 TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.verdicts", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
               "bisect_engine.script.watch", "bisect_engine.script.messages", "bisect_engine.script.levels",
               "bisect_engine.script.ranks", "bisect_engine.script.hook", "bisect_engine.script.runner",
               "bisect_engine.interrupts", "bisect_engine.output.folder", "bisect_engine.many",
+              # the package's top level (the API loads on first use), and the pytest plugin every
+              # pytest session of an environment with us installed loads
+              "bisect_engine", "bisect_engine.live", "bisect_engine.assertion", "bisect_engine.pytest_plugin",
               # the report's views: `bisect-accuracy report OUT` re-renders without torch
               "bisect_engine.output.views", "bisect_engine.output.html", "bisect_engine.output.bug_report",
               "bisect_engine.output.profile", "bisect_engine.output.svg", "bisect_engine.output.wording"]

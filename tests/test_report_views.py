@@ -127,3 +127,15 @@ def test_the_report_command_exits_2_on_a_folder_without_a_report(tmp_path: Path,
 def test_the_report_command_exits_2_on_a_missing_folder(tmp_path: Path) -> None:
     result = _report_cli(str(tmp_path / "nowhere"))
     assert result.returncode == 2 and result.stderr.strip() == f"bisect-accuracy: error: no such output folder: {tmp_path / 'nowhere'}"
+
+
+def test_inputs_that_feed_nan_absolve_the_compiler_only_without_a_compiler_culprit() -> None:
+    """One report, one story: eager's NaN from the inputs beside a compiler culprit (compiled turns
+    a floor-division of inf into NaN) is no 'the compiler is not at fault'."""
+    from bisect_engine.output.summary import nan_lines
+
+    nan = {"made_by": "input", "inputs": [{"input": "arg0_1", "nan": 0, "inf": 2}], "eager": None, "compiled": None}
+    alone = "\n".join(nan_lines({"nan": nan, "culprit": None}))
+    assert "the compiler is not at fault" in alone
+    beside = "\n".join(nan_lines({"nan": nan, "culprit": {"made_by": "compiler", "op": "aten.div.Tensor_mode"}}))
+    assert "not at fault" not in beside and "eager's NaN/Inf come from the inputs: arg0_1" in beside

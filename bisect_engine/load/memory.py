@@ -1,9 +1,17 @@
-"""A memory bound said before it is reached: the check keeps several copies of the model's
-inputs and parameters (eager, fp64 reference, compiled, per-node values), so a run whose
-estimate exceeds the memory available is refused up front (exit 2), not left to swap or be
-killed."""
+"""Memory: what a run may use, said before it starts and watched while it goes.
+
+Admission (:func:`check_memory`): a run is refused up front (exit 2) only when the model's own
+training step cannot fit (its parameters, their gradients, an fp64 copy of both for the
+model-level reference, and its inputs, :data:`COPIES` times in all) in the memory available; a run
+that may fit starts. While it runs, :class:`MemoryGuard` is asked with the clock before every
+evaluation and compile (``search.Budget.memory``): past ``--memory-budget`` (this process's RSS), or
+with less than :func:`reserve_bytes` left on the machine, the run stops there as a budget cut
+(exit 4, ``incomplete``, the report of what was learned), before the OOM killer would.
+"""
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -11,9 +19,10 @@ from torch.utils import _pytree as pytree
 
 from ..errors import UsageError
 
-# Peak memory of a run, as a multiple of the model's inputs and parameters (measured: a 1 GiB
-# input peaked above 12 GiB).
-COPIES = 12
+# Parameters + gradients (1 + 1), their fp64 copies for the model-level reference (2 + 2), eager's
+# and the compiled run's results (1 + 1): below this the run cannot fit whatever it does.
+COPIES = 8
+GIB = 2**30
 
 
 def tensor_bytes(values: Any) -> int:
@@ -21,26 +30,79 @@ def tensor_bytes(values: Any) -> int:
                if isinstance(v, torch.Tensor) and v.device.type == "cpu")
 
 
-def available_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (Linux); None elsewhere."""
+def _meminfo(key: str) -> int | None:
     try:
         with open("/proc/meminfo") as meminfo:
             for line in meminfo:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
 
 
-def check_memory(model: Any, inputs: Any, available: Callable[[], int | None] | None = None) -> None:
-    """Refuse (``UsageError``) when the run's estimated peak exceeds the memory available."""
+def available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux); None elsewhere."""
+    return _meminfo("MemAvailable")
+
+
+def rss_bytes() -> int | None:
+    """This process's resident set (Linux); None elsewhere."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident set so far (``ru_maxrss``; KiB on Linux); None where unknown."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reserve_bytes() -> int:
+    """Memory kept free on the machine: 5 % of it, between 512 MiB and 2 GiB."""
+    total = _meminfo("MemTotal") or 0
+    return min(max(total // 20, 512 << 20), 2 * GIB)
+
+
+@dataclass
+class MemoryGuard:
+    """Why memory is too short to go on, or None: this process past ``budget`` bytes of RSS
+    (``--memory-budget``), or the machine's available memory below ``reserve`` bytes."""
+
+    budget: int | None = None
+    reserve: int = field(default_factory=reserve_bytes)
+    available: Callable[[], int | None] = available_bytes
+    rss: Callable[[], int | None] = rss_bytes
+
+    def __call__(self) -> str | None:
+        held = self.rss()
+        if self.budget is not None and held is not None and held > self.budget:
+            return (f"memory: the run holds {held / GIB:.2f} GiB, past --memory-budget {self.budget / GIB:.2f} GiB")
+        free = self.available()
+        if free is not None and free < self.reserve:
+            return (f"memory: {free / GIB:.2f} GiB left on the machine, under the {self.reserve / GIB:.2f} GiB kept "
+                    "free (stopped before the OOM killer would)")
+        return None
+
+
+def check_memory(model: Any, inputs: Any, available: Callable[[], int | None] | None = None,
+                 budget: int | None = None) -> None:
+    """Refuse (``UsageError``) a run whose model cannot fit: :data:`COPIES` times its inputs and
+    parameters beyond the memory available (or ``budget``, ``--memory-budget``)."""
     parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
     footprint = tensor_bytes(inputs) + tensor_bytes(parameters)
     free = (available or available_bytes)()
-    if free is None or footprint * COPIES <= free:
+    room = min(x for x in (free, budget) if x is not None) if (free, budget) != (None, None) else None
+    if room is None or footprint * COPIES <= room:
         return
-    gib = 2**30
-    raise UsageError(f"the model's inputs and parameters take {footprint / gib:.2f} GiB; checking keeps about "
-                     f"{COPIES} copies ({footprint * COPIES / gib:.1f} GiB) and {free / gib:.1f} GiB is available: "
-                     "refused before starting; use smaller inputs (a smaller batch or sequence) in get_inputs()")
+    raise UsageError(f"the model's inputs and parameters take {footprint / GIB:.2f} GiB; checking needs at least "
+                     f"{COPIES} copies ({footprint * COPIES / GIB:.1f} GiB: parameters, gradients, their fp64 "
+                     f"references, results) and {room / GIB:.1f} GiB is available"
+                     f"{' under --memory-budget' if budget is not None and room == budget else ''}: refused before "
+                     "starting; use smaller inputs (a smaller batch or sequence) in get_inputs()")

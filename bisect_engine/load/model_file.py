@@ -293,3 +293,23 @@ def _moved(path: Path, model: Any, device: Any) -> Any:
 
 def _batches_on(get_batches: Callable[[], Any], device: Any) -> Callable[[], Any]:
     return lambda: to_device(list(get_batches()), device)
+
+
+def spec_of_objects(path: Path, returned: Any, inputs: tuple[Any, ...],
+                    loss_fn: Callable[[Any], Any] | None) -> ModelSpec:
+    """The spec of live objects (``bisect_engine.check``): what :func:`load_model_spec` gives for a
+    file whose ``get_model()`` returns ``returned`` and ``get_inputs()`` ``inputs``, read the same
+    way (the Inductor config set now, a compiled model unwrapped with its backend, mode and
+    ``dynamic=``, an ``ExportedProgram`` as its module). ``path``: where the model's code lives."""
+    config, unrenderable = nondefault_inductor_config()
+    model = exported_module(returned)
+    exported = model is not returned
+    if not callable(model):
+        raise UsageError(f"the model is a {type(model).__name__}, not a module or callable")
+    original, compiled, backend = unwrap_compiled(model)
+    options = compiled_options(compiled)
+    config = {**config, **{k: v for k, v in options.items() if _literal(v)}}
+    unrenderable = [*unrenderable, *(k for k, v in options.items() if not _literal(v) and k not in unrenderable)]
+    return ModelSpec(path, original, inputs, loss_fn, None, config, unrenderable, None, compiled, backend,
+                     compiled_dynamic(compiled), options, aot_inductor=exported,
+                     exported_program=returned if exported else None)

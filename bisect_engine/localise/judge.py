@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..load.memory import MemoryGuard
 from ..load.model_file import ModelSpec
 from ..search import Budget, Reporter, Search
 from ..verdict.candidate import (NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, ScanCandidate,
@@ -109,7 +110,8 @@ def run_search(options: EngineOptions, progress: Reporter | None = None, started
     from ``started_at``, ``time.monotonic()`` at the run's start), stage and progress; the compiler
     counts against that budget (a ``compiler`` given keeps the budget it holds)."""
     if compiler is None:
-        compiler = Compiler(budget=Budget(options.max_compiles, options.timeout_s, started_at=started_at))
+        compiler = Compiler(budget=Budget(options.max_compiles, options.timeout_s, started_at=started_at,
+                                          memory=MemoryGuard(options.memory_budget_bytes)))
     return new_search(Judge(compiler, options.judgement, options.seed), options.workers, progress)
 
 

@@ -57,7 +57,9 @@ def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_
         values += [loss] + [p.grad for p in parameters if p.grad is not None]
         # the gradients of inputs that require grad are the model's results too (a loss of inputs only)
         values += [a.grad for a in pytree.tree_leaves(arguments) if isinstance(a, torch.Tensor) and a.grad is not None]
-    return [v.detach().clone() for v in values]
+    # Fresh results (gradients, a loss, computed outputs) are held as they are; a view or a
+    # parameter returned as an output is copied, since a later step may change what it shows.
+    return [v.detach().clone() if v._is_view() or isinstance(v, torch.nn.Parameter) else v.detach() for v in values]
 
 
 def _fp64_inputs(inputs: tuple[Any, ...]) -> Any:
@@ -105,6 +107,7 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     if isinstance(spec.model, torch.nn.Module):
         model64 = copy.deepcopy(spec.model).to(torch.float64)
         fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
+        del model64  # its parameters go; the gradients judged stay
     elif spec.loss_fn is None:  # a plain function: every floating op in fp64, its constants included
         fp64 = _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True)
     patches, decompositions, fallbacks = compile_arguments(switch)

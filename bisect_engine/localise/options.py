@@ -29,6 +29,8 @@ class EngineOptions:
     stop_after: Stage = "repro"
     max_compiles: int | None = None  # every Inductor compile of the run counts
     timeout_s: float | None = None  # seconds from the start of the run
+    # bytes of RSS the run may hold (--memory-budget; None: stop when the machine runs short)
+    memory_budget_bytes: int | None = None
     # the per-node check runs before the whole-graph compile, which is skipped when a confirmed
     # culprit's compiled value, replayed eagerly, already makes the graph's outputs diverge
     # (False: the whole graph is always compiled first, as before)

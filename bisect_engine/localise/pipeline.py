@@ -34,6 +34,7 @@ import torch
 from ..errors import Interrupted, ModelError
 from ..load.capture import BackendRun, capture, capture_through_backend
 from ..load.model_file import ModelSpec, user_backend
+from ..load.memory import peak_rss_bytes
 from ..search import BudgetExhausted, Reporter
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
@@ -109,14 +110,18 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     finally:
         if own:
             close_workers(search)
-    driver.note(seconds=time.perf_counter() - started)
+    driver.note(seconds=time.perf_counter() - started, peak_rss_bytes=peak_rss_bytes())
     return driver.finding
 
 
 def budget_message(exhausted: BudgetExhausted, options: EngineOptions, search: RunSearch) -> str:
     """The report's ``budget``: which limit cut the run, and during which stage."""
-    limit = (f"--max-compiles {options.max_compiles} reached ({search.spent} compiles)"
-             if exhausted.reason == "max_compiles" else f"--timeout {options.timeout_s:g} s reached")
+    if exhausted.reason == "max_compiles":
+        limit = f"--max-compiles {options.max_compiles} reached ({search.spent} compiles)"
+    elif exhausted.reason == "timeout":
+        limit = f"--timeout {options.timeout_s:g} s reached"
+    else:  # memory: what ran short, in the guard's words
+        limit = str(exhausted)
     return f"{limit} during the {search.stage} stage; raise the limit for a complete answer"
 
 

@@ -121,7 +121,12 @@ def nan_lines(report: dict[str, Any]) -> list[str]:
                      f"{fed['inf']} Inf (the data fed to the model)")
     if nan and nan.get("made_by") == "input":
         fed_inputs = ", ".join(f"{i['input']} ({i['nan']} NaN, {i['inf']} Inf)" for i in nan.get("inputs", []))
-        lines.append(f"  NaN/Inf come from the inputs, not from an op: {fed_inputs}; the compiler is not at fault")
+        culprit = report.get("culprit") or {}
+        if culprit.get("made_by") == "compiler":  # one story: the culprit above is the compiler's
+            lines.append(f"  eager's NaN/Inf come from the inputs: {fed_inputs}; compiled handles them "
+                         f"otherwise at the culprit above")
+        else:
+            lines.append(f"  NaN/Inf come from the inputs, not from an op: {fed_inputs}; the compiler is not at fault")
     for side in ("eager", "compiled") if nan else ():
         where = (nan or {}).get(side)
         text = f"{where['op']} (node {where['node']}, {where['source'] or '?'})" if where else "none"

@@ -6,6 +6,7 @@ every emitted ``repro.py``, so a repro computes its references with exactly the 
 from __future__ import annotations
 
 import logging
+import operator
 from typing import Any, Callable, Sequence
 
 import torch
@@ -69,27 +70,47 @@ def fresh_inputs(values: Any) -> Any:
     return pytree.tree_map_only(torch.Tensor, copy, values)
 
 
-class _RecordingInterpreter(fx.Interpreter):
-    """Runs a graph node by node and keeps every node's value (cloned, detached)."""
+def mutates(graph_module: fx.GraphModule) -> bool:
+    """Whether running the graph may write a tensor in place: an op whose schema is mutable, or one
+    we cannot read a schema from (a higher-order op, a method or module call). A graph that does
+    not has every value computed once and never changed after, so its values are kept by
+    reference; one that does has every value copied as it is produced (a later write must not
+    change what was recorded)."""
+    for node in graph_module.graph.nodes:
+        if node.op in ("call_method", "call_module"):
+            return True
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if not isinstance(node.target, torch._ops.OpOverload) or schema is None or schema.is_mutable:
+            return True
+    return False
 
-    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any]):
-        super().__init__(graph_module, garbage_collect_values=False)
+
+class _EagerInterpreter(fx.Interpreter):
+    """Runs a graph node by node (``upcast``: every floating op in fp64; ``overrides``: named
+    nodes' values replaced as they are produced)."""
+
+    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any],
+                 garbage_collect_values: bool):
+        super().__init__(graph_module, garbage_collect_values=garbage_collect_values)
         self.upcast = upcast
         self.overrides = overrides
-        self.values: dict[str, Any] = {}
+
+    def widen(self, node: fx.Node) -> bool:
+        """Whether an input is made fp64 as it is read (else each op widens its arguments itself)."""
+        return True
 
     def run_node(self, node: fx.Node) -> Any:
         if node.op == "placeholder":  # always consume the positional input, even when overridden
             result = super().run_node(node)
-            result = self.overrides.get(node.name, result)
-        elif node.name in self.overrides:
-            result = self.overrides[node.name]
-        elif self.upcast and node.op == "call_function":
-            result = self._run_fp64(node)
-        else:
-            result = super().run_node(node)
-        self.values[node.name] = clone_value(result)
-        return result
+            wide = to_fp64(result) if self.upcast and self.widen(node) else result
+            return self.overrides.get(node.name, wide)
+        if node.name in self.overrides:
+            return self.overrides[node.name]
+        if self.upcast and node.op == "call_function":
+            return self._run_fp64(node)
+        return super().run_node(node)
 
     @staticmethod
     def _target(node: fx.Node) -> Callable[..., Any]:
@@ -115,6 +136,58 @@ class _RecordingInterpreter(fx.Interpreter):
         # No record (a hand-built graph): float32, the dtype every floating kernel has.
         return faithful_copy(value, recorded.dtype if isinstance(recorded, torch.Tensor) else torch.float32)
 
+
+class _RecordingInterpreter(_EagerInterpreter):
+    """Keeps every node's value (detached): copied where the graph writes in place, else by reference."""
+
+    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any]):
+        super().__init__(graph_module, upcast, overrides, garbage_collect_values=False)
+        self.copy = mutates(graph_module)
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, node: fx.Node) -> Any:
+        result = super().run_node(node)
+        self.values[node.name] = clone_value(result) if self.copy else detached(result)
+        return result
+
+
+class _StreamingInterpreter(_EagerInterpreter):
+    """Hands each output value to ``sink`` as it is produced and frees every value after its last
+    use (an output after its last use by another node): the live set, never every value at once."""
+
+    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any],
+                 sink: Callable[[fx.Node, Any], None]):
+        super().__init__(graph_module, upcast, overrides, garbage_collect_values=True)
+        self.sink = sink
+        output = next(n for n in reversed(self.graph.nodes) if n.op == "output")
+        self.outputs = set(output._input_nodes)
+        self.user_to_last_uses.pop(output, None)
+        order = {node: index for index, node in enumerate(self.graph.nodes)}
+        for value in self.outputs:  # freed after its last use other than the output, or at once
+            users = [user for user in value.users if user is not output]
+            last = max(users, key=order.__getitem__) if users else value
+            self.user_to_last_uses.setdefault(last, []).append(value)
+
+    def widen(self, node: fx.Node) -> bool:
+        # Only an input returned as an output: every op widens its own arguments as it runs, so no
+        # fp64 copy of every input is held from the start of the run (inputs come first).
+        return node in self.outputs
+
+    def run_node(self, node: fx.Node) -> Any:
+        if node.op == "output":
+            return None
+        result = super().run_node(node)
+        if node in self.outputs:
+            self.sink(node, result)
+        return result
+
+
+def detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (tuple, list)):
+        return type(value)(detached(v) for v in value)
+    return value
 
 
 def to_fp64(value: Any) -> Any:
@@ -147,14 +220,31 @@ def interpret(
     """
     interpreter = _RecordingInterpreter(graph_module, upcast, overrides or {})
     with torch.no_grad():
-        interpreter.run(*(to_fp64(list(inputs)) if upcast else inputs))
+        interpreter.run(*inputs)
     return interpreter.values
 
 
 def run_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, upcast: bool = False,
               overrides: dict[str, Any] | None = None) -> list[Any]:
-    """A graph's outputs, eagerly; ``upcast`` runs every floating op in fp64."""
-    values = interpret(graph_module, inputs, upcast=upcast, overrides=overrides)
+    """A graph's outputs, eagerly; ``upcast`` runs every floating op in fp64. Only the live set is
+    held while it runs (a graph that writes in place: every value, copied as produced)."""
     output_node = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
-    outputs = fx.node.map_arg(output_node.args[0], lambda n: values[n.name])
+    if mutates(graph_module):
+        values = interpret(graph_module, inputs, upcast=upcast, overrides=overrides)
+        outputs = fx.node.map_arg(output_node.args[0], lambda n: values[n.name])
+    else:
+        produced: dict[str, Any] = {}
+        stream_graph(graph_module, inputs, upcast=upcast, overrides=overrides,
+                     sink=lambda node, value: produced.__setitem__(node.name, detached(value)))
+        outputs = fx.node.map_arg(output_node.args[0], lambda n: produced[n.name])
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
+def stream_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, sink: Callable[[fx.Node, Any], None],
+                 upcast: bool = False, overrides: dict[str, Any] | None = None) -> None:
+    """Run the graph eagerly, handing each output node's value to ``sink`` as it is produced; every
+    value is freed after its last use, so the caller holds what it keeps and nothing else. For a
+    graph that does not write in place (:func:`mutates`) only."""
+    interpreter = _StreamingInterpreter(graph_module, upcast, overrides or {}, sink)
+    with torch.no_grad():
+        interpreter.run(*inputs)

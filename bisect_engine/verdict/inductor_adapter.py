@@ -6,10 +6,13 @@ Inductor has no config or ``compile_fx`` argument to make one op fall back to it
 and restores the lowering table, the fallback set and the realized-inputs set in ``finally``.
 Everything else the engine changes goes through ``config.patch`` or ``compile_fx`` arguments;
 the release-dependent ones (provenance tracking, the generated code a compile keeps) are read here.
+A run in the caller's own process (``bisect_engine.check``) keeps the caller's compiled code
+across the engine's Dynamo resets with :func:`dynamo_caches_kept` (Dynamo has no hook to reset only some code).
 """
 from __future__ import annotations
 
 import ast
+import collections
 import atexit
 import contextlib
 import contextvars
@@ -432,3 +435,59 @@ def aoti_load_package(path: Any) -> Any:
     if hasattr(path, "seek"):
         path.seek(0)
     return load_package(path)
+
+
+@contextlib.contextmanager
+def dynamo_caches_kept() -> Iterator[None]:
+    """The caller's compiled code kept across a run in the caller's process (``bisect_engine.check``).
+
+    The engine resets Dynamo (``torch._dynamo.reset``) around its captures and model checks, which
+    drops the compiled code of *every* function Dynamo knows. Dynamo has no hook to keep some: its
+    reset clears the code objects listed in ``convert_frame``'s trackers, so the caller's entries are
+    taken out of those trackers (and of the tables the reset clears) for the run, and put back after a
+    last reset that drops the run's own. A code object the run compiles too (the model's ``forward``)
+    is listed again by the run and reset with it: its compiled code is dropped, and recompiles on its
+    next call, as after ``torch._dynamo.reset``; every other compiled function keeps its code."""
+    from torch._dynamo import convert_frame, eval_frame, resume_execution
+    from torch._dynamo.code_context import code_context
+
+    trackers = (convert_frame.input_codes, convert_frame.output_codes)
+    tables: list[Any] = [getattr(convert_frame, "orig_code_map", None), getattr(code_context, "code_context", None),
+                         resume_execution.ContinueExecutionCache.cache, eval_frame.cached_backends]
+    weak_tables = [table for table in tables if hasattr(table, "refs")]  # Dynamo's ExactWeakKeyDictionary
+    dicts: list[dict[Any, Any]] = [table for table in tables if isinstance(table, dict)]
+    saved_codes = [[ref for ref in tracker.seen] for tracker in trackers]
+    saved_tables = [[(ref, table.values[key]) for key, ref in table.refs.items() if key in table.values]
+                    for table in weak_tables]
+    saved_dicts = [dict(table) for table in dicts]
+    counters = (convert_frame.FRAME_COUNTER, collections.Counter(convert_frame.FRAME_COMPILE_COUNTER))
+    for tracker in trackers:
+        tracker.seen, tracker.seen_ids = [], _Forgiving()  # a caller's code dying meanwhile: no KeyError
+    for table in weak_tables:
+        table.clear()
+    for table in dicts:
+        table.clear()
+    try:
+        yield
+    finally:
+        torch._dynamo.reset()  # what the run compiled, and only that (the caller's codes are not listed)
+        for tracker, refs in zip(trackers, saved_codes):
+            tracker.seen = [ref for ref in refs if ref() is not None]
+            tracker.seen_ids = {id(ref()) for ref in tracker.seen}
+        for table, items in zip(weak_tables, saved_tables):
+            for ref, value in items:
+                key = ref()
+                if key is not None:
+                    table[key] = value
+        for table, saved in zip(dicts, saved_dicts):
+            table.update(saved)
+        convert_frame.FRAME_COUNTER = max(convert_frame.FRAME_COUNTER, counters[0])
+        convert_frame.FRAME_COMPILE_COUNTER.update(counters[1])
+
+
+class _Forgiving(set):  # type: ignore[type-arg]
+    """A tracker's id set while the caller's codes are set aside: their weakref callbacks remove ids
+    that are not in it."""
+
+    def remove(self, item: Any) -> None:
+        self.discard(item)

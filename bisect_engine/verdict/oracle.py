@@ -23,7 +23,7 @@ from .compare import Difference, Outcome, Tolerance, TensorVerdict, material_dif
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
-from .fx_eval import clone_value, interpret, run_graph, to_fp64
+from .fx_eval import clone_value, interpret, mutates, run_graph, stream_graph, to_fp64
 from .judgement import GRAPH, Oracle, OutputFacts, computed_by, judge_outputs, output_facts, scale_floor
 from .kernels import OutputCode
 from .noise import NoiseFloors, noise_floors
@@ -218,6 +218,7 @@ class GraphContext:
             example = [clone_value(v) for v in copies.inputs(self.view, self.eager_values, 0)]
             compiled = compiler.compile(copies.graph_module, example, label=label,
                                         constants=copies.positions(self.view, self.constants))
+            del example  # copies for the compile only: gone before the compiled values come
 
             def run() -> list[Any]:
                 for call in range(plan.calls):
@@ -296,11 +297,13 @@ class GraphContext:
                  own_inputs: bool) -> SubgraphVerdict:
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
                          else [self.eager_values[name] for name in subgraph.output_names])
-        # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
-        fp64_outputs = (run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
-                        if self.oracle.needs_fp64(GRAPH) else None)
         facts = self.output_facts(subgraph.output_names, eager_outputs, subgraph.graph_module)
-        verdicts = judge_outputs(self.oracle, GRAPH, eager_outputs, fp64_outputs, compiled_outputs, facts)
+        verdicts = self._streamed(subgraph, inputs, eager_outputs, compiled_outputs, facts)
+        if verdicts is None:
+            # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
+            fp64_outputs = (run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
+                            if self.oracle.needs_fp64(GRAPH) else None)
+            verdicts = judge_outputs(self.oracle, GRAPH, eager_outputs, fp64_outputs, compiled_outputs, facts)
         if len(verdicts) != len(subgraph.output_names):
             return SubgraphVerdict(Outcome.MISMATCH, error=verdicts[0].reason)
         outputs = dict(zip(subgraph.output_names, verdicts))
@@ -309,6 +312,33 @@ class GraphContext:
             outputs,
             dict(zip(subgraph.output_names, compiled_outputs)),
         )
+
+    def _streamed(self, subgraph: Subgraph, inputs: list[Any], eager_outputs: list[Any], compiled_outputs: list[Any],
+                  facts: list[OutputFacts]) -> list[TensorVerdict] | None:
+        """The fp64 judgement output by output as the fp64 run produces each (then dropped): the
+        fp64 values held at once are the run's live set, not every output (a per-node check's
+        subgraph outputs every node). None where it does not apply (no fp64 reference, outputs
+        that do not pair up, a graph that writes in place): judged all at once instead."""
+        graph_module = subgraph.graph_module
+        output = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
+        returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+        if (not self.oracle.needs_fp64(GRAPH) or len(compiled_outputs) != len(eager_outputs)
+                or len(returned) != len(eager_outputs) or not all(isinstance(n, fx.Node) for n in returned)
+                or mutates(graph_module)):
+            return None
+        positions: dict[fx.Node, list[int]] = {}
+        for index, node in enumerate(returned):
+            positions.setdefault(node, []).append(index)
+        verdicts: list[TensorVerdict | None] = [None] * len(returned)
+
+        def judge(node: fx.Node, fp64: Any) -> None:
+            for i in positions[node]:
+                verdicts[i] = judge_outputs(self.oracle, GRAPH, [eager_outputs[i]], [fp64], [compiled_outputs[i]],
+                                            [facts[i]])[0]
+
+        stream_graph(graph_module, inputs, upcast=True, overrides=self._draws(fp64=True), sink=judge)
+        judged = [v for v in verdicts if v is not None]
+        return judged if len(judged) == len(verdicts) else None
 
 
 REPLAYS_KEPT = 2

@@ -1,0 +1,61 @@
+"""Memory: a run is refused only when its model cannot fit, and one that runs short of memory stops
+as a budget cut (exit 4, a report saying so), before the OOM killer would."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bisect_engine.cli import main
+from bisect_engine.load.memory import MemoryGuard, UsageError, check_memory
+from bisect_engine.search import Budget, BudgetExhausted
+
+GIB = 2**30
+
+
+def test_guard_says_nothing_while_there_is_room() -> None:
+    guard = MemoryGuard(budget=4 * GIB, reserve=GIB, available=lambda: 8 * GIB, rss=lambda: GIB)
+    assert guard() is None
+
+
+def test_guard_stops_past_the_memory_budget() -> None:
+    guard = MemoryGuard(budget=2 * GIB, reserve=GIB, available=lambda: 8 * GIB, rss=lambda: 3 * GIB)
+    assert "past --memory-budget 2.00 GiB" in (guard() or "")
+
+
+def test_guard_stops_when_the_machine_runs_short() -> None:
+    guard = MemoryGuard(budget=None, reserve=GIB, available=lambda: GIB // 2, rss=lambda: 3 * GIB)
+    assert "0.50 GiB left on the machine" in (guard() or "")
+
+
+def test_budget_cut_for_memory_is_a_budget_exhausted() -> None:
+    short = iter([None, "memory: short"])
+    budget = Budget(max_compiles=10, memory=lambda: next(short))
+    budget.check(0)  # room
+    with pytest.raises(BudgetExhausted) as cut:
+        budget.check(1)
+    assert cut.value.reason == "memory" and budget.exhausted is cut.value
+
+
+def test_admission_refuses_only_what_cannot_fit() -> None:
+    model, inputs = torch.nn.Linear(256, 256), (torch.ones(1024, 256),)  # 1 MiB of input, 256 KiB of weights
+    check_memory(model, inputs, available=lambda: 16 * 2**20)  # 8 copies of 1.25 MiB fit
+    with pytest.raises(UsageError, match="refused before starting"):
+        check_memory(model, inputs, available=lambda: 8 * 2**20)
+    with pytest.raises(UsageError, match="under --memory-budget"):
+        check_memory(model, inputs, available=lambda: GIB, budget=8 * 2**20)
+
+
+def test_a_run_past_its_memory_budget_ends_incomplete_with_a_report(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_text("import torch\ndef get_model():\n    return torch.nn.Tanh()\n"
+                     "def get_inputs():\n    return (torch.ones(4, 4),)\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(model), "--out", str(out), "-q", "--verify-runs", "0",
+                                       "--memory-budget", "0.001"])  # 1 MiB: this process holds more
+    assert result.exit_code == 4, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "incomplete" and "past --memory-budget" in report["budget"], report["budget"]
