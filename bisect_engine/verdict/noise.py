@@ -79,8 +79,8 @@ def perturb(value: Any, units: Any, generator: torch.Generator) -> Any:
         return type(value)(perturb(v, u, generator) for v, u in zip(value, unit_list))
     if not _floating(value) or not isinstance(units, float) or value.numel() == 0:
         return value
-    draw = torch.rand(value.shape, generator=generator, dtype=torch.float32).to(value.device, torch.float64)
-    return value + value * (draw * (2 * units) - units)
+    factor = torch.rand(value.shape, generator=generator, dtype=torch.float64)
+    return value * factor.mul_(2 * units).add_(1 - units).to(value.device)  # x (1 + u r), r in [-1, 1]
 
 
 def floor_of(clean: Any, noisy: Any, unit: Any) -> Any:
@@ -208,9 +208,9 @@ def _run_op(node: fx.Node, clean_env: dict[fx.Node, Any], noisy_env: dict[fx.Nod
         noisy_kwargs = fx.node.map_arg(node.kwargs, lambda n: noisy_env[n])
         noisy = _clean_exact(clean, perturb(_call(target, noisy_args, dict(noisy_kwargs)), unit, generator))
         noisy = _with_order_noise(node, clean_env, clean, noisy, unit, generator)
-        input_units = {n: _unit_of(n, dtypes) for n in node.all_input_nodes}
-        once_args = fx.node.map_arg(node.args, lambda n: perturb(clean_env[n], input_units[n], generator))
-        once_kwargs = fx.node.map_arg(node.kwargs, lambda n: perturb(clean_env[n], input_units[n], generator))
+        once_inputs = {n: perturb(clean_env[n], _unit_of(n, dtypes), generator) for n in node.all_input_nodes}
+        once_args = fx.node.map_arg(node.args, lambda n: once_inputs[n])
+        once_kwargs = fx.node.map_arg(node.kwargs, lambda n: once_inputs[n])
         once = perturb(_call(target, once_args, dict(once_kwargs)), unit, generator)
     except Exception as error:  # noqa: BLE001 - perturbed inputs the op refuses: no floor
         log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
