@@ -16,7 +16,7 @@ import torch
 
 from ..verdict.candidate import GraphCandidate, Switch
 from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64
-from ..verdict.judgement import judge_against_eager
+from ..verdict.judgement import judge_against_eager, scale_floor
 from ..verdict.fx_eval import interpret
 from ..verdict.graphs import value_nodes
 from .amplify import Amplifier, amplifiers, path_between, random_values
@@ -61,11 +61,13 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
 def is_noise(context: GraphContext, name: str, departure: Departure, eager: Any, fp64: Any, compiled: Any,
              scope: str) -> bool:
     """A departure that is rounding noise (issue 36): no departure at the scale the value's rounding
-    lives at (the noise model's floor: its op's own on eager's inputs, else what it carries), and
+    lives at (the noise model's floor: its op's own on eager's inputs, else what it carries; a
+    reduction's order floor), and
     compiled not clearly closer to fp64 than eager (within the tolerance's ratio: two samples of
     one noise). A rounding eager made and compiled skipped (a bf16 ``(x + 32) - 32`` fused in fp32)
     leaves compiled many times closer: listed, whatever the floor."""
-    floor = context.noise_floor(name, carried=scope != "node")
+    floor = max(context.noise_floor(name, carried=scope != "node"),
+                scale_floor(context.view.nodes, context.eager_values, name))  # a reduction's order floor too
     if floor <= 0.0 or departure.exact:
         return False
     clearly_closer = departure.compiled_rms_ulps * context.tolerance.ratio <= departure.eager_rms_ulps
