@@ -25,6 +25,7 @@ from ..verdict.compare import Outcome, worst
 from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs
 from ..verdict.compiler import Compiler, cause_of, split_patches
 from ..verdict.fx_eval import fresh_inputs, to_fp64
+from ..verdict.noise import model_floors
 from ..verdict.oracle import SubgraphVerdict
 from ..verdict.precision import allowed_units
 from ..verdict.upcast import Upcast
@@ -68,6 +69,16 @@ def _fp64_inputs(inputs: tuple[Any, ...]) -> Any:
         return wide.requires_grad_() if tensor.requires_grad and wide.is_floating_point() else wide
 
     return pytree.tree_map_only(torch.Tensor, upcast, inputs)
+
+
+def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any]) -> list[float]:
+    """The noise model's floor of each model output (``verdict/noise.py``): the fp64 model run once
+    more with every op's result rounded at random; none where there is no fp64 model."""
+    if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
+        return [0.0] * len(eager)
+    model64 = copy.deepcopy(spec.model).to(torch.float64)
+    return model_floors(lambda: _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed,
+                                                   upcast=spec.loss_fn is None), fp64, eager)
 
 
 def _user_side(error: BaseException) -> bool:
@@ -131,7 +142,8 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     # An output downstream of a TF32 convolution or matmul carries its roundings (see
     # judgement.upstream_units): every output is measured in the coarsest precision allowed.
     unit = max(allowed) if allowed else None
-    verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, [OutputFacts(unit=unit)] * len(eager))
+    floors = _noise_floors(spec, seed, fp64, eager)  # outputs that cancel: judged where their rounding lives
+    verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, [OutputFacts(unit=unit, scale_floor=f) for f in floors])
     outputs = {f"model output {i}": v for i, v in enumerate(verdicts)}
     return SubgraphVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
 

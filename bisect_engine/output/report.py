@@ -284,7 +284,16 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         # outputs whose compiled value differs materially from eager's (whatever fp64 says)
         "material_outputs": [{"output": name, **difference.to_json()} for name, difference in graph.material],
         "digests": nodes,
+        # compiled values that changed run to run on the same inputs, where a mismatch was then
+        # decided over runs (issue 36): {"whole"/"nodes": [runs that mismatched, runs]}
+        "nondeterministic": _runs(graph) or None,
     }
+
+
+def _runs(graph: GraphResult) -> dict[str, list[int]]:
+    verdicts = {"whole": graph.whole, "nodes": graph.nodes.verdict if graph.nodes else None,
+                "window": graph.window_verdict}
+    return {scope: list(verdict.runs) for scope, verdict in verdicts.items() if verdict is not None and verdict.runs}
 
 
 def _digest_entry(node: fx.Node, name: str, eager_value: torch.Tensor, compiled_value: Any,

@@ -22,7 +22,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..verdict.compare import Outcome, TensorVerdict, worst
-from ..verdict.judgement import PROGRAM, Oracle, judge_outputs
+from ..verdict.judgement import MODEL, PROGRAM, Oracle, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,10 @@ def judge_call(graph_module: fx.GraphModule, references: References, compiled_ou
             reference = references.fp64_inputs[i] if references.fp64 is not None else references.eager_inputs[i]
             fp64_values.append(reference)
             compiled_values = compiled_values + [compiled_inputs[i]]
-    verdicts = judge_outputs(oracle, PROGRAM, eager_values, fp64_values, compiled_values)
+    # What a call returns goes on through the program (an ``.item()``, the next graph's input) or is
+    # its result: judged at the end-to-end tolerance, as the whole model is (issue 36: a vectorised
+    # erf a few dozen ulps off, feeding ``.item()``, is no divergence of the program).
+    verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values)
     if len(verdicts) != len(names):
         return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
     outputs = dict(zip(names, verdicts))

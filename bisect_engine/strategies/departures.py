@@ -16,7 +16,7 @@ import torch
 
 from ..verdict.candidate import GraphCandidate, Switch
 from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64
-from ..verdict.judgement import judge_against_eager
+from ..verdict.judgement import judge_against_eager, scale_floor
 from ..verdict.fx_eval import interpret
 from ..verdict.graphs import value_nodes
 from .amplify import Amplifier, amplifiers, path_between, random_values
@@ -39,7 +39,8 @@ class DepartedValue:
 
 
 def find_departures(context: GraphContext, compiled_values: dict[str, Any], scope: str) -> list[DepartedValue]:
-    """Values whose compiled departs from eager beyond the floors while closer to fp64."""
+    """Values whose compiled departs from eager beyond the floors while closer to fp64, leaving
+    out rounding noise (:func:`is_noise`)."""
     random = random_values(context)  # compiled draws other numbers: data, not a difference
     departing = [name for name, value in compiled_values.items()
                  if name not in random
@@ -51,10 +52,26 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
     for name in departing:
         eager, compiled = context.eager_values.get(name), compiled_values[name]
         departure = closer_to_fp64(eager, fp64.get(name), compiled, context.tolerance)
-        if departure is not None:
+        if departure is not None and not is_noise(context, name, departure, eager, fp64.get(name), compiled, scope):
             elements = int((eager != compiled).sum())
             found.append(DepartedValue(name, _computed_by(context, name), scope, departure, elements))
     return found[:MAX_LISTED]
+
+
+def is_noise(context: GraphContext, name: str, departure: Departure, eager: Any, fp64: Any, compiled: Any,
+             scope: str) -> bool:
+    """A departure that is rounding noise (issue 36): no departure at the scale the value's rounding
+    lives at (the noise model's floor: its op's own on eager's inputs, else what it carries; a
+    reduction's order floor), and
+    compiled not clearly closer to fp64 than eager (within the tolerance's ratio: two samples of
+    one noise). A rounding eager made and compiled skipped (a bf16 ``(x + 32) - 32`` fused in fp32)
+    leaves compiled many times closer: listed, whatever the floor."""
+    floor = max(context.noise_floor(name, carried=scope != "node"),
+                scale_floor(context.view.nodes, context.eager_values, name))  # a reduction's order floor too
+    if floor <= 0.0 or departure.exact:
+        return False
+    clearly_closer = departure.compiled_rms_ulps * context.tolerance.ratio <= departure.eager_rms_ulps
+    return not clearly_closer and closer_to_fp64(eager, fp64, compiled, context.tolerance, floor) is None
 
 
 def _computed_by(context: GraphContext, name: str) -> str:

@@ -392,9 +392,11 @@ class Departure:
         return {**floats, **exact}
 
 
-def closer_to_fp64(eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance()) -> Departure | None:
+def closer_to_fp64(eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = Tolerance(),
+                   scale_floor: float = 0.0) -> Departure | None:
     """The departure when compiled differs from eager beyond the tolerance's floors (eager taken
-    as the reference) and its error against fp64 is smaller than eager's; else None."""
+    as the reference) and its error against fp64 is smaller than eager's; else None. ``scale_floor``:
+    the scale the value's rounding lives at (a value that cancelled: rounding noise is no departure)."""
     if not all(isinstance(v, torch.Tensor) for v in (eager, fp64, compiled)):
         return None
     if compiled.shape != eager.shape or compiled.dtype != eager.dtype:
@@ -403,10 +405,10 @@ def closer_to_fp64(eager: Any, fp64: Any, compiled: Any, tolerance: Tolerance = 
         return _exact_departure(eager, fp64, compiled)
     if not eager.is_floating_point():
         return None
-    against_eager = compare_tensor(eager, eager, compiled, tolerance)
+    against_eager = compare_tensor(eager, eager, compiled, tolerance, scale_floor=scale_floor)
     if against_eager.outcome is Outcome.MATCH or against_eager.new_nonfinite:
         return None
-    against_fp64 = compare_tensor(eager, fp64, compiled, tolerance)
+    against_fp64 = compare_tensor(eager, fp64, compiled, tolerance, scale_floor=scale_floor)
     if against_fp64.new_nonfinite or not against_fp64.compiled_rms_ulps < against_fp64.eager_rms_ulps:
         return None
     return Departure(against_eager.compiled_rms_ulps, against_eager.compiled_max_ulps,

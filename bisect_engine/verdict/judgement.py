@@ -10,7 +10,9 @@ the batch and step scans, the pre-grad replays, the script session's calls, and 
 - the **unit rule**: an output the user let run below float32 (TF32/bf16 matmuls, convolutions) is
   measured in that unit (:func:`~bisect_engine.verdict.precision.allowed_precision`), read from the
   pinned :class:`~bisect_engine.verdict.precision.Precision` (``None``: torch's flags as they are);
-- **scale floors**: a reduction's or matmul's output is measured at the scale of what it combined;
+- **scale floors**: a reduction's or matmul's output is measured at the scale of what it combined,
+  and any value that cancelled at the scale its rounding noise lives at (``verdict/noise.py``: the
+  noise model, computed by the tool and handed in as ``noise``; a repro embeds the numbers);
 - the **random-draw rule**: with ``--rng data`` a random op's output is data (only its shape, dtype
   and finiteness count); with ``strict`` it must match eager's draw under the seed;
 - the **headline ranking**: ``strict`` names the first divergent node, else the first whose
@@ -23,8 +25,8 @@ scope      judges                              reference                 toleran
 =========  ==================================  ========================  =========================
 graph      graphs, windows, nodes, repro       the policy's              the policy's graph one
 eager      a replay against eager's values     eager                     the policy's graph one
-program    scans, pre-grad cuts, script calls  fp64 (eager if none)      ``--tolerance``
-model      the whole model (``torch.compile``) fp64 (eager if none)      end to end (looser)
+program    scans, pre-grad cuts, script grads  fp64 (eager if none)      ``--tolerance``
+model      the model, a script call's outputs  fp64 (eager if none)      end to end (looser)
 =========  ==================================  ========================  =========================
 
 Pure: nothing here runs a graph. Embedded verbatim into every repro (after
@@ -116,9 +118,10 @@ def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Seque
             for e, c, f, v in zip(eager, compiled, facts, verdicts)]
 
 
-def judge_against_eager(oracle: Oracle, eager: Any, value: Any) -> "TensorVerdict":
-    """One value against eager's (an eager replay with a compiled value injected): scope ``eager``."""
-    return judge_outputs(oracle, EAGER, [eager], None, [value])[0]
+def judge_against_eager(oracle: Oracle, eager: Any, value: Any, scale_floor: float = 0.0) -> "TensorVerdict":
+    """One value against eager's (an eager replay with a compiled value injected): scope ``eager``;
+    ``scale_floor``: the scale its rounding lives at (the noise model's floor)."""
+    return judge_outputs(oracle, EAGER, [eager], None, [value], [OutputFacts(scale_floor=scale_floor)])[0]
 
 
 def _fields(tolerance: Tolerance) -> "tuple[float, float, float]":
@@ -131,25 +134,40 @@ _RESHAPES = {"view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "permute
 _ADDS = {"add", "sub", "rsub"}
 _MEANS = {"mean", "nanmean"}
 _SUMS = {"sum", "nansum"}
+# Duplicate-index sums: the rows that land on one output are summed in whatever order the kernel
+# (atomics, threads) takes, run to run. (op, the source argument's position)
+_ACCUMULATES = {"index_add": 3, "scatter_add": 3, "index_put": 2, "_unsafe_index_put": 2, "_index_put_impl": 2}
+
+
+def order_factor(terms: float) -> float:
+    """How far a valid summation order's rounding reaches, in units of u * RMS(x) * sqrt(n): from
+    ~1 for a pairwise tree (eager's CPU sums) to sqrt(n / 2) for one sequential loop (a kernel's
+    lane, an atomic accumulation); the floor takes the geometric middle, n ** (1/4): a dropped or
+    doubled term (an error of RMS(x)) still reads as 1 / (u n ** (3/4)) units, 4,000 at n = 10^4."""
+    return max(terms, 1.0) ** 0.25
 
 
 def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]",
                  names: Sequence[str], random: "set[str] | frozenset[str]" = frozenset(),
                  outputs: "Sequence[Any] | None" = None,
                  candidate: "torch.fx.GraphModule | None" = None,
-                 bookkeeping: "set[str] | frozenset[str]" = frozenset()) -> "list[OutputFacts]":
+                 bookkeeping: "set[str] | frozenset[str]" = frozenset(),
+                 noise: "Mapping[str, float] | None" = None) -> "list[OutputFacts]":
     """For each named value of a graph (``nodes`` by name, ``values`` eager's by name): the unit
     the user allowed the op that made it (read from ``outputs``, default ``values``) or, coarser,
     one the ``candidate`` computing them (a window, a whole graph) ran upstream of it, the scale
     floor of what that op combined, and whether a random op drew it (``random``: their names) or
-    it is RNG state an attention kernel returns (``bookkeeping``: their names)."""
+    it is RNG state an attention kernel returns (``bookkeeping``: their names). ``noise``: by name,
+    the scale a value's rounding noise lives at where it cancelled (``verdict/noise.py``): the
+    floor is the larger of the two."""
     outputs = list(outputs) if outputs is not None else [values.get(name) for name in names]
     upstream = upstream_units(oracle, candidate, values) if candidate is not None else [None] * len(names)
     if len(upstream) != len(names):
         upstream = [None] * len(names)
     inherited = oracle.reference == "fp64"
     return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above),
-                        scale_floor(nodes, values, name, inherited), name in random, name in bookkeeping)
+                        max(scale_floor(nodes, values, name, inherited), (noise or {}).get(name, 0.0)),
+                        name in random, name in bookkeeping)
             for name, output, above in zip(names, outputs, upstream)]
 
 
@@ -232,12 +250,22 @@ def _magnitude(value: Any) -> float:
     return abs(float(value)) if isinstance(value, (int, float)) else 0.0
 
 
+def _accumulating(name: str, node: "torch.fx.Node", args: "list[Any]") -> bool:
+    """index_put and its kin only with ``accumulate=True`` (else the last write wins: no sum)."""
+    if "index_put" not in name:
+        return True
+    return bool(node.kwargs.get("accumulate", args[3] if len(args) > 3 else False))
+
+
 def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]", inherited: bool = True) -> float:
     """For a sum, mean, matmul, add or sub: the scale its rounding lives at, that of the terms it adds up.
     A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
     reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
-    floor is RMS(x) for a mean, RMS(x)*sqrt(n) for a sum of n terms, RMS(a)*RMS(b)*sqrt(k) for a
-    matmul; a wrong reduction (a term lost) is still off by ~1/eps units of it. 0: no floor."""
+    floor is RMS(x) for a mean, max(RMS(x)*sqrt(n), RMS(sum))*n**(1/4) for a sum of n terms (its
+    rounding grows with its partial sums, whichever order it takes; and for a duplicate-
+    index sum, ``index_add`` / ``scatter_add`` / ``index_put(accumulate=True)``, whose order changes
+    run to run: :func:`order_factor`), RMS(a)*RMS(b)*sqrt(k) for a matmul; a wrong reduction (a term
+    lost) is still off by ~1/eps units of it. 0: no floor."""
     name = op_base_name(node.target)
     args = [values.get(a.name) if isinstance(a, torch.fx.Node) else a for a in node.args]
     out = values.get(node.name)
@@ -247,7 +275,12 @@ def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]", inherited
         return _rms(args[0])
     if name in _SUMS and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
         terms = args[0].numel() / max(out.numel(), 1)
-        return _rms(args[0]) * math.sqrt(max(terms, 1.0))
+        return max(_rms(args[0]) * math.sqrt(max(terms, 1.0)), _rms(out)) * order_factor(terms)
+    if name in _ACCUMULATES and isinstance(out, torch.Tensor) and _accumulating(name, node, args):
+        source = args[_ACCUMULATES[name]] if len(args) > _ACCUMULATES[name] else None
+        if isinstance(source, torch.Tensor) and source.is_floating_point():
+            terms = source.numel() / max(out.numel(), 1) + 1.0  # rows summed into each output, and its own
+            return max(max(_rms(source), _rms(args[0])) * math.sqrt(terms), _rms(out)) * order_factor(terms)
     if name in MATMUL_OPERANDS:
         first, second = MATMUL_OPERANDS[name]
         left = args[first] if len(args) > second else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import operator
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -25,6 +26,7 @@ from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, mutates, run_graph, stream_graph, to_fp64
 from .judgement import GRAPH, Oracle, OutputFacts, computed_by, judge_outputs, output_facts, scale_floor
 from .kernels import OutputCode
+from .noise import NoiseFloors, noise_floors
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,8 @@ class SubgraphVerdict:
     calls: int = 0  # per-node check: runs of the compiled graph
     code: tuple[OutputCode, ...] = ()  # what Inductor generated, when the candidate asked to keep it
     sizes: tuple[tuple[int, str], ...] = ()  # a size sweep: (size, "match"/"mismatch"/"crash"/"invalid")
+    # a mismatch whose compiled values changed run to run (same inputs): (runs that mismatched, runs)
+    runs: tuple[int, ...] = ()
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -165,10 +169,32 @@ class GraphContext:
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
+            verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+            if verdict.outcome is Outcome.MISMATCH:
+                verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs),
+                                          lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs))
         except Exception as error:  # the verdict says so (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), code=tuple(code or ()))
-        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
+
+    def _over_runs(self, verdict: SubgraphVerdict, outputs: list[Any], run: Callable[[], list[Any]],
+                   judge: Callable[[list[Any]], SubgraphVerdict]) -> SubgraphVerdict:
+        """A mismatch decided over runs when the compiled values change run to run on the same
+        inputs (a duplicate-index sum's atomics, a parallel reduction): one more run says whether
+        they do; then ``RUNS`` runs in all, and the mismatch stands only where most of them
+        mismatch (the verdict's ``runs`` says how many did). Runs cost no compile."""
+        torch.manual_seed(self.seed)
+        again = run()
+        if _bitwise_equal(outputs, again):
+            return verdict
+        verdicts = [verdict, judge(again)]
+        while len(verdicts) < RUNS:
+            torch.manual_seed(self.seed)
+            verdicts.append(judge(run()))
+        mismatching = [v for v in verdicts if v.outcome is not Outcome.MATCH]
+        decided = verdict if 2 * len(mismatching) > len(verdicts) else next(v for v in verdicts if v.outcome is Outcome.MATCH)
+        log.info("%s: compiled values change run to run; %d of %d runs mismatch", self.name, len(mismatching), len(verdicts))
+        return dataclasses.replace(decided, runs=(len(mismatching), len(verdicts)))
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
                     max_calls: int | None = None) -> SubgraphVerdict:
@@ -193,15 +219,22 @@ class GraphContext:
             compiled = compiler.compile(copies.graph_module, example, label=label,
                                         constants=copies.positions(self.view, self.constants))
             del example  # copies for the compile only: gone before the compiled values come
-            for call in range(plan.calls):
-                torch.manual_seed(self.seed)
-                outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
-                compiled_values.update(copies.assign(self.view, call, outputs))
+
+            def run() -> list[Any]:
+                for call in range(plan.calls):
+                    torch.manual_seed(self.seed)
+                    outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
+                    compiled_values.update(copies.assign(self.view, call, outputs))
+                return [compiled_values[name] for name in subgraph.output_names]
+
+            inputs = reference_inputs(subgraph, self.eager_values)
+            compiled_outputs = run()
+            verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
+            if verdict.outcome is Outcome.MISMATCH:
+                verdict = self._over_runs(verdict, compiled_outputs, run,
+                                          lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs=False))
         except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), copies=len(plan.members), calls=plan.calls)
-        inputs = reference_inputs(subgraph, self.eager_values)
-        compiled_outputs = [compiled_values[name] for name in subgraph.output_names]
-        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
 
     def judge_whole_values(self, values: dict[str, Any]) -> SubgraphVerdict:
@@ -216,14 +249,31 @@ class GraphContext:
     def output_facts(self, names: Sequence[str], outputs: Sequence[Any],
                      candidate: fx.GraphModule | None = None) -> list[OutputFacts]:
         """The policy's facts of the named outputs, by the captured graph (units from ``outputs``,
-        or coarser from an op upstream in ``candidate``, the subgraph that computes them)."""
+        or coarser from an op upstream in ``candidate``, the subgraph that computes them; the
+        noise floor an output carries from upstream where ``candidate`` computes its inputs too,
+        its op's own where they are the candidate's inputs, as in a per-node check)."""
+        noise = {name: self.noise_floor(name, carried=_computed_upstream(candidate, name)) for name in names}
         return output_facts(self.oracle, self.view.nodes, self.eager_values, names, self._random_values, outputs,
-                            candidate, self._bookkeeping)
+                            candidate, self._bookkeeping, noise)
+
+    @functools.cached_property
+    def noise(self) -> NoiseFloors:
+        """The noise model of this graph (``verdict/noise.py``): one more fp64 run, perturbed."""
+        dtypes = {name: value.dtype for name, value in self.eager_values.items() if isinstance(value, torch.Tensor)}
+        fixed = {name: self.eager_values[name] for name in self.not_results if name in self.eager_values}
+        return noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, fixed)
+
+    def noise_floor(self, name: str, carried: bool = True) -> float:
+        """The scale ``name``'s rounding noise lives at where it cancelled (0: it did not): what
+        it inherits from upstream (``carried``, against the fp64 reference only: against eager,
+        an upstream rounding compiled skipped is what the user asked to see), else its op's own."""
+        return self.noise.floor(name, carried and self.oracle.reference == "fp64")
 
     def scale_floor(self, name: str) -> float:
         """The scale of what a reduction or matmul combined, looking through reshapes
-        (:func:`~bisect_engine.verdict.judgement.scale_floor`)."""
-        return scale_floor(self.view.nodes, self.eager_values, name)
+        (:func:`~bisect_engine.verdict.judgement.scale_floor`), or the scale the noise it carries
+        lives at, the larger."""
+        return max(scale_floor(self.view.nodes, self.eager_values, name), self.noise_floor(name))
 
     def computed_by(self, name: str) -> fx.Node | None:
         """The node that computed value ``name``, looking through the views and copies that only
@@ -292,6 +342,46 @@ class GraphContext:
 
 
 REPLAYS_KEPT = 2
+RUNS = 5  # a run-dependent mismatch: decided by the majority of this many runs
+
+
+def _bitwise_equal(first: list[Any], second: list[Any]) -> bool:
+    """The same values bit for bit (NaNs in the same places count as equal)."""
+    if len(first) != len(second):
+        return False
+    for a, b in zip(first, second):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            a, b = a.detach().cpu(), b.detach().cpu()
+            if a.is_floating_point() and not torch.equal(a.isnan(), b.isnan()):
+                return False
+            if not torch.equal(a.nan_to_num(0.0) if a.is_floating_point() else a,
+                               b.nan_to_num(0.0) if b.is_floating_point() else b):
+                return False
+        elif not (a is b or _same(a, b)):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable values are different values
+        return False
+
+
+def _computed_upstream(candidate: fx.GraphModule | None, name: str) -> bool:
+    """Whether ``candidate`` computes the inputs of the op that makes ``name`` (a window, a whole
+    graph) rather than reading them as placeholders (a per-node check); no candidate: True."""
+    if candidate is None:
+        return True
+    node = next((n for n in candidate.graph.nodes if n.name == name), None)
+    if node is None:
+        return True
+    if node.target is operator.getitem and node.args and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+    return any(source.op != "placeholder" for source in node.all_input_nodes)
 
 
 def _crash(label: str, error: Exception) -> SubgraphVerdict:

@@ -1,0 +1,296 @@
+"""The noise model: where each value of a graph has its rounding, carried through the graph.
+
+A value that cancels (a row sum of a normalised tensor, the gradient into a LayerNorm whose loss
+does not depend on its input's scale) is ~0, yet every rounding that produced it lives at the
+scale of the terms it combined. Measured at its own scale, eager's and compiled's rounding both
+read as millions of ulps and any reordering looks like a bug. This module measures, for every
+value, the scale its rounding noise lives at, by running the graph once more in fp64 with every
+floating value perturbed by its dtype's rounding (a relative ``u`` times a uniform draw in
+[-1, 1], as a rounding does; a reduction's result also by the rounding of its partial sums, at
+the scale :func:`~bisect_engine.verdict.judgement.combined_scale` gives it, whatever order a kernel
+sums in): stochastic arithmetic in the manner of CESTAC / CADNA, one draw.
+
+Two floors per value (a scale, in the value's own units; 0 where the value did not cancel):
+
+- ``own``: the op alone, its inputs taken as given and rounded once (what a per-node check of
+  that op on eager's inputs can fairly ask: a wrong op is still off by ~1/u units of it);
+- ``carried``: the noise the value inherits from everything upstream (what a window's, a whole
+  graph's or an eager replay's output is judged at: its inputs differ between the two sides).
+
+A floor counts only where the noise exceeds ``CANCELLED`` times the value's own RMS: a value
+that lost at least four bits to cancellation. Ordinary values keep their own scale, so nothing
+changes for them. Integer and boolean values carry no noise (they are judged exactly; a float
+turned integer is an amplification the material rule names), nor do random draws (data).
+Pure over the values handed in: nothing here compiles, writes or touches global state (the
+draws come from a private generator).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.fx as fx
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .compare import rounding_unit
+from .fx_eval import _fp64_kwargs, to_fp64
+from .judgement import combined_scale
+
+log = logging.getLogger(__name__)
+
+CANCELLED = 16.0  # noise above 16x the value's RMS: the value lost four bits or more to cancellation
+SEED = 0x5EED
+
+
+@dataclass(frozen=True)
+class NoiseFloors:
+    """Per value name, the scale its rounding lives at where it cancelled (absent: no floor)."""
+
+    own: Mapping[str, float] = field(default_factory=dict)
+    carried: Mapping[str, float] = field(default_factory=dict)
+
+    def floor(self, name: str, carried: bool) -> float:
+        return (self.carried if carried else self.own).get(name, 0.0)
+
+
+def _rms(value: torch.Tensor) -> float:
+    """RMS of the finite entries (the common all-finite case without a mask)."""
+    if value.numel() == 0:
+        return 0.0
+    whole = float(torch.linalg.vector_norm(value)) / math.sqrt(value.numel())
+    if math.isfinite(whole):
+        return whole
+    finite = value[torch.isfinite(value)]
+    return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
+
+
+def _floating(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.float64
+
+
+def perturb(value: Any, units: Any, generator: torch.Generator) -> Any:
+    """``value`` with each floating entry moved by a relative rounding: x (1 + u r), r in [-1, 1]."""
+    if isinstance(value, (tuple, list)):
+        unit_list = units if isinstance(units, (tuple, list)) else [units] * len(value)
+        return type(value)(perturb(v, u, generator) for v, u in zip(value, unit_list))
+    if not _floating(value) or not isinstance(units, float) or value.numel() == 0:
+        return value
+    factor = torch.rand(value.shape, generator=generator, dtype=torch.float64)
+    return value * factor.mul_(2 * units).add_(1 - units).to(value.device)  # x (1 + u r), r in [-1, 1]
+
+
+def floor_of(clean: Any, noisy: Any, unit: Any) -> Any:
+    """The scale the difference ``noisy - clean`` stands for (RMS / u) where it exceeds
+    ``CANCELLED`` x RMS(clean); 0.0 otherwise (per element of a tuple)."""
+    if isinstance(clean, (tuple, list)) and isinstance(noisy, (tuple, list)) and len(clean) == len(noisy):
+        unit_list = unit if isinstance(unit, (tuple, list)) else [unit] * len(clean)
+        return tuple(floor_of(c, n, u) for c, n, u in zip(clean, noisy, unit_list))
+    if not (_floating(clean) and _floating(noisy) and isinstance(unit, float)) or clean.shape != noisy.shape:
+        return 0.0
+    difference = noisy - clean
+    if not math.isfinite(float(difference.sum())):  # judge the entries finite on both runs
+        both = torch.isfinite(clean) & torch.isfinite(noisy)
+        if not bool(both.any()):
+            return 0.0
+        clean, difference = clean[both], difference[both]
+    scale = _rms(difference) / unit
+    return scale if scale > CANCELLED * _rms(clean) else 0.0
+
+
+def _unit_of(node: fx.Node, dtypes: Mapping[str, Any]) -> Any:
+    """The rounding unit of the dtype the model computes ``node`` in (a tuple for a tuple)."""
+    recorded = dtypes.get(node.name, node.meta.get("val", node.meta.get("example_value")))
+    return _units(recorded)
+
+
+def _units(recorded: Any) -> Any:
+    if isinstance(recorded, (tuple, list)):
+        return tuple(_units(r) for r in recorded)
+    dtype = recorded.dtype if isinstance(recorded, torch.Tensor) else recorded
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float64:
+        return rounding_unit(dtype)
+    return None
+
+
+def _call(target: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    return target(*args, **_fp64_kwargs(kwargs))
+
+
+def _clean_exact(clean: Any, noisy: Any) -> Any:
+    """Integer and boolean results are taken from the clean run: noise is not carried through them."""
+    if isinstance(clean, (tuple, list)) and isinstance(noisy, (tuple, list)) and len(clean) == len(noisy):
+        return type(clean)(_clean_exact(c, n) for c, n in zip(clean, noisy))
+    if isinstance(clean, torch.Tensor) and not clean.is_floating_point():
+        return clean
+    return noisy
+
+
+def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Mapping[str, Any],
+                 fixed: Mapping[str, Any] = {}) -> NoiseFloors:
+    """The own and carried floors of every floating value of ``graph_module`` run on ``inputs``.
+
+    ``dtypes``: the dtype (or a value of it) each node computes in, by name (eager's values);
+    ``fixed``: values taken as given on both runs (random draws, by name)."""
+    generator = torch.Generator().manual_seed(SEED)
+    clean_env: dict[fx.Node, Any] = {}
+    noisy_env: dict[fx.Node, Any] = {}
+    own: dict[str, Any] = {}
+    carried: dict[str, Any] = {}
+    remaining = list(inputs)
+    last_use = _last_uses(graph_module)
+    with torch.no_grad():
+        for node in graph_module.graph.nodes:
+            if node.op == "output":
+                break
+            unit = _unit_of(node, dtypes)
+            if node.name in fixed:
+                clean = noisy = to_fp64(fixed[node.name])
+                if node.op == "placeholder" and remaining:
+                    remaining.pop(0)
+            elif node.op == "placeholder":
+                clean = to_fp64(remaining.pop(0)) if remaining else None
+                noisy = perturb(clean, unit, generator)
+            elif node.op == "get_attr":
+                clean = to_fp64(_attribute(graph_module, str(node.target)))
+                noisy = perturb(clean, unit, generator)
+            elif node.op == "call_function" and node.target is operator.getitem:
+                clean, noisy = _getitem(node, clean_env), _getitem(node, noisy_env)
+                producer_own = own.get(node.args[0].name) if isinstance(node.args[0], fx.Node) else None
+                if isinstance(producer_own, tuple) and isinstance(node.args[1], int) and node.args[1] < len(producer_own):
+                    own[node.name] = producer_own[node.args[1]]
+            elif node.op == "call_function":
+                clean, noisy, own[node.name] = _run_op(node, clean_env, noisy_env, unit, dtypes, generator)
+            else:  # call_module / call_method do not occur in aten graphs; no noise claimed
+                clean = noisy = None
+            clean_env[node], noisy_env[node] = clean, noisy
+            carried[node.name] = floor_of(clean, noisy, unit)
+            for done in last_use.get(node, ()):  # values no later node reads: freed (two fp64 copies)
+                clean_env.pop(done, None)
+                noisy_env.pop(done, None)
+    return NoiseFloors(_scalars(own), _scalars(carried))
+
+
+def _last_uses(graph_module: fx.GraphModule) -> dict[fx.Node, list[fx.Node]]:
+    """For each node, the values whose last reader it is (the output node reads none here)."""
+    last: dict[fx.Node, fx.Node] = {}
+    for node in graph_module.graph.nodes:
+        if node.op != "output":
+            for source in node.all_input_nodes:
+                last[source] = node
+    for node in graph_module.graph.nodes:  # a value nothing reads is freed at once
+        if node not in last:
+            last[node] = node
+    uses: dict[fx.Node, list[fx.Node]] = {}
+    for value, reader in last.items():
+        uses.setdefault(reader, []).append(value)
+    return uses
+
+
+def _run_op(node: fx.Node, clean_env: dict[fx.Node, Any], noisy_env: dict[fx.Node, Any], unit: Any,
+            dtypes: Mapping[str, Any], generator: torch.Generator) -> tuple[Any, Any, Any]:
+    """The op on fp64 inputs: clean, on the noisy run's inputs (then rounded), and on the clean
+    inputs rounded once (its own floor). An op without an fp64 kernel carries no noise."""
+    target = node.target
+    assert callable(target)
+    args = fx.node.map_arg(node.args, lambda n: clean_env[n])
+    kwargs = fx.node.map_arg(node.kwargs, lambda n: clean_env[n])
+    try:
+        clean = _call(target, args, dict(kwargs))
+    except Exception as error:  # noqa: BLE001 - no fp64 kernel: this value claims no floor
+        log.debug("noise: %s has no fp64 run: %s", node.name, error)
+        return None, None, 0.0
+    try:
+        noisy_args = fx.node.map_arg(node.args, lambda n: noisy_env[n])
+        noisy_kwargs = fx.node.map_arg(node.kwargs, lambda n: noisy_env[n])
+        noisy = _clean_exact(clean, perturb(_call(target, noisy_args, dict(noisy_kwargs)), unit, generator))
+        noisy = _with_order_noise(node, clean_env, clean, noisy, unit, generator)
+        once_inputs = {n: perturb(clean_env[n], _unit_of(n, dtypes), generator) for n in node.all_input_nodes}
+        once_args = fx.node.map_arg(node.args, lambda n: once_inputs[n])
+        once_kwargs = fx.node.map_arg(node.kwargs, lambda n: once_inputs[n])
+        once = perturb(_call(target, once_args, dict(once_kwargs)), unit, generator)
+    except Exception as error:  # noqa: BLE001 - perturbed inputs the op refuses: no floor
+        log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
+        return clean, clean, 0.0
+    return clean, noisy, floor_of(clean, once, unit)
+
+
+def _with_order_noise(node: fx.Node, clean_env: dict[fx.Node, Any], clean: Any, noisy: Any, unit: Any,
+                      generator: torch.Generator) -> Any:
+    """A reduction's result with the rounding of its partial sums added (``u`` times the scale
+    :func:`~bisect_engine.verdict.judgement.combined_scale` gives it, at random): the order any
+    valid kernel sums in (a tree, a loop, atomics that change run to run) is noise its users carry."""
+    if not (_floating(noisy) and isinstance(unit, float)):
+        return noisy
+    values = {source.name: clean_env.get(source) for source in node.all_input_nodes}
+    values[node.name] = clean
+    scale = combined_scale(node, values)
+    if not scale > 0.0 or not math.isfinite(scale):
+        return noisy
+    draw = torch.rand(noisy.shape, generator=generator, dtype=torch.float32).to(noisy.device, torch.float64)
+    return noisy + (draw * 2 - 1) * (unit * scale)
+
+
+def _getitem(node: fx.Node, env: dict[fx.Node, Any]) -> Any:
+    source, index = node.args[0], node.args[1]
+    value = env.get(source) if isinstance(source, fx.Node) else None
+    try:
+        return value[index] if value is not None else None  # type: ignore[index]
+    except (IndexError, TypeError, KeyError):
+        return None
+
+
+def _attribute(graph_module: fx.GraphModule, target: str) -> Any:
+    value: Any = graph_module
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _scalars(floors: Mapping[str, Any]) -> dict[str, float]:
+    """Only the positive, finite floors of single values (a tuple's are read through its getitems)."""
+    return {name: float(value) for name, value in floors.items()
+            if isinstance(value, float) and value > 0.0 and math.isfinite(value)}
+
+
+# ---- the whole model: the same noise, where no graph is at hand ---------------------------------
+class Perturbed(TorchDispatchMode):
+    """Every floating op's fresh result moved by a relative rounding ``unit`` (see :func:`perturb`):
+    the model's fp64 run under it is the noisy run of the model as a whole (forward and backward).
+    Views, in-place writes and random draws are left as they are (aliases must stay aliases)."""
+
+    def __init__(self, unit: float, seed: int = SEED) -> None:
+        super().__init__()
+        self.unit = unit
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        schema = getattr(func, "_schema", None)
+        aliases = schema is None or schema.is_mutable or any(r.alias_info is not None for r in schema.returns)
+        if aliases or torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+            return result
+        return perturb(result, self.unit, self.generator)
+
+
+def model_floors(noisy_run: Callable[[], Sequence[Any]], fp64: Sequence[Any], eager: Sequence[Any]) -> list[float]:
+    """Per model output (and gradient), the scale its rounding noise lives at where it cancelled:
+    ``noisy_run`` (the model's fp64 run) repeated under :class:`Perturbed`, against ``fp64``. A model
+    whose fp64 run refuses the mode claims no floor (0.0 each)."""
+    units = [rounding_unit(e.dtype) if isinstance(e, torch.Tensor) and e.is_floating_point() else None for e in eager]
+    unit = max((u for u in units if u is not None), default=None)
+    if unit is None or len(fp64) != len(eager):
+        return [0.0] * len(eager)
+    try:
+        with Perturbed(unit):
+            noisy = list(noisy_run())
+    except Exception as error:  # noqa: BLE001 - no noisy run: no floor, the judgement as before
+        log.debug("noise: the model's perturbed fp64 run failed: %s", error)
+        return [0.0] * len(eager)
+    if len(noisy) != len(fp64):
+        return [0.0] * len(eager)
+    floors = [floor_of(to_fp64(f), to_fp64(n), u) for f, n, u in zip(fp64, noisy, units)]
+    return [f if isinstance(f, float) else 0.0 for f in floors]

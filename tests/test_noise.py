@@ -1,0 +1,123 @@
+"""The noise model (``verdict/noise.py``): where a value's rounding lives, carried through a graph.
+
+No compiles: synthetic graphs made by ``make_fx``, values judged by the policy's pure functions."""
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from bisect_engine.verdict.compare import closer_to_fp64, material_difference, rounding_unit
+from bisect_engine.verdict.graphs import CapturedGraph
+from bisect_engine.verdict.noise import CANCELLED, noise_floors
+from bisect_engine.verdict.oracle import GraphContext
+
+
+def _layer_norm_grad(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    # the gradient into a LayerNorm whose loss is output.pow(2).mean(): analytically 0
+    out = torch.nn.functional.layer_norm(x, x.shape[-1:])
+    return grad - grad.mean(-1, keepdim=True) - out * (grad * out).mean(-1, keepdim=True)
+
+
+def _cancelling(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    centred = x - x.mean(-1, keepdim=True)
+    row_sum = centred.sum(-1)  # ~0: rounding noise at the scale of the row's terms
+    return row_sum, torch.mm(row_sum[None, :], x)  # noise carried into a matmul
+
+
+def _context(function, *inputs: torch.Tensor) -> GraphContext:
+    graph_module = make_fx(function)(*inputs)
+    return GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, list(inputs), True))
+
+
+def test_a_cancelled_value_is_floored_at_its_terms_scale_and_carried_downstream() -> None:
+    x = torch.randn(8, 512, generator=torch.Generator().manual_seed(0))
+    context = _context(_cancelling, x)
+    row_sum, product = context.view.output_names()
+    rms = float(context.eager_values[row_sum].double().square().mean().sqrt())
+    carried = context.noise_floor(row_sum)
+    assert carried > CANCELLED * rms  # the row sum cancelled
+    assert context.noise_floor(product) > CANCELLED * float(context.eager_values[product].double().abs().mean())
+    # the mm itself does not cancel: judged on its own inputs (a per-node check) it has no floor
+    assert context.noise_floor(product, carried=False) == 0.0
+
+
+def test_ordinary_values_get_no_floor() -> None:
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(1))
+    context = _context(lambda v: torch.tanh(v @ v.t()).exp(), x)
+    assert not context.noise.own and not context.noise.carried
+
+
+def test_noise_is_no_difference_and_a_wrong_value_still_is() -> None:
+    """Eager's and another rounding order's value of a cancelled gradient: material at its own scale,
+    noise at the noise model's floor; a dropped term stays material at that floor."""
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(16, 256, generator=generator)
+    grad = torch.nn.functional.layer_norm(x, x.shape[-1:]) * 2 / x.numel()
+    context = _context(_layer_norm_grad, x, grad)
+    (name,) = context.view.output_names()
+    eager = context.eager_values[name]
+    floor = context.noise_floor(name)
+    assert floor > CANCELLED * float(eager.double().square().mean().sqrt())
+    # another rounding order: a few units of rounding at the floor's scale
+    reordered = eager + 4 * rounding_unit(torch.float32) * floor * torch.randn(eager.shape, generator=generator)
+    assert material_difference(eager, reordered).material  # what the tool said before: millions of ulps
+    assert not context.output_difference(name, reordered).material
+    dropped = (grad - grad.mean(-1, keepdim=True))  # the xhat * mean(g * xhat) term lost
+    assert context.output_difference(name, dropped).material
+    assert closer_to_fp64(eager, reordered.double(), reordered, context.tolerance, floor) is None
+    assert closer_to_fp64(eager, reordered.double(), reordered, context.tolerance) is not None
+
+
+def test_floors_are_deterministic_and_integers_carry_none() -> None:
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(3))
+
+    def rounded(v: torch.Tensor) -> torch.Tensor:
+        centred = v - v.mean(-1, keepdim=True)
+        return (centred.sum(-1) * 1e9).long()
+
+    graph_module = make_fx(rounded)(x)
+    dtypes = {}
+    first = noise_floors(graph_module, [x], dtypes)
+    assert first == noise_floors(graph_module, [x], dtypes)
+    assert all(name != "_to_copy" for name in first.carried)
+
+
+def test_a_mismatch_that_changes_run_to_run_is_decided_by_most_runs() -> None:
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.oracle import RUNS, SubgraphVerdict
+
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(4))
+    context = _context(lambda v: v.sum(0), x)
+    mismatch, match = SubgraphVerdict(Outcome.MISMATCH), SubgraphVerdict(Outcome.MATCH)
+    draws = iter(range(1, 100))
+
+    def changing() -> list[torch.Tensor]:  # another value every run: run-dependent
+        return [torch.full((2,), float(next(draws)))]
+
+    def judged(outputs: list[torch.Tensor]) -> SubgraphVerdict:  # odd runs mismatch: 3 of 5 with the first
+        return mismatch if int(outputs[0][0]) % 2 else match
+
+    decided = context._over_runs(mismatch, [torch.zeros(2)], changing, judged)
+    assert decided.outcome is Outcome.MISMATCH and decided.runs == (3, RUNS)
+    decided = context._over_runs(mismatch, [torch.zeros(2)], changing, lambda outputs: match)
+    assert decided.outcome is Outcome.MATCH and decided.runs == (1, RUNS)
+    steady = [torch.ones(2)]
+    assert context._over_runs(mismatch, steady, lambda: [torch.ones(2)], judged) is mismatch  # deterministic
+
+
+def test_a_dropped_term_of_a_duplicate_index_sum_stays_far_above_its_order_floor() -> None:
+    generator = torch.Generator().manual_seed(5)
+    rows, index = torch.randn(4000, 4, generator=generator), torch.randint(0, 8, (4000,), generator=generator)
+    context = _context(lambda r, i: torch.zeros(8, 4).index_add(0, i, r), rows, index)
+    (name,) = context.view.output_names()
+    eager = context.eager_values[name]
+    dropped = torch.zeros(8, 4).index_add(0, index[:-1], rows[:-1])
+    reordered = torch.zeros(8, 4, dtype=torch.float64).index_add(0, index, rows.double()).float()
+    verdicts = context.output_facts([name], [eager])
+    assert verdicts[0].scale_floor > float(eager.double().square().mean().sqrt())  # the order floor
+    from bisect_engine.verdict.judgement import GRAPH, judge_outputs
+
+    fp64 = reordered.double()
+    assert judge_outputs(context.oracle, GRAPH, [eager], [fp64], [reordered], verdicts)[0].outcome.value == "match"
+    wrong = judge_outputs(context.oracle, GRAPH, [eager], [fp64], [dropped], verdicts)[0]
+    assert wrong.outcome.value == "mismatch" and wrong.compiled_max_ulps > 1000
