@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 
 from .graphs import CapturedGraph
-from .compare import Difference, Outcome, Tolerance, TensorVerdict, material_difference, worst
+from .compare import Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference, worst
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
@@ -247,12 +247,13 @@ class GraphContext:
         return self._verdict(subgraph, inputs, [values.get(name) for name in subgraph.output_names], own_inputs=False)
 
     def output_facts(self, names: Sequence[str], outputs: Sequence[Any],
-                     candidate: fx.GraphModule | None = None) -> list[OutputFacts]:
+                     candidate: fx.GraphModule | None = None, with_noise: bool = True) -> list[OutputFacts]:
         """The policy's facts of the named outputs, by the captured graph (units from ``outputs``,
         or coarser from an op upstream in ``candidate``, the subgraph that computes them; the
         noise floor an output carries from upstream where ``candidate`` computes its inputs too,
         its op's own where they are the candidate's inputs, as in a per-node check)."""
-        noise = {name: self.noise_floor(name, carried=_computed_upstream(candidate, name)) for name in names}
+        noise = ({name: self.noise_floor(name, carried=_computed_upstream(candidate, name)) for name in names}
+                 if with_noise else None)
         return output_facts(self.oracle, self.view.nodes, self.eager_values, names, self._random_values, outputs,
                             candidate, self._bookkeeping, noise)
 
@@ -295,9 +296,20 @@ class GraphContext:
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
+        """The outputs judged first without the noise model: its floors only loosen the rule, so a
+        match that is not clearly above eager's error stands with them too, and the noise run (an
+        fp64 run perturbed op by op, many times an fp64 run's cost on large weights) is made only
+        for a graph where it can change the verdict or a below-tolerance look."""
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
                          else [self.eager_values[name] for name in subgraph.output_names])
-        facts = self.output_facts(subgraph.output_names, eager_outputs, subgraph.graph_module)
+        plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, with_noise=False)
+        if plain.outcome is Outcome.MATCH and not any(clearly_above_eager(v) for v in plain.outputs.values()):
+            return plain
+        return self._judged(subgraph, inputs, eager_outputs, compiled_outputs, with_noise=True)
+
+    def _judged(self, subgraph: Subgraph, inputs: list[Any], eager_outputs: list[Any], compiled_outputs: list[Any],
+                with_noise: bool) -> SubgraphVerdict:
+        facts = self.output_facts(subgraph.output_names, eager_outputs, subgraph.graph_module, with_noise)
         verdicts = self._streamed(subgraph, inputs, eager_outputs, compiled_outputs, facts)
         if verdicts is None:
             # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
