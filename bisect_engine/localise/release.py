@@ -11,6 +11,7 @@ verdicts without values). Every verdict and statistic stays.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from ..verdict.oracle import SubgraphVerdict
 from .drive import Driver
 from .records import GraphFinding
 
+log = logging.getLogger(__name__)
 replace = dataclasses.replace
 
 
@@ -99,5 +101,6 @@ def release(graph: GraphFinding, driver: Driver) -> GraphFinding:
     driver.search.forget(_of_graph(name))
     driver.search.lighten(_of_graph(name), _without_values)
     graph.context.release_values()
+    log.debug("%s: judged clean, its values released", name)
     return released
 
