@@ -1,7 +1,7 @@
 """A graph judged clean lets go of its tensors (issue 34: values live as long as a reader needs them).
 
 Once a graph's plan has run and it holds nothing a later step or the report reads by value (no
-finding, no culprit, no departures, no amplification, nothing below tolerance, no NaN), its
+finding, no culprit, no departures, no amplification, no op wrong alone below tolerance, no NaN), its
 per-value digests are taken for the report (``GraphFinding.digests``, what ``graph_json`` reads),
 then its eager values, replays and compiled values are dropped: from its record, from the judge
 (its context and per-node values: a later candidate of this graph would be an internal error,
@@ -66,7 +66,8 @@ def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...]) -> bool:
     read by value, and is not the backward a forward's departures are carried into."""
     if graph.has_finding or graph.whole.outcome is not Outcome.MATCH or graph.harness is not None:
         return False
-    held = (graph.departures, graph.amplification, graph.below, graph.inside, graph.sized_context,
+    below = graph.below is not None and graph.below.nodes.culprits  # the report lists those ops, by value
+    held = (graph.departures, graph.amplification, below, graph.inside, graph.sized_context,
             graph.material, graph.eager_nonfinite, graph.compiled_nan, graph.replay_values, graph.window)
     if any(item for item in held) or (graph.nodes is not None and graph.nodes.culprits):
         return False
@@ -82,6 +83,13 @@ def _without_values(verdict: Any) -> Any:
     return verdict
 
 
+def _below_without_values(below: Any) -> Any:
+    """A below-tolerance record without culprits (nothing reads its per-node values)."""
+    if below is None:
+        return None
+    return replace(below, nodes=replace(below.nodes, verdict=_without_values(below.nodes.verdict)))
+
+
 def _of_graph(name: str) -> Any:
     return lambda key: getattr(key, "graph", None) == name
 
@@ -91,7 +99,8 @@ def release(graph: GraphFinding, driver: Driver) -> GraphFinding:
     name = graph.context.name
     released = replace(graph, digests=graph_digests(graph), whole=_without_values(graph.whole),
                        nodes=replace(graph.nodes, verdict=_without_values(graph.nodes.verdict)) if graph.nodes else None,
-                       window_verdict=_without_values(graph.window_verdict))
+                       window_verdict=_without_values(graph.window_verdict),
+                       below=_below_without_values(graph.below))
     judge = driver.judge
     if judge.contexts.get(name) is graph.context:
         del judge.contexts[name]
