@@ -282,6 +282,11 @@ class Search(Generic[C, V]):
         for candidate_key in [k for k in self._verdicts if which(k)]:  # type: ignore[arg-type]
             del self._verdicts[candidate_key]
 
+    def lighten(self, which: Callable[[Hashable], bool], light: Callable[[V], V]) -> None:
+        """History's verdicts of the candidates ``which`` selects kept as ``light`` makes them
+        (their values dropped once nothing reads them; the calls and their outcomes stay)."""
+        self.history = [(k, light(v)) if which(k) else (k, v) for k, v in self.history]
+
     def record(self, candidate: C, verdict: V) -> None:
         """Seed the cache with a verdict learned elsewhere (costs no evaluation)."""
         self._verdicts.setdefault(self._key(candidate), verdict)

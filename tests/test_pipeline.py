@@ -293,3 +293,28 @@ def test_every_step_of_a_plan_has_its_own_name() -> None:
     for plan in (GRAPH_PLAN, CULPRIT_FIRST_PLAN, FOLLOW_UP, RUN_PLAN):
         names = [step.name for step in plan]
         assert len(names) == len(set(names)), names
+
+
+def test_a_clean_graph_lets_go_of_its_values_and_keeps_its_digests(spec, captured) -> None:
+    # issue 34: once a graph is judged clean nothing later reads its tensors: its eager values,
+    # compiled values and cached verdicts' values are dropped, its digests taken first
+    from bisect_engine.localise.judge import judge_of, run_search
+    from bisect_engine.verdict.digest import digest
+    from bisect_engine.verdict.graphs import value_nodes
+    from bisect_engine.verdict.oracle import GraphContext
+    options = EngineOptions()
+    search = run_search(options, compiler=FakeCompiler(("no_such_node",)))  # a compiler without bugs
+    result = run_captured(spec, captured, options, Progress(enabled=False), search=search)
+    graph = result.graphs[0]
+    assert graph.whole.outcome.value == "match" and graph.digests is not None
+    assert graph.context.eager_values == {} and not graph.whole.compiled_values
+    assert graph.nodes is None or not graph.nodes.verdict.compiled_values
+    assert graph.context.name not in judge_of(search).contexts and graph.context.name not in judge_of(search).compiled
+    assert all(not verdict.compiled_values for key, verdict in search.history if getattr(key, "graph", None))
+    fresh = GraphContext.from_captured(captured[0])
+    expected = {v.name: digest(fresh.eager_values[v.name]).to_json() for n in fresh.view.compute_nodes
+                for v in value_nodes(n) if isinstance(fresh.eager_values.get(v.name), torch.Tensor)}
+    entries = build_report(result)["graphs"][0]["digests"]
+    assert {e["node"]: e["eager"] for e in entries} == expected
+    compiled = [e for e in entries if e["compiled"] is not None]  # taken before the values were dropped
+    assert compiled and all(e["compiled"] == e["eager"] for e in compiled)  # no bug: the same bits

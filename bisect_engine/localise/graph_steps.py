@@ -32,6 +32,7 @@ from .drive import Driver, Step, model_candidate
 from .options import EngineOptions
 from .order import whole_first
 from .records import GraphFinding
+from .release import release, releasable
 
 log = logging.getLogger(__name__)
 replace = dataclasses.replace
@@ -56,7 +57,11 @@ def examine(graph: CapturedGraph, driver: Driver, options: EngineOptions) -> Gra
         context, whole, harness = harness_fallback(graph, context, whole, driver)
     finding = GraphFinding(context, whole, harness=harness, ended_by="whole")
     driver.join(finding)
-    return driver.run_graph_plan(GRAPH_PLAN, finding)
+    finding = driver.run_graph_plan(GRAPH_PLAN, finding)
+    if releasable(finding, driver.finding.graphs):
+        finding = release(finding, driver)
+        driver.update(finding)
+    return finding
 
 
 def culprit_first(context: GraphContext, driver: Driver, options: EngineOptions) -> GraphFinding | None:

@@ -81,6 +81,8 @@ class GraphFinding:
     # the last deciding step of the graph's plan that ran (see drive.Step.decides): "whole",
     # "confirm", "window", "amplify", ...
     ended_by: str | None = None
+    # every tensor value's digests, taken when a clean graph let go of its values (localise/release.py)
+    digests: tuple[dict[str, Any], ...] | None = None
 
     @property
     def eager_nan(self) -> str | None:

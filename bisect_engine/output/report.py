@@ -23,6 +23,7 @@ from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
 from ..load.model_file import ModelSpec
 from ..localise.judge import workers_stats
+from ..localise.release import graph_digests
 from ..localise.pipeline import GraphResult, RunResult
 from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
@@ -257,15 +258,7 @@ def _nan_side(result: RunResult, graph: GraphResult, name: str, side: str) -> di
 
 def graph_json(graph: GraphResult) -> dict[str, Any]:
     view = graph.context.view
-    compiled = graph.nodes.verdict.compiled_values if graph.nodes else graph.whole.compiled_values
-    verdicts, scope = (graph.nodes.verdict.outputs, "node") if graph.nodes else (graph.whole.outputs, "graph")
-    nodes = []
-    for node in view.compute_nodes:
-        for value in value_nodes(node):
-            eager_value = graph.context.eager_values.get(value.name)
-            if isinstance(eager_value, torch.Tensor):
-                nodes.append(_digest_entry(node, value.name, eager_value, compiled.get(value.name),
-                                           verdicts.get(value.name), scope))
+    nodes = list(graph_digests(graph))
     return {
         "name": graph.context.name,
         "kind": graph.context.captured.kind,
@@ -294,25 +287,6 @@ def _runs(graph: GraphResult) -> dict[str, list[int]]:
     verdicts = {"whole": graph.whole, "nodes": graph.nodes.verdict if graph.nodes else None,
                 "window": graph.window_verdict}
     return {scope: list(verdict.runs) for scope, verdict in verdicts.items() if verdict is not None and verdict.runs}
-
-
-def _digest_entry(node: fx.Node, name: str, eager_value: torch.Tensor, compiled_value: Any,
-                  verdict: TensorVerdict | None, scope: str) -> dict[str, Any]:
-    """One value's digests, eager and compiled (``producer``: the compute node of a ``getitem``
-    value); with its verdict (``error``) when it was judged:
-    ``scope`` ``node`` when the node was judged on eager inputs (the per-node check), ``graph``
-    when it is an output of the whole graph compiled at once (errors accumulated upstream)."""
-    entry: dict[str, Any] = {
-        "node": name,
-        "op": op_name(node),
-        "source": source_location(node)[0],
-        **({"producer": node.name} if node.name != name else {}),
-        "eager": digest(eager_value).to_json(),
-        "compiled": digest(compiled_value).to_json() if isinstance(compiled_value, torch.Tensor) else None,
-    }
-    if verdict is not None:
-        entry["error"] = {**verdict.to_json(), "scope": scope}
-    return entry
 
 
 def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -119,6 +119,12 @@ class GraphContext:
     def constant_positions(self, input_names: Sequence[str]) -> list[int]:
         return [i for i, name in enumerate(input_names) if name in self.constants]
 
+    def release_values(self) -> None:
+        """Let go of every value this context holds (its eager values, its replays): the graph is
+        judged and nothing later reads them (``localise/release.py``)."""
+        self.eager_values = {}
+        self._replays = []
+
     def replay(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """Every node's value in an eager run of the captured graph with ``overrides`` substituted
         (a node's compiled value injected). The last few are kept: a culprit's replay is asked for

@@ -1,0 +1,115 @@
+"""A graph judged clean lets go of its tensors (issue 34: values live as long as a reader needs them).
+
+Once a graph's plan has run and it holds nothing a later step or the report reads by value (no
+finding, no culprit, no departures, no amplification, no op wrong alone below tolerance, no NaN), its
+per-value digests are taken for the report (``GraphFinding.digests``, what ``graph_json`` reads),
+then its eager values, replays and compiled values are dropped: from its record, from the judge
+(its context and per-node values: a later candidate of this graph would be an internal error,
+never a verdict on missing values), from the search's cache (forgotten) and history (kept as
+verdicts without values). Every verdict and statistic stays.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ..verdict.compare import Outcome, TensorVerdict
+from ..verdict.digest import digest
+from ..verdict.graphs import op_name, source_location, value_nodes
+from ..verdict.oracle import SubgraphVerdict
+from .drive import Driver
+from .records import GraphFinding
+
+log = logging.getLogger(__name__)
+replace = dataclasses.replace
+
+
+def digest_entry(node: fx.Node, name: str, eager_value: torch.Tensor, compiled_value: Any,
+                 verdict: TensorVerdict | None, scope: str) -> dict[str, Any]:
+    """One value's digests, eager and compiled (``producer``: the compute node of a ``getitem``
+    value); with its verdict (``error``) when it was judged:
+    ``scope`` ``node`` when the node was judged on eager inputs (the per-node check), ``graph``
+    when it is an output of the whole graph compiled at once (errors accumulated upstream)."""
+    entry: dict[str, Any] = {
+        "node": name,
+        "op": op_name(node),
+        "source": source_location(node)[0],
+        **({"producer": node.name} if node.name != name else {}),
+        "eager": digest(eager_value).to_json(),
+        "compiled": digest(compiled_value).to_json() if isinstance(compiled_value, torch.Tensor) else None,
+    }
+    if verdict is not None:
+        entry["error"] = {**verdict.to_json(), "scope": scope}
+    return entry
+
+
+def graph_digests(graph: GraphFinding) -> tuple[dict[str, Any], ...]:
+    """Every tensor value's digests (report.json ``graphs[].digests``): taken when the graph lets
+    go of its values, else now."""
+    if graph.digests is not None:
+        return graph.digests
+    compiled = graph.nodes.verdict.compiled_values if graph.nodes else graph.whole.compiled_values
+    verdicts, scope = (graph.nodes.verdict.outputs, "node") if graph.nodes else (graph.whole.outputs, "graph")
+    eager = graph.context.eager_values
+    return tuple(digest_entry(node, value.name, eager[value.name], compiled.get(value.name),
+                              verdicts.get(value.name), scope)
+                 for node in graph.context.view.compute_nodes for value in value_nodes(node)
+                 if isinstance(eager.get(value.name), torch.Tensor))
+
+
+def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...]) -> bool:
+    """Nothing later reads this graph's values: it is clean, holds no culprit or other finding
+    read by value, and is not the backward a forward's departures are carried into."""
+    if graph.has_finding or graph.whole.outcome is not Outcome.MATCH or graph.harness is not None:
+        return False
+    below = graph.below is not None and graph.below.nodes.culprits  # the report lists those ops, by value
+    held = (graph.departures, graph.amplification, below, graph.inside, graph.sized_context,
+            graph.material, graph.eager_nonfinite, graph.compiled_nan, graph.replay_values, graph.window)
+    if any(item for item in held) or (graph.nodes is not None and graph.nodes.culprits):
+        return False
+    captured = graph.context.captured
+    forward = f"forward_{captured.index}"
+    return not (graph.context.name == f"backward_{captured.index}"
+                and any(g.context.name == forward and g.departures for g in others))
+
+
+def _without_values(verdict: Any) -> Any:
+    if isinstance(verdict, SubgraphVerdict) and verdict.compiled_values:
+        return replace(verdict, compiled_values={})
+    return verdict
+
+
+def _below_without_values(below: Any) -> Any:
+    """A below-tolerance record without culprits (nothing reads its per-node values)."""
+    if below is None:
+        return None
+    return replace(below, nodes=replace(below.nodes, verdict=_without_values(below.nodes.verdict)))
+
+
+def _of_graph(name: str) -> Any:
+    return lambda key: getattr(key, "graph", None) == name
+
+
+def release(graph: GraphFinding, driver: Driver) -> GraphFinding:
+    """``graph`` with its digests taken and its values dropped everywhere the run held them."""
+    name = graph.context.name
+    released = replace(graph, digests=graph_digests(graph), whole=_without_values(graph.whole),
+                       nodes=replace(graph.nodes, verdict=_without_values(graph.nodes.verdict)) if graph.nodes else None,
+                       window_verdict=_without_values(graph.window_verdict),
+                       below=_below_without_values(graph.below))
+    judge = driver.judge
+    if judge.contexts.get(name) is graph.context:
+        del judge.contexts[name]
+    judge.compiled.pop(name, None)
+    for key in [k for k in judge.sweeps if k[0] == name]:
+        del judge.sweeps[key]
+    driver.search.forget(_of_graph(name))
+    driver.search.lighten(_of_graph(name), _without_values)
+    graph.context.release_values()
+    log.debug("%s: judged clean, its values released", name)
+    return released
+
