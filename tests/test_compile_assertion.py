@@ -22,6 +22,7 @@ import torch
 from bisect_engine.assertion import failure_message, upstream_same
 from bisect_engine.live import CheckResult
 from bisect_engine.pytest_plugin import folder_name
+from conftest import Job, background_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,20 +120,41 @@ PLANTED = {"relu_bug": "aten.relu.default", "log1p_bug": "aten.log1p.default"}
 CLEAN = "clean_bf16"
 
 
-@pytest.mark.e2e
-def test_a_sample_suite_fails_exactly_the_planted_models_naming_the_op(tmp_path: Path) -> None:
+def _sample_suite(base: Path) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     from conftest import seeded_cache_dir
 
-    suite = tmp_path / "suite"
+    suite = base / "suite"
     suite.mkdir()
     (suite / "test_models.py").write_text((ROOT / "tests" / "fixtures" / "sample_compile_suite.py").read_text())
-    junit, reports = tmp_path / "junit.xml", tmp_path / "reports"
+    junit, reports = base / "junit.xml", base / "reports"
     environment = {**os.environ, "BISECT_CORPUS_DIR": str(ROOT / "repro_cases"),
                    "SAMPLE_CASES": ",".join([*PLANTED, CLEAN]),
-                   "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tmp_path / "cache"))}
+                   "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(base / "cache"))}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_models.py",
                           f"--junitxml={junit}", "--bisect-accuracy-out", str(reports)],
                          capture_output=True, text=True, timeout=1500, cwd=suite, env=environment)
+    return run, junit, reports
+
+
+def background_jobs(session: pytest.Session) -> list[Job]:
+    """The sample suite, started when collection ends where a test of this file reads it
+    (tests/conftest.py): its three models run beside the in-process tests."""
+    if not any("suite_run" in getattr(item, "fixturenames", ()) for item in session.items
+               if getattr(item, "module", None) is sys.modules[__name__]):
+        return []
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    return [Job("assertion:suite", 150.0, lambda: _sample_suite(factory.mktemp("sample_suite")))]
+
+
+@pytest.fixture(scope="module")
+def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    return background_result("assertion:suite", lambda: _sample_suite(tmp_path_factory.mktemp("sample_suite")))
+
+
+@pytest.mark.e2e
+def test_a_sample_suite_fails_exactly_the_planted_models_naming_the_op(
+        suite_run: tuple[subprocess.CompletedProcess[str], Path, Path]) -> None:
+    run, junit, reports = suite_run
     assert run.returncode == 1, run.stdout[-4000:] + run.stderr[-2000:]
     assert "2 failed, 1 passed" in run.stdout, run.stdout[-4000:]
     cases = {case.get("name"): case for case in ElementTree.parse(junit).getroot().iter("testcase")}

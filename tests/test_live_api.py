@@ -22,6 +22,7 @@ from torch import nn
 
 from bisect_engine.caller_state import caller_state_kept
 from bisect_engine.errors import UsageError
+from conftest import Job, background_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,15 +124,30 @@ def test_the_spec_of_live_objects_reads_them_as_a_model_file_would(tmp_path: Pat
 
 # --- one notebook-style session on a planted model object (real Inductor compiles) ----------------
 
-@pytest.fixture(scope="module")
-def notebook(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def _notebook_session(factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     from conftest import seeded_cache_dir
 
-    out, cwd = tmp_path_factory.mktemp("notebook") / "out", tmp_path_factory.mktemp("cwd")
-    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tmp_path_factory.mktemp("cache")))}
+    out, cwd = factory.mktemp("notebook") / "out", factory.mktemp("cwd")
+    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(factory.mktemp("cache")))}
     run = subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "notebook_session.py"),
                           str(ROOT / "repro_cases" / "relu_bug.py"), str(out)],
                          capture_output=True, text=True, timeout=900, env=environment, cwd=cwd)
+    return run, out, cwd
+
+
+def background_jobs(session: pytest.Session) -> list[Job]:
+    """The notebook session, started when collection ends where a test of this file reads it
+    (tests/conftest.py): it runs beside the in-process tests."""
+    if not any("notebook" in getattr(item, "fixturenames", ()) for item in session.items
+               if getattr(item, "module", None) is sys.modules[__name__]):
+        return []
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    return [Job("api:notebook", 90.0, lambda: _notebook_session(factory))]
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    run, out, cwd = background_result("api:notebook", lambda: _notebook_session(tmp_path_factory))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return {**json.loads(run.stdout.strip().splitlines()[-1]), "out": out, "cwd": cwd}
 
