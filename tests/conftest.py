@@ -146,6 +146,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _FUTURES[job.key] = pool.submit(job.run)
 
 
+_PARSING = threading.Lock()
+
+
+def parse_python(source: str) -> "ast.Module":
+    """``ast.parse`` one thread at a time: CPython 3.11's AST constructor keeps its recursion depth
+    per interpreter, so two threads parsing at once (a background run reading its case's
+    ``EXPECTED`` while a test walks the package) raise "AST constructor recursion depth mismatch"."""
+    import ast
+
+    with _PARSING:
+        return ast.parse(source)
+
+
 def background_result(key: str, run: Callable[[], Any]) -> Any:
     """The background run's result (waited for), or ``run()`` here when it was never started."""
     future = _FUTURES.get(key)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import planting_path
+from conftest import parse_python, planting_path
 
 from bisect_engine.load.exported import DynamicDim, dynamic_dims, flat_graph_module, flat_inputs, resized_inputs
 from bisect_engine.script import aoti_check
@@ -218,7 +218,7 @@ PLANTED_CASE = ROOT / "repro_cases" / "script_aoti_attention_exp.py"
 
 
 def _literal(path: Path, name: str) -> Any:
-    tree = ast.parse(path.read_text())
+    tree = parse_python(path.read_text())
     return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
                 and any(getattr(target, "id", None) == name for target in node.targets))
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from conftest import E2E_SECONDS, Job, background_result, planting_path, seeded_cache_dir
+from conftest import E2E_SECONDS, Job, background_result, parse_python, planting_path, seeded_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 # BISECT_TEST_DEVICE=cuda runs every case whose DEVICES lists cuda with `--device cuda` (its model,
@@ -48,7 +48,7 @@ def _is_model_case(path: Path) -> bool:
 
 
 def _literal(path: Path, name: str, default: Any = None) -> Any:
-    for node in ast.parse(path.read_text()).body:
+    for node in parse_python(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return ast.literal_eval(node.value)
     return default

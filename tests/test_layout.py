@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import parse_python
+
 ROOT = Path(__file__).resolve().parents[1]
 # Lower layers first; a module may import its own layer and the ones before it.
 LAYERS = [
@@ -55,7 +57,7 @@ def _layer(module: str) -> int:
 def _imports(module: str, path: Path) -> set[str]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     targets = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package.split(".")[: len(package.split(".")) - node.level + 1]
             targets.add(".".join(base + ([node.module] if node.module else [])))
@@ -98,7 +100,7 @@ def test_one_list_of_verdicts() -> None:
               if module != "bisect_engine.verdicts"
               and any(isinstance(node, ast.Assign) and any(getattr(t, "id", "") in ("FINDINGS", "VERDICTS")
                                                             for t in node.targets)
-                      for node in ast.parse(path.read_text()).body)]
+                      for node in parse_python(path.read_text()).body)]
     assert not copies, copies
 
 
@@ -123,7 +125,7 @@ JUDGEMENT_CALLERS = {
 def _calls(path: Path, names: set[str]) -> list[int]:
     """Lines where ``path`` calls or imports one of ``names``."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path.read_text())):
         called = node.func if isinstance(node, ast.Call) else None
         name = getattr(called, "id", None) or getattr(called, "attr", None)
         if name in names or (isinstance(node, ast.ImportFrom) and any(a.name in names for a in node.names)):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import torch
 
-from conftest import Job, background_result
+from conftest import Job, background_result, parse_python
 
 from bisect_engine import autostart
 from bisect_engine.script.hook import HOOK_LINE, install_hook, uninstall_hook
@@ -383,7 +383,7 @@ class Run:
 
 
 def _expected(script: Path) -> dict[str, Any]:
-    tree = ast.parse(script.read_text())
+    tree = parse_python(script.read_text())
     return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
                 and any(getattr(target, "id", None) == "EXPECTED" for target in node.targets))
 
