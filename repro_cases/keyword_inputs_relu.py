@@ -16,6 +16,9 @@ plant()
 
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 
+SUITE = "full"  # BISECT_CORPUS=all: test_safety.test_get_inputs_may_give_keyword_arguments covers the keyword form
+# at load, after which the pipeline is relu_bug's (flat inputs); CI time limit
+
 EXPECTED = {"verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node"}
 
 
