@@ -140,10 +140,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             jobs += module.background_jobs(session)
     if not jobs:
         return
+    _import_before_threads()
     pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="background-run")
     _POOLS.append(pool)
     for job in sorted(jobs, key=lambda job: -job.cost):
         _FUTURES[job.key] = pool.submit(job.run)
+
+
+def _import_before_threads() -> None:
+    """Import, in the main thread, the torch modules a background job's own code reaches (its
+    cache seeding imports the engine's workers module): torch's Dynamo and Inductor import each
+    other, and a background thread importing one while a test imports the other met a partially
+    initialised ``torch._inductor.utils`` ("cannot import name 'IndentedBuffer'", seen once)."""
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+
+    import bisect_engine.localise.workers  # noqa: F401
 
 
 _PARSING = threading.Lock()

@@ -121,18 +121,33 @@ def load_model_spec(path: str | os.PathLike[str], device: str | None = None) -> 
         model, inputs = _moved(path, model, target), to_device(inputs, target)
         if callable(get_batches):
             get_batches = _batches_on(get_batches, target)
+    get_batches = get_batches if callable(get_batches) else None
+    if kwargs and get_batches is not None:
+        get_batches = _keyword_batches(path, get_batches, tuple(kwargs))
+    return _spec(path, model, inputs, (config, unrenderable), loss_fn if callable(loss_fn) else None, get_batches,
+                 get_optimizer if callable(get_optimizer) else None, keywords=(len(args), kwargs),
+                 exported_program=returned if exported and target is None else None, aot_inductor=exported)
+
+
+def _spec(path: Path, model: Any, inputs: tuple[Any, ...], user_config: tuple[dict[str, Any], list[str]],
+          loss_fn: Callable[[Any], Any] | None, get_batches: Callable[[], Any] | None,
+          get_optimizer: Callable[..., Any] | None, *, keywords: tuple[int, dict[str, Any]] = (0, {}),
+          exported_program: Any = None, aot_inductor: bool = False) -> ModelSpec:
+    """The spec of a model and its flat inputs, read the one way both entries share: a compiled
+    model unwrapped with its backend, mode and ``dynamic=``; keyword inputs (``keywords``: how many
+    positional ones, then the keyword ones) taken positionally; the compile's literal options added
+    to the user's Inductor config (the repro's too), the others named as unrenderable."""
     original, compiled, backend = unwrap_compiled(model)
     options = compiled_options(compiled)
+    positional, kwargs = keywords
     if kwargs:
-        original, compiled = keyword_inputs(original, len(args), kwargs), keyword_inputs(compiled, len(args), kwargs)
-        get_batches = _keyword_batches(path, get_batches, tuple(kwargs)) if callable(get_batches) else get_batches
-    config = {**config, **{k: v for k, v in options.items() if _literal(v)}}  # the repro's config too
+        original, compiled = keyword_inputs(original, positional, kwargs), keyword_inputs(compiled, positional, kwargs)
+    config, unrenderable = user_config
+    config = {**config, **{k: v for k, v in options.items() if _literal(v)}}
     unrenderable = [*unrenderable, *(k for k, v in options.items() if not _literal(v) and k not in unrenderable)]
-    return ModelSpec(path, original, inputs, loss_fn if callable(loss_fn) else None,
-                     get_batches if callable(get_batches) else None, config, unrenderable,
-                     get_optimizer if callable(get_optimizer) else None, compiled, backend, compiled_dynamic(compiled),
-                     options, aot_inductor=exported,
-                     exported_program=returned if exported and target is None else None)
+    return ModelSpec(path, original, inputs, loss_fn, get_batches, config, unrenderable, get_optimizer, compiled,
+                     backend, compiled_dynamic(compiled), options, aot_inductor=aot_inductor,
+                     exported_program=exported_program)
 
 
 def exported_module(model: Any) -> Any:
@@ -344,10 +359,5 @@ def spec_of_objects(path: Path, returned: Any, inputs: tuple[Any, ...],
     exported = model is not returned
     if not callable(model):
         raise UsageError(f"the model is a {type(model).__name__}, not a module or callable")
-    original, compiled, backend = unwrap_compiled(model)
-    options = compiled_options(compiled)
-    config = {**config, **{k: v for k, v in options.items() if _literal(v)}}
-    unrenderable = [*unrenderable, *(k for k, v in options.items() if not _literal(v) and k not in unrenderable)]
-    return ModelSpec(path, original, inputs, loss_fn, None, config, unrenderable, None, compiled, backend,
-                     compiled_dynamic(compiled), options, aot_inductor=exported,
-                     exported_program=returned if exported else None)
+    return _spec(path, model, inputs, (config, unrenderable), loss_fn, None, None,
+                 exported_program=returned if exported else None, aot_inductor=exported)
