@@ -225,6 +225,45 @@ def test_a_right_backend_is_clean_and_checked_as_asked(session_factory: Callable
     assert report["script"]["graphs"][0]["backend"] == "aot_eager"
 
 
+def _scaled(relative: float) -> Callable[..., Any]:
+    """A compiler whose floating outputs are off by ``relative`` (a few ulps: rounding noise; 2e-5:
+    beyond the ulp rule, within upstream's ``same``; 1e-2: a real error)."""
+    def compile(graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            return tuple(v * (1 + relative) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                         for v in graph_module(*args))
+        return run
+    return compile
+
+
+def _with_graph_break(x: torch.Tensor) -> torch.Tensor:
+    gate = torch.erf(x * 0.3) + 2.0
+    if gate.max().item() > 0.01:  # a graph break: the gate is an output of the first graph
+        return x * gate
+    return x - gate
+
+
+@pytest.mark.parametrize(("relative", "verdict", "listed"), [(1e-6, "clean", 0), (2e-5, "clean", 3),
+                                                             (1e-2, "divergent", 0)])
+def test_script_calls_are_judged_end_to_end_and_never_stricter_than_upstream(
+        session_factory: Callable[..., Session], relative: float, verdict: str, listed: int) -> None:
+    """Issue 36: what a compiled call returns (here the gate feeding ``.item()``, and the result) is
+    judged at the end-to-end tolerance (a few ulps on it is noise: the script_graph_breaks_erf
+    case, cheaply), and never fails where ``torch._dynamo.utils.same`` passes it (listed instead)."""
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_with_graph_break, backend=_scaled(relative))
+        compiled(torch.linspace(-2, 2, 64))
+    report = session.finish(0)
+    assert report["verdict"] == verdict, report["script"]
+    assert len(session.graphs) == 2 and all(g.checks for g in session.graphs) == (verdict == "clean")
+    within = [item for graph in report["script"]["graphs"] for item in graph["within_upstream"]]
+    assert len(within) == listed, within  # the gate and its max (graph_0), the result (graph_1)
+    assert all(item["reason"] == "upstream_same" and item["compiled_rms_ulps"] > 64 for item in within)
+    if listed:
+        assert "within torch._dynamo.utils.same's tolerance" in script_summary(report)
+
+
 def _accumulate(x: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
     total.add_(x)
     return x * 2

@@ -22,7 +22,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..verdict.compare import Outcome, TensorVerdict, worst
-from ..verdict.judgement import MODEL, PROGRAM, Oracle, judge_outputs
+from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,11 @@ class CallVerdict:
     @property
     def failing(self) -> str | None:
         return next((name for name, v in self.outputs.items() if v.outcome is not Outcome.MATCH), None)
+
+    def within_upstream(self) -> dict[str, TensorVerdict]:
+        """Outputs the tool's rule alone fails and upstream's ``same`` passes (issue 36): listed,
+        never a divergence (``verdict.judgement.upstream_gate``)."""
+        return {name: v for name, v in self.outputs.items() if v.reason == UPSTREAM_SAME}
 
     def to_json(self) -> dict[str, Any]:
         name = self.failing

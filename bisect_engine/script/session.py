@@ -90,6 +90,8 @@ class GraphRecord:
     tool_calls: int = 0  # calls made inside the tool's own work (never checked, never counted as the program's)
     skipped: str | None = None  # why the program's calls of it were not checked (the last reason seen)
     cache_hits: int = 0  # Inductor's FX-graph / AOT-autograd cache hits while the program compiled it
+    # outputs the ulp rule alone fails and upstream's ``same`` passes: listed, never a divergence (issue 36)
+    within_upstream: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -124,7 +126,8 @@ class GraphRecord:
         # checked / not_checked_reason: added keys (every graph the program compiled is judged or says why not)
         return {"graph": self.name, "backend": self.backend, "calls": self.calls, "checks": self.checks,
                 "outcome": self.outcome, "detail": self.detail, "files": self.files, "notes": self.notes,
-                "checked": self.checked, "not_checked_reason": self.unseen_reason()}
+                "checked": self.checked, "not_checked_reason": self.unseen_reason(),
+                "within_upstream": self.within_upstream}
 
 
 @dataclass(frozen=True)
@@ -393,6 +396,9 @@ class Session:
             return
         record.checks += 1
         self.calls_checked += 1
+        listed = {item["output"] for item in record.within_upstream}  # each output once: its first call
+        record.within_upstream += [{"call": record.calls, "output": name, **v.to_json()}
+                                   for name, v in verdict.within_upstream().items() if name not in listed]
         if verdict.outcome is not Outcome.MATCH:
             if random:
                 self._random_mismatch(record, verdict, pristine)
@@ -825,6 +831,14 @@ def _no_model(*_args: Any) -> None:
     """Stands in for a model in reports of runs that localised nothing."""
 
 
+def within_upstream_lines(script: dict[str, Any]) -> list[str]:
+    """A line per graph output listed by the upstream gate: beyond the tool's ulp rule, within
+    ``torch._dynamo.utils.same``'s tolerance, so no divergence (issue 36)."""
+    return [f"  listed:  {graph['graph']} call {item['call']} {item['output']}: {item['compiled_rms_ulps']} ulps RMS "
+            f"(eager {item['eager_rms_ulps']}), within torch._dynamo.utils.same's tolerance: not a divergence"
+            for graph in script.get("graphs") or [] for item in graph.get("within_upstream") or []]
+
+
 def unseen_lines(script: dict[str, Any]) -> list[str]:
     """A line per graph no call of which was judged, other than those that compared nothing
     (:func:`~bisect_engine.script.state_check.not_checked_lines` names those)."""
@@ -844,7 +858,8 @@ def script_summary(report: dict[str, Any]) -> str:
         if report.get("verdict_from") == "processes" and report["verdict"] == "incomplete":
             what = "not every process checked"
         return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
-                          *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script)]
+                          *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script),
+                          *within_upstream_lines(script)]
                          ) + not_checked_lines(script)
     lines = [summary(report)]
     if report.get("verdict_from") == "processes":
