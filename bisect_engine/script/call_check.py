@@ -113,9 +113,11 @@ def without_hook_registrations(graph_module: fx.GraphModule) -> fx.GraphModule:
     return copied
 
 
-def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> References:
+def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any],
+                      fp64_source: Sequence[Any] | None = None) -> References:
     """Run the graph on copies of ``inputs``, eagerly then in fp64, from the same random state
-    (without its hook registrations, :func:`without_hook_registrations`).
+    (without its hook registrations, :func:`without_hook_registrations`). ``fp64_source``: the
+    fp64 run's own inputs (an earlier graph's fp64 values, ``script/reach.py``), default ``inputs``.
 
     The caller restores the random state afterwards (the program must draw what it would have).
     """
@@ -129,7 +131,7 @@ def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> Re
     mutated = [i for i, (v, version) in enumerate(zip(eager_inputs, versions))
                if isinstance(v, torch.Tensor) and v._version != version]
     _set_rng_states(states)
-    fp64, fp64_inputs, error = _fp64_outputs(graph_module, inputs)
+    fp64, fp64_inputs, error = _fp64_outputs(graph_module, inputs if fp64_source is None else fp64_source)
     if fp64 is not None and len(fp64) != len(eager):
         fp64, error = None, "the fp64 run returned another number of outputs; eager is the reference"
     return References(eager, fp64, eager_inputs, fp64_inputs, mutated, random, error)

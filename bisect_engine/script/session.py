@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -42,6 +42,7 @@ from ..verdict.judgement import Oracle
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum, without_hook_registrations)
 from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
+from .reach import Suspect, Tracer, deferrable
 from ..verdict.state import tensor_attributes
 from ..verdict.inductor_adapter import (AOTI_ENTRY_POINTS, AotiPatches, compiled_autograd_off, compiles_routed_through,
                                         in_compiled_autograd, nondefault_inductor_config)
@@ -92,6 +93,8 @@ class GraphRecord:
     cache_hits: int = 0  # Inductor's FX-graph / AOT-autograd cache hits while the program compiled it
     # outputs the ulp rule alone fails and upstream's ``same`` passes: listed, never a divergence (issue 36)
     within_upstream: list[dict[str, Any]] = field(default_factory=list)
+    # calls whose failing outputs only fed later checked calls that absorbed them (script/reach.py)
+    absorbed: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -127,7 +130,7 @@ class GraphRecord:
         return {"graph": self.name, "backend": self.backend, "calls": self.calls, "checks": self.checks,
                 "outcome": self.outcome, "detail": self.detail, "files": self.files, "notes": self.notes,
                 "checked": self.checked, "not_checked_reason": self.unseen_reason(),
-                "within_upstream": self.within_upstream}
+                "within_upstream": self.within_upstream, "absorbed": self.absorbed}
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,7 @@ class Session:
         self.calls = 0
         self.calls_checked = 0
         self.divergence: Divergence | None = None
+        self.tracer = Tracer()  # interior errors followed through later graphs (issue 36)
         self.report: dict[str, Any] | None = None
         self.localised = False
         self.stopped = False
@@ -349,11 +353,60 @@ class Session:
         arguments, pristine = (arguments, pristine) if record.state_targets else (list(args), pristine[:len(args)])
         verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, arguments,
                                                            self.oracle, labels=state_labels(record)))
+        if verdict is not None and not references.random and not record.state_targets:
+            traced = self._guarded(record, lambda: self._traced(record, verdict, references, pristine, arguments,
+                                                                outputs))
+            verdict, reached = traced if traced is not None else (None, None)
+            if reached is not None:
+                self._suspect_diverged(reached, f"{record.name} call {record.calls}")
         if verdict is not None:
             trains = _trains(outputs) and not references.random and not record.state_targets
             positions = grad_positions(args) if trains else []
             self._judged(record, compiled, verdict, references.random, pristine, positions)
         return outputs
+
+    def _traced(self, record: GraphRecord, verdict: CallVerdict, references: Any, pristine: list[Any],
+                arguments: list[Any], outputs: Any) -> tuple[CallVerdict, Suspect | None]:
+        """Interior errors (``script/reach.py``): a call that reads an earlier suspect's outputs is
+        judged on the suspect's eager and fp64 values too (its error reached here: the suspect
+        diverges); a call failing by rounding-sized amounts becomes a suspect itself (judged a match
+        until a later call or the program's end says otherwise)."""
+        flat = flat_values(outputs)
+        shadows = self.tracer.shadows(arguments)  # the program's own tensors, by identity
+        if shadows:
+            eager_inputs, fp64_inputs = self.tracer.traced_inputs(pristine, shadows)
+            traced = reference_outputs(record.graph_module, eager_inputs, fp64_inputs)
+            suspects = self.tracer.read(record.name, shadows)
+            along = judge_call(record.graph_module, traced, outputs, arguments, self.oracle)
+            if verdict.outcome is Outcome.MATCH and along.outcome is not Outcome.MATCH:
+                return verdict, suspects[0]
+            self.tracer.carry(suspects, traced, flat)
+        positions = deferrable(verdict, references, flat) if verdict.outcome is not Outcome.MATCH else []
+        if not positions:
+            return verdict, None
+        self.tracer.suspect(Suspect(record, verdict, pristine, record.calls, self.calls,
+                                    {f"output {i}" for i in positions}), positions, references, flat)
+        return CallVerdict(Outcome.MATCH, {name: v if v.outcome is Outcome.MATCH else replace(v, outcome=Outcome.MATCH)
+                                           for name, v in verdict.outputs.items()}), None
+
+    def _suspect_diverged(self, suspect: Suspect, reached: str | None, at_exit: bool = False) -> None:
+        """A suspect's error reached what the program keeps: its own call is the first divergence."""
+        self.tracer.resolve(suspect)
+        if self.divergence is not None:
+            return
+        suspect.record.notes.append(f"its call {suspect.graph_call}'s error reached "
+                                    f"{reached or 'what the program kept (no later checked call read it)'}")
+        self._diverged(suspect.record, suspect.verdict, suspect.pristine, at=(suspect.graph_call, suspect.call),
+                       stop=not at_exit)
+
+    def settle_suspects(self) -> None:
+        """At the program's end: a suspect no later checked call fully read diverges; the rest
+        are listed as absorbed on their graphs."""
+        for suspect in self.tracer.unresolved():
+            self._suspect_diverged(suspect, None, at_exit=True)
+        for suspect in self.tracer.absorbed():
+            suspect.record.absorbed.append(suspect.to_json())
+        self.tracer = Tracer()
 
     def check_external(self, record: GraphRecord, run: Callable[[list[Any]], Any], inputs: list[Any],
                        counted: bool = True) -> None:
@@ -456,11 +509,12 @@ class Session:
             record.detail["engine"] = "no node diverges once eager's random draws are fed to both sides"
 
     def _diverged(self, record: GraphRecord, verdict: CallVerdict, pristine: list[Any], result: Any = None,
-                  positions: list[int] | None = None) -> None:
+                  positions: list[int] | None = None, at: tuple[int, int] | None = None, stop: bool = True) -> None:
         """The first divergence: written (and localised, levels 3-4) at once. ``positions``: the
         gradients diverged, for the inputs there; the backward graph is captured too."""
         record.outcome, record.detail = "mismatch", verdict.to_json()
-        self.divergence = Divergence(record.name, record.calls, self.calls, time.time(), verdict.to_json())
+        graph_call, call = at if at is not None else (record.calls, self.calls)
+        self.divergence = Divergence(record.name, graph_call, call, time.time(), verdict.to_json())
         with contextlib.suppress(OutputError):
             self.output_folder()  # where this process writes (OUT/pid<N> beside another program) is decided here
         log.warning("%s diverged from eager on its call %d (%s: %s); writing %s",
@@ -480,7 +534,7 @@ class Session:
             raise
         except Exception as error:  # noqa: BLE001 - the program goes on; the log says why
             self._internal_error(error, f"writing the report of {record.name}")
-        if self.settings.stop_on_divergence:
+        if self.settings.stop_on_divergence and stop:
             self.stopped = True
             log.warning("stopping the program at its first divergence (exit status 1)")
             raise DivergenceStop()
@@ -795,6 +849,8 @@ class Session:
     def finish(self, exit_code: int | None) -> dict[str, Any]:
         """Write the final report (and, under torchrun, the status; rank 0 the summary)."""
         self.exit_code = exit_code
+        if self.report is None and self.divergence is None:
+            self.settle_suspects()
         with self._tool_work():
             if self.report is None:
                 self.report = self._plain_report(self._verdict_without_finding())
