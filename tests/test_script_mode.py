@@ -842,6 +842,23 @@ def test_graph_breaks_feeding_item_are_clean_and_the_planted_erf_is_named(tmp_pa
     assert {k: culprit[k] for k in ("op", "graph", "kind")} == {k: expected[k] for k in ("op", "graph", "kind")}
 
 
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="BISECT_CORPUS=all: the in-process interior-error test covers the path")
+@pytest.mark.parametrize("reach", [False, True], ids=["absorbed", "reaches"])
+def test_an_interior_error_absorbed_is_listed_with_its_op_and_one_that_reaches_is_named(tmp_path: Path,
+                                                                                        reach: bool) -> None:
+    run = _own_run(tmp_path, "graph_break_absorbed.py", "--level", "3", *(["--reach"] if reach else []))
+    report = run.report
+    if reach:
+        assert (run.exit_code, report["verdict"], report["culprit"]["op"]) == (1, "divergent", "aten.sigmoid.default")
+        assert report["script"]["first_divergence_call"]["graph"] == "graph_0", report["script"]
+        return
+    assert (run.exit_code, report["verdict"]) == (0, "clean"), run.stderr
+    absorbed = report["script"]["graphs"][0]["absorbed"]
+    assert len(absorbed) == 1 and absorbed[0]["read_by"] == ["graph_1"], report["script"]
+    assert absorbed[0]["ops"] == ["aten.sigmoid.default"], absorbed
+
+
 def test_a_stale_artifact_is_named_only_with_a_cache_hit_behind_it(tmp_path, monkeypatch) -> None:
     """Issue 37: a not-reproducible divergence got the stale-cache note even where every compile was
     fresh. The note now needs evidence: the program's compile of that graph hit Inductor's cache."""

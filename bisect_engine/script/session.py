@@ -405,8 +405,23 @@ class Session:
         for suspect in self.tracer.unresolved():
             self._suspect_diverged(suspect, None, at_exit=True)
         for suspect in self.tracer.absorbed():
-            suspect.record.absorbed.append(suspect.to_json())
+            suspect.record.absorbed.append({**suspect.to_json(), "ops": self._absorbed_ops(suspect)})
         self.tracer = Tracer()
+
+    def _absorbed_ops(self, suspect: Suspect) -> list[str] | None:
+        """The ops an absorbed call's graph gets wrong, each judged alone (the engine's per-node
+        check, stopped after localising: as ``localise/below_tolerance.py`` names a model file's
+        below-tolerance ops); None below level 3 or for a backend that is not Inductor."""
+        record = suspect.record
+        if self.settings.level < Level.LOCALISE or record.inductor_options is None:
+            return None
+        from ..verdict.graphs import op_name
+
+        result = self._guarded(record, lambda: self._localise(record, suspect.pristine, stop_after="localise"))
+        finding = result.finding if result is not None else None
+        if finding is None:
+            return []
+        return [op_name(finding.context.view.nodes[name]) for name in finding.culprit_nodes]
 
     def check_external(self, record: GraphRecord, run: Callable[[list[Any]], Any], inputs: list[Any],
                        counted: bool = True) -> None:
@@ -621,7 +636,8 @@ class Session:
             if folder is not None:
                 folder.write_text(INTERNAL_ERROR_LOG, text)
 
-    def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None) -> Any:
+    def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None,
+                  stop_after: str | None = None) -> Any:
         """The engine on this graph's aten graphs (the backward one too when ``positions`` names
         the differentiated inputs), under the user's Inductor options."""
         from torch._inductor import config as inductor_config
@@ -632,7 +648,8 @@ class Session:
 
         spec = self._spec(record, pristine)
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
-                                stop_after=self.settings.stage, divergence_known=True)  # type: ignore[arg-type]
+                                stop_after=stop_after or self.settings.stage,  # type: ignore[arg-type]
+                                divergence_known=True)
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
@@ -892,7 +909,10 @@ def within_upstream_lines(script: dict[str, Any]) -> list[str]:
     ``torch._dynamo.utils.same``'s tolerance, so no divergence (issue 36)."""
     return [f"  listed:  {graph['graph']} call {item['call']} {item['output']}: {item['compiled_rms_ulps']} ulps RMS "
             f"(eager {item['eager_rms_ulps']}), within torch._dynamo.utils.same's tolerance: not a divergence"
-            for graph in script.get("graphs") or [] for item in graph.get("within_upstream") or []]
+            for graph in script.get("graphs") or [] for item in graph.get("within_upstream") or []] + [
+        f"  listed:  {graph['graph']} call {item['call']} ({', '.join(item.get('ops') or []) or 'op not named'}): "
+        f"its error was absorbed by {', '.join(item['read_by'])} and never reached what the program kept"
+        for graph in script.get("graphs") or [] for item in graph.get("absorbed") or []]
 
 
 def unseen_lines(script: dict[str, Any]) -> list[str]:
