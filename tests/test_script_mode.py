@@ -309,6 +309,22 @@ def test_an_interior_error_is_a_divergence_only_where_it_reaches_what_the_progra
         assert graphs[0]["absorbed"][0]["read_by"] == ["graph_1"] and graphs[0]["within_upstream"] == []
 
 
+def test_suspects_followed_are_bounded_and_the_first_call_is_the_divergence(
+        session_factory: Callable[..., Session]) -> None:
+    """A graph failing every call by 1 % (its outputs read by no later graph): at most
+    ``reach.CAPACITY`` calls are followed (each holds its inputs); then the oldest is the divergence."""
+    from bisect_engine.script.reach import CAPACITY
+
+    session = session_factory(level=Level.CHECK, check_every=1)
+    with compiles_routed_through(session.wrap_backend):
+        compiled = torch.compile(_function, backend=_scaled(1e-2))
+        for i in range(CAPACITY + 4):
+            compiled(torch.full((4,), 0.5 + i))
+    first = session.finish(0)["script"]["first_divergence_call"]
+    assert (first["graph_call"], first["call"]) == (1, 1), first
+    assert session.calls_checked == CAPACITY + 1  # checks stop at the divergence
+
+
 def _accumulate(x: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
     total.add_(x)
     return x * 2

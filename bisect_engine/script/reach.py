@@ -30,6 +30,7 @@ from ..verdict.compare import material_difference
 from .call_check import CallVerdict, References
 
 _FLOAT_RULES = ("rms", "max")
+CAPACITY = 16  # suspects followed at once (a program failing every call by a little: memory stays bounded)
 
 
 @dataclass
@@ -77,11 +78,17 @@ def deferrable(verdict: CallVerdict, references: References, outputs: Sequence[A
 
 
 class Tracer:
-    """The suspects of a program run and the compiled tensors that carry their errors."""
+    """The suspects of a program run and the compiled tensors that carry their errors. At most
+    :data:`CAPACITY` suspects are followed (each holds its call's inputs): past that, a failing
+    call is a divergence at once, as without tracing (:attr:`full`)."""
 
     def __init__(self) -> None:
         self.suspects: list[Suspect] = []
         self._shadows: dict[int, Shadow] = {}
+
+    @property
+    def full(self) -> bool:
+        return len(self.suspects) >= CAPACITY
 
     def suspect(self, suspect: Suspect, positions: list[int], references: References, outputs: Sequence[Any]) -> None:
         self.suspects.append(suspect)

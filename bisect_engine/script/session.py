@@ -382,6 +382,8 @@ class Session:
                 return verdict, suspects[0]
             self.tracer.carry(suspects, traced, flat)
         positions = deferrable(verdict, references, flat) if verdict.outcome is not Outcome.MATCH else []
+        if positions and self.tracer.full:  # the oldest suspect is the first divergence (see reach.CAPACITY)
+            return verdict, self.tracer.suspects[0]
         if not positions:
             return verdict, None
         self.tracer.suspect(Suspect(record, verdict, pristine, record.calls, self.calls,
@@ -526,7 +528,10 @@ class Session:
     def _diverged(self, record: GraphRecord, verdict: CallVerdict, pristine: list[Any], result: Any = None,
                   positions: list[int] | None = None, at: tuple[int, int] | None = None, stop: bool = True) -> None:
         """The first divergence: written (and localised, levels 3-4) at once. ``positions``: the
-        gradients diverged, for the inputs there; the backward graph is captured too."""
+        gradients diverged, for the inputs there; the backward graph is captured too. The first
+        divergence stands (a suspect's, decided during this call, comes first)."""
+        if self.divergence is not None:
+            return
         record.outcome, record.detail = "mismatch", verdict.to_json()
         graph_call, call = at if at is not None else (record.calls, self.calls)
         self.divergence = Divergence(record.name, graph_call, call, time.time(), verdict.to_json())

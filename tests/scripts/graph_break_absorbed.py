@@ -17,8 +17,11 @@ import torch._inductor.decomposition as inductor_decomp
 EXPECTED = {"verdict": "divergent", "op": "aten.sigmoid.default"}  # --reach; without it: clean, absorbed
 
 
+HIGH = [1.01]  # --high: the planted factor (1.0002: beyond the ulp rule, within upstream's same)
+
+
 def _sigmoid_high(x):
-    return 1.01 / (1 + torch.exp(-x))  # BUG: 1 % high
+    return HIGH[0] / (1 + torch.exp(-x))  # BUG: 1 % high
 
 
 def plant() -> None:
@@ -37,7 +40,9 @@ def layer(x: torch.Tensor, reach: bool) -> torch.Tensor:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reach", action="store_true")
+    parser.add_argument("--high", type=float, default=1.01)
     args = parser.parse_args()
+    HIGH[0] = args.high
     plant()
     x = torch.linspace(1, 3, 64).reshape(8, 8)
     result = torch.compile(layer)(x, args.reach)
