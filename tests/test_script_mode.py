@@ -307,6 +307,8 @@ def test_an_interior_error_is_a_divergence_only_where_it_reaches_what_the_progra
         assert (first["graph"], first["graph_call"], first["call"]) == ("graph_0", 1, 1), first
     else:
         assert graphs[0]["absorbed"][0]["read_by"] == ["graph_1"] and graphs[0]["within_upstream"] == []
+        assert graphs[0]["absorbed"][0]["ops"] is None  # level 2, and not Inductor: no op named
+        assert "absorbed by graph_1 and never reached what the program kept" in script_summary(report)
 
 
 def test_suspects_followed_are_bounded_and_the_first_call_is_the_divergence(
