@@ -89,10 +89,10 @@ def upstream_same(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     ``same_two_models`` calls it; a compiled run that raises is no match (the pipeline then names
     the crash). Each run starts from the caller's state (the caller restores it after)."""
     import torch
-    from torch._dynamo.utils import same
 
     from .caller_state import caller_state_kept
     from .load.model_file import unwrap_compiled
+    from .verdict.judgement import upstream_same as same
 
     eager, compiled, _backend = unwrap_compiled(fn)
     compiled = compiled if compiled is not None else torch.compile(fn)
@@ -105,7 +105,7 @@ def upstream_same(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
             result = _results(compiled, args, kwargs, loss_fn)
         except Exception:  # noqa: BLE001 - a compiled run that raises disagrees; check() says how
             return False
-    return bool(same(reference, result, fp64_reference, tol=torch._dynamo.config.repro_tolerance, equal_nan=True))
+    return same(reference, result, fp64_reference)
 
 
 def _results(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -121,3 +121,43 @@ def test_a_dropped_term_of_a_duplicate_index_sum_stays_far_above_its_order_floor
     assert judge_outputs(context.oracle, GRAPH, [eager], [fp64], [reordered], verdicts)[0].outcome.value == "match"
     wrong = judge_outputs(context.oracle, GRAPH, [eager], [fp64], [dropped], verdicts)[0]
     assert wrong.outcome.value == "mismatch" and wrong.compiled_max_ulps > 1000
+
+
+# -- the upstream gate (issue 36, item 4): never stricter than torch._dynamo.utils.same ------------
+
+
+def _outputs(relative: float) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """fp64, eager and compiled outputs: eager rounded to fp32, compiled off by ``relative``."""
+    fp64 = torch.randn(256, generator=torch.Generator().manual_seed(3), dtype=torch.float64) + 2.0
+    return [fp64], [fp64.float()], [(fp64 * (1 + relative)).float()]
+
+
+def test_the_gate_passes_what_upstreams_same_passes_and_keeps_the_error() -> None:
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.judgement import GRAPH, MODEL, UPSTREAM_SAME, Oracle, judge_outputs, upstream_same
+
+    fp64, eager, compiled = _outputs(2e-5)  # ~300 ulps: the ulp rule fails it, even end to end
+    graph = judge_outputs(Oracle(), GRAPH, eager, fp64, compiled)[0]
+    assert graph.outcome is Outcome.MISMATCH  # the gate is only for what the program returns
+    assert upstream_same(eager, compiled, fp64)
+    model = judge_outputs(Oracle(), MODEL, eager, fp64, compiled)[0]
+    assert (model.outcome, model.reason) == (Outcome.MATCH, UPSTREAM_SAME)
+    assert model.compiled_rms_ulps == graph.compiled_rms_ulps > 100  # listed with its error
+    fp64, eager, compiled = _outputs(1e-2)  # beyond upstream's tolerance too: a mismatch still
+    assert not upstream_same(eager, compiled, fp64)
+    assert judge_outputs(Oracle(), MODEL, eager, fp64, compiled)[0].outcome is Outcome.MISMATCH
+
+
+def test_the_gate_never_passes_an_exact_rule() -> None:
+    """Integers, bools, dtypes and non-finite values are exact: upstream's pass does not lift them."""
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.judgement import MODEL, Oracle, judge_outputs
+
+    fp64, eager, compiled = _outputs(2e-5)
+    index = torch.arange(4)
+    for wrong in ([index, index + 1], [index, index.to(torch.int32)]):  # a value, a dtype
+        verdicts = judge_outputs(Oracle(), MODEL, eager + [index], fp64 + [index], compiled + [wrong[1]])
+        assert [v.outcome for v in verdicts] == [Outcome.MISMATCH, Outcome.MISMATCH], verdicts
+    nan = compiled[0].clone()
+    nan[0] = float("nan")
+    assert judge_outputs(Oracle(), MODEL, eager, fp64, [nan])[0].reason == "nonfinite"

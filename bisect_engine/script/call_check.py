@@ -22,7 +22,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..verdict.compare import Outcome, TensorVerdict, worst
-from ..verdict.judgement import MODEL, PROGRAM, Oracle, judge_outputs
+from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,11 @@ class CallVerdict:
     @property
     def failing(self) -> str | None:
         return next((name for name, v in self.outputs.items() if v.outcome is not Outcome.MATCH), None)
+
+    def within_upstream(self) -> dict[str, TensorVerdict]:
+        """Outputs the tool's rule alone fails and upstream's ``same`` passes (issue 36): listed,
+        never a divergence (``verdict.judgement.upstream_gate``)."""
+        return {name: v for name, v in self.outputs.items() if v.reason == UPSTREAM_SAME}
 
     def to_json(self) -> dict[str, Any]:
         name = self.failing
@@ -108,9 +113,11 @@ def without_hook_registrations(graph_module: fx.GraphModule) -> fx.GraphModule:
     return copied
 
 
-def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> References:
+def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any],
+                      fp64_source: Sequence[Any] | None = None) -> References:
     """Run the graph on copies of ``inputs``, eagerly then in fp64, from the same random state
-    (without its hook registrations, :func:`without_hook_registrations`).
+    (without its hook registrations, :func:`without_hook_registrations`). ``fp64_source``: the
+    fp64 run's own inputs (an earlier graph's fp64 values, ``script/reach.py``), default ``inputs``.
 
     The caller restores the random state afterwards (the program must draw what it would have).
     """
@@ -124,7 +131,7 @@ def reference_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> Re
     mutated = [i for i, (v, version) in enumerate(zip(eager_inputs, versions))
                if isinstance(v, torch.Tensor) and v._version != version]
     _set_rng_states(states)
-    fp64, fp64_inputs, error = _fp64_outputs(graph_module, inputs)
+    fp64, fp64_inputs, error = _fp64_outputs(graph_module, inputs if fp64_source is None else fp64_source)
     if fp64 is not None and len(fp64) != len(eager):
         fp64, error = None, "the fp64 run returned another number of outputs; eager is the reference"
     return References(eager, fp64, eager_inputs, fp64_inputs, mutated, random, error)

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -42,6 +42,7 @@ from ..verdict.judgement import Oracle
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum, without_hook_registrations)
 from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
+from .reach import Suspect, Tracer, deferrable
 from ..verdict.state import tensor_attributes
 from ..verdict.inductor_adapter import (AOTI_ENTRY_POINTS, AotiPatches, compiled_autograd_off, compiles_routed_through,
                                         in_compiled_autograd, nondefault_inductor_config)
@@ -90,6 +91,10 @@ class GraphRecord:
     tool_calls: int = 0  # calls made inside the tool's own work (never checked, never counted as the program's)
     skipped: str | None = None  # why the program's calls of it were not checked (the last reason seen)
     cache_hits: int = 0  # Inductor's FX-graph / AOT-autograd cache hits while the program compiled it
+    # outputs the ulp rule alone fails and upstream's ``same`` passes: listed, never a divergence (issue 36)
+    within_upstream: list[dict[str, Any]] = field(default_factory=list)
+    # calls whose failing outputs only fed later checked calls that absorbed them (script/reach.py)
+    absorbed: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -124,7 +129,8 @@ class GraphRecord:
         # checked / not_checked_reason: added keys (every graph the program compiled is judged or says why not)
         return {"graph": self.name, "backend": self.backend, "calls": self.calls, "checks": self.checks,
                 "outcome": self.outcome, "detail": self.detail, "files": self.files, "notes": self.notes,
-                "checked": self.checked, "not_checked_reason": self.unseen_reason()}
+                "checked": self.checked, "not_checked_reason": self.unseen_reason(),
+                "within_upstream": self.within_upstream, "absorbed": self.absorbed}
 
 
 @dataclass(frozen=True)
@@ -269,6 +275,7 @@ class Session:
         self.calls = 0
         self.calls_checked = 0
         self.divergence: Divergence | None = None
+        self.tracer = Tracer()  # interior errors followed through later graphs (issue 36)
         self.report: dict[str, Any] | None = None
         self.localised = False
         self.stopped = False
@@ -346,11 +353,77 @@ class Session:
         arguments, pristine = (arguments, pristine) if record.state_targets else (list(args), pristine[:len(args)])
         verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, arguments,
                                                            self.oracle, labels=state_labels(record)))
+        if verdict is not None and not references.random and not record.state_targets:
+            traced = self._guarded(record, lambda: self._traced(record, verdict, references, pristine, arguments,
+                                                                outputs))
+            verdict, reached = traced if traced is not None else (None, None)
+            if reached is not None:
+                self._suspect_diverged(reached, f"{record.name} call {record.calls}")
         if verdict is not None:
             trains = _trains(outputs) and not references.random and not record.state_targets
             positions = grad_positions(args) if trains else []
             self._judged(record, compiled, verdict, references.random, pristine, positions)
         return outputs
+
+    def _traced(self, record: GraphRecord, verdict: CallVerdict, references: Any, pristine: list[Any],
+                arguments: list[Any], outputs: Any) -> tuple[CallVerdict, Suspect | None]:
+        """Interior errors (``script/reach.py``): a call that reads an earlier suspect's outputs is
+        judged on the suspect's eager and fp64 values too (its error reached here: the suspect
+        diverges); a call failing by rounding-sized amounts becomes a suspect itself (judged a match
+        until a later call or the program's end says otherwise)."""
+        flat = flat_values(outputs)
+        shadows = self.tracer.shadows(arguments)  # the program's own tensors, by identity
+        if shadows:
+            eager_inputs, fp64_inputs = self.tracer.traced_inputs(pristine, shadows)
+            traced = reference_outputs(record.graph_module, eager_inputs, fp64_inputs)
+            suspects = self.tracer.read(record.name, shadows)
+            along = judge_call(record.graph_module, traced, outputs, arguments, self.oracle)
+            if verdict.outcome is Outcome.MATCH and along.outcome is not Outcome.MATCH:
+                return verdict, suspects[0]
+            self.tracer.carry(suspects, traced, flat)
+        positions = deferrable(verdict, references, flat) if verdict.outcome is not Outcome.MATCH else []
+        if positions and self.tracer.full:  # the oldest suspect is the first divergence (see reach.CAPACITY)
+            return verdict, self.tracer.suspects[0]
+        if not positions:
+            return verdict, None
+        self.tracer.suspect(Suspect(record, verdict, pristine, record.calls, self.calls,
+                                    {f"output {i}" for i in positions}), positions, references, flat)
+        return CallVerdict(Outcome.MATCH, {name: v if v.outcome is Outcome.MATCH else replace(v, outcome=Outcome.MATCH)
+                                           for name, v in verdict.outputs.items()}), None
+
+    def _suspect_diverged(self, suspect: Suspect, reached: str | None, at_exit: bool = False) -> None:
+        """A suspect's error reached what the program keeps: its own call is the first divergence."""
+        self.tracer.resolve(suspect)
+        if self.divergence is not None:
+            return
+        suspect.record.notes.append(f"its call {suspect.graph_call}'s error reached "
+                                    f"{reached or 'what the program kept (no later checked call read it)'}")
+        self._diverged(suspect.record, suspect.verdict, suspect.pristine, at=(suspect.graph_call, suspect.call),
+                       stop=not at_exit)
+
+    def settle_suspects(self) -> None:
+        """At the program's end: a suspect no later checked call fully read diverges; the rest
+        are listed as absorbed on their graphs."""
+        for suspect in self.tracer.unresolved():
+            self._suspect_diverged(suspect, None, at_exit=True)
+        for suspect in self.tracer.absorbed():
+            suspect.record.absorbed.append({**suspect.to_json(), "ops": self._absorbed_ops(suspect)})
+        self.tracer = Tracer()
+
+    def _absorbed_ops(self, suspect: Suspect) -> list[str] | None:
+        """The ops an absorbed call's graph gets wrong, each judged alone (the engine's per-node
+        check, stopped after localising: as ``localise/below_tolerance.py`` names a model file's
+        below-tolerance ops); None below level 3 or for a backend that is not Inductor."""
+        record = suspect.record
+        if self.settings.level < Level.LOCALISE or record.inductor_options is None:
+            return None
+        from ..verdict.graphs import op_name
+
+        result = self._guarded(record, lambda: self._localise(record, suspect.pristine, stop_after="localise"))
+        finding = result.finding if result is not None else None
+        if finding is None:
+            return []
+        return [op_name(finding.context.view.nodes[name]) for name in finding.culprit_nodes]
 
     def check_external(self, record: GraphRecord, run: Callable[[list[Any]], Any], inputs: list[Any],
                        counted: bool = True) -> None:
@@ -393,6 +466,9 @@ class Session:
             return
         record.checks += 1
         self.calls_checked += 1
+        listed = {item["output"] for item in record.within_upstream}  # each output once: its first call
+        record.within_upstream += [{"call": record.calls, "output": name, **v.to_json()}
+                                   for name, v in verdict.within_upstream().items() if name not in listed]
         if verdict.outcome is not Outcome.MATCH:
             if random:
                 self._random_mismatch(record, verdict, pristine)
@@ -450,11 +526,15 @@ class Session:
             record.detail["engine"] = "no node diverges once eager's random draws are fed to both sides"
 
     def _diverged(self, record: GraphRecord, verdict: CallVerdict, pristine: list[Any], result: Any = None,
-                  positions: list[int] | None = None) -> None:
+                  positions: list[int] | None = None, at: tuple[int, int] | None = None, stop: bool = True) -> None:
         """The first divergence: written (and localised, levels 3-4) at once. ``positions``: the
-        gradients diverged, for the inputs there; the backward graph is captured too."""
+        gradients diverged, for the inputs there; the backward graph is captured too. The first
+        divergence stands (a suspect's, decided during this call, comes first)."""
+        if self.divergence is not None:
+            return
         record.outcome, record.detail = "mismatch", verdict.to_json()
-        self.divergence = Divergence(record.name, record.calls, self.calls, time.time(), verdict.to_json())
+        graph_call, call = at if at is not None else (record.calls, self.calls)
+        self.divergence = Divergence(record.name, graph_call, call, time.time(), verdict.to_json())
         with contextlib.suppress(OutputError):
             self.output_folder()  # where this process writes (OUT/pid<N> beside another program) is decided here
         log.warning("%s diverged from eager on its call %d (%s: %s); writing %s",
@@ -474,7 +554,7 @@ class Session:
             raise
         except Exception as error:  # noqa: BLE001 - the program goes on; the log says why
             self._internal_error(error, f"writing the report of {record.name}")
-        if self.settings.stop_on_divergence:
+        if self.settings.stop_on_divergence and stop:
             self.stopped = True
             log.warning("stopping the program at its first divergence (exit status 1)")
             raise DivergenceStop()
@@ -561,7 +641,8 @@ class Session:
             if folder is not None:
                 folder.write_text(INTERNAL_ERROR_LOG, text)
 
-    def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None) -> Any:
+    def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None,
+                  stop_after: str | None = None) -> Any:
         """The engine on this graph's aten graphs (the backward one too when ``positions`` names
         the differentiated inputs), under the user's Inductor options."""
         from torch._inductor import config as inductor_config
@@ -572,7 +653,8 @@ class Session:
 
         spec = self._spec(record, pristine)
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
-                                stop_after=self.settings.stage, divergence_known=True)  # type: ignore[arg-type]
+                                stop_after=stop_after or self.settings.stage,  # type: ignore[arg-type]
+                                divergence_known=True)
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
@@ -789,6 +871,8 @@ class Session:
     def finish(self, exit_code: int | None) -> dict[str, Any]:
         """Write the final report (and, under torchrun, the status; rank 0 the summary)."""
         self.exit_code = exit_code
+        if self.report is None and self.divergence is None:
+            self.settle_suspects()
         with self._tool_work():
             if self.report is None:
                 self.report = self._plain_report(self._verdict_without_finding())
@@ -825,6 +909,17 @@ def _no_model(*_args: Any) -> None:
     """Stands in for a model in reports of runs that localised nothing."""
 
 
+def within_upstream_lines(script: dict[str, Any]) -> list[str]:
+    """A line per graph output listed by the upstream gate: beyond the tool's ulp rule, within
+    ``torch._dynamo.utils.same``'s tolerance, so no divergence (issue 36)."""
+    return [f"  listed:  {graph['graph']} call {item['call']} {item['output']}: {item['compiled_rms_ulps']} ulps RMS "
+            f"(eager {item['eager_rms_ulps']}), within torch._dynamo.utils.same's tolerance: not a divergence"
+            for graph in script.get("graphs") or [] for item in graph.get("within_upstream") or []] + [
+        f"  listed:  {graph['graph']} call {item['call']} ({', '.join(item.get('ops') or []) or 'op not named'}): "
+        f"its error was absorbed by {', '.join(item['read_by'])} and never reached what the program kept"
+        for graph in script.get("graphs") or [] for item in graph.get("absorbed") or []]
+
+
 def unseen_lines(script: dict[str, Any]) -> list[str]:
     """A line per graph no call of which was judged, other than those that compared nothing
     (:func:`~bisect_engine.script.state_check.not_checked_lines` names those)."""
@@ -844,7 +939,8 @@ def script_summary(report: dict[str, Any]) -> str:
         if report.get("verdict_from") == "processes" and report["verdict"] == "incomplete":
             what = "not every process checked"
         return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
-                          *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script)]
+                          *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script),
+                          *within_upstream_lines(script)]
                          ) + not_checked_lines(script)
     lines = [summary(report)]
     if report.get("verdict_from") == "processes":
