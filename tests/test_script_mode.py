@@ -251,6 +251,76 @@ def test_inputs_written_in_place_are_checked(session_factory: Callable[..., Sess
     assert first["output"] == "input 0 (L_total_), written in place", first
 
 
+def _decode_step(token: torch.Tensor, cache: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    cache.index_copy_(0, position, token)  # a static KV cache, written in place at each step
+    return torch.tanh(cache).sum(dim=0)
+
+
+def _writes_cache_wrongly(graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    """A wrong compiler for the decode step: right outputs, the cache row it writes off by one."""
+    position = [n.target for n in graph_module.graph.nodes if n.op == "placeholder"].index("L_cache_")
+
+    def run(*args: Any) -> Any:
+        outputs = graph_module(*args)
+        args[position].add_(1)
+        return outputs
+    return run
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "writes_wrongly"])
+def test_a_static_cache_written_in_place_on_every_step_is_checked(session_factory: Callable[..., Session],
+                                                                  backend: str) -> None:
+    """HF ``generate()`` with ``cache_implementation="static"`` in small (the corpus case
+    tests/scripts/hf_generate_static.py runs the real one): a buffer marked as a static address,
+    written in place with ``index_copy_`` by one graph called at every step."""
+    session = session_factory(level=Level.CHECK, check_every=1)
+    cache = torch.zeros(4, 3)
+    torch._dynamo.mark_static_address(cache)
+    compiled = _writes_cache_wrongly if backend == "writes_wrongly" else backend
+    with compiles_routed_through(session.wrap_backend):
+        step = torch.compile(_decode_step, backend=compiled, fullgraph=True)
+        for i in range(3):
+            step(torch.full((1, 3), float(i + 1)), cache, torch.tensor([i]))
+    report = session.finish(0)
+    graphs = report["script"]["graphs"]
+    if backend == "aot_eager":
+        assert torch.equal(cache[:3, 0], torch.tensor([1.0, 2.0, 3.0]))
+        assert report["verdict"] == "clean" and [(g["calls"], g["checks"]) for g in graphs] == [(3, 3)], graphs
+    else:
+        first = report["script"]["first_divergence_call"]
+        assert (report["verdict"], first["output"]) == ("divergent", "input 0 (L_cache_), written in place"), first
+
+
+def _bf16_in_fp32(graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    """A right compiler under autocast: it computes in fp32 and rounds the results to bf16 (as
+    Inductor's fused kernels do), so it differs from eager's bf16 ops by bf16 rounding only."""
+    def run(*args: Any) -> Any:
+        with torch.autocast("cpu", enabled=False):
+            outputs = graph_module(*[a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                                     for a in args])
+        return tuple(v.bfloat16() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in outputs)
+    return run
+
+
+def _autocast_mlp(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.relu(torch.layer_norm(x @ w, (16,)) @ w)
+
+
+@pytest.mark.parametrize(("backend", "verdict"), [(_bf16_in_fp32, "clean"), (_off_by_one, "divergent")])
+def test_bf16_rounding_under_autocast_is_not_a_divergence(session_factory: Callable[..., Session], backend: Any,
+                                                          verdict: str) -> None:
+    """CPU AMP (``torch.autocast("cpu", dtype=torch.bfloat16)``) in small (the corpus case
+    tests/scripts/amp_bf16_gradscaler.py runs it with GradScaler and Inductor)."""
+    session = session_factory(level=Level.CHECK)
+    generator = torch.Generator().manual_seed(0)
+    x, w = torch.randn(32, 16, generator=generator), torch.randn(16, 16, generator=generator) / 4
+    with compiles_routed_through(session.wrap_backend), torch.autocast("cpu", dtype=torch.bfloat16):
+        output = torch.compile(_autocast_mlp, backend=backend)(x, w)
+    assert output.dtype == torch.bfloat16
+    report = session.finish(0)
+    assert report["verdict"] == verdict and report["script"]["graphs"][0]["checked"], report["script"]
+
+
 def _wrong_backward_compiler(graph_module: torch.fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
     def run(args: list[Any]) -> list[Any]:
         return [g * 2 if isinstance(g, torch.Tensor) else g for g in graph_module(*args)]
@@ -718,7 +788,8 @@ def test_a_real_inductor_crash_in_a_script_is_a_crash_window_with_a_repro_raisin
 
 
 # What users wrap around their models (issue 35's corpus): a clean run and its planted twin each.
-CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py", "padded_dynamic.py"]
+CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py", "padded_dynamic.py", "hf_generate_static.py",
+                  "amp_bf16_gradscaler.py"]
 
 
 @pytest.mark.e2e
