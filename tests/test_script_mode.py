@@ -102,6 +102,25 @@ def test_summary_orders_ranks_by_time_then_call() -> None:
     assert summary["missing"] == [4] and summary["unfinished"] == [3]
 
 
+@pytest.mark.parametrize(("verdicts", "merged"), [
+    (["clean", "clean"], "clean"),
+    (["clean", "divergent"], "divergent"),
+    (["incomplete", "clean"], "incomplete"),
+    (["clean", None], "incomplete"),  # a rank that wrote no status: never seen to the end
+    (["crash", "divergent"], "divergent"),
+])
+def test_one_verdict_covers_every_rank(verdicts: list[str | None], merged: str) -> None:
+    statuses = {rank: None if v is None else {**_status(None), "verdict": v} for rank, v in enumerate(verdicts)}
+    summary = summarise(statuses)
+    assert summary["verdict"] == merged
+    assert summary["verdicts"] == {str(r): v or "incomplete" for r, v in enumerate(verdicts)}
+
+
+def test_a_rank_still_running_is_incomplete_whatever_it_said_so_far() -> None:
+    summary = summarise({0: {**_status(None), "verdict": "clean"}, 1: {**_status(None, final=False), "verdict": "clean"}})
+    assert (summary["verdict"], summary["verdicts"]) == ("incomplete", {"0": "clean", "1": "incomplete"})
+
+
 def test_collect_statuses_waits_a_bounded_time(tmp_path: Path) -> None:
     (tmp_path / "rank0").mkdir()
     (tmp_path / "rank0" / "status.json").write_text(json.dumps(_status(None)))
@@ -423,6 +442,23 @@ def test_a_compile_that_raises_is_a_crash_and_the_program_sees_its_exception(
     assert report["script"]["first_divergence_call"]["graph"] == "graph_0"
     assert "crashed: compiling graph_0 (after 0 program call(s)): ValueError: planted compile failure" \
         in script_summary(report)
+
+
+def test_calls_on_fake_tensors_are_the_compilers_not_the_programs(session_factory: Callable[..., Session]) -> None:
+    """DDPOptimizer calls each compiled bucket piece on fake tensors while it compiles the split
+    graph: no value to check there (checking one failed with DataDependentOutputException)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    session = session_factory(level=Level.CHECK)
+    record = session.add_graph(torch.fx.symbolic_trace(torch.nn.Tanh()), "inductor", {})
+    seen: list[Any] = []
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.zeros(4))
+        session.call(record, lambda *args: seen.append(args) or torch.tanh(args[0]), (fake,))
+    assert len(seen) == 1 and (record.calls, session.calls) == (0, 0)
+    session.call(record, torch.tanh, (torch.zeros(4),))
+    report = session.finish(0)
+    assert report["verdict"] == "clean" and report["script"]["graphs"][0]["calls"] == 1, report["script"]
 
 
 def test_calls_inside_the_tools_own_work_are_not_the_programs(session_factory: Callable[..., Session]) -> None:
@@ -805,6 +841,33 @@ def test_what_users_wrap_around_models_is_clean_and_its_planted_twin_is_found(tm
     assert (planted.report["verdict"], planted.report["culprit"]["op"]) == (expected["verdict"], expected["op"])
     assert [r["exit"] for r in planted.report["repro"]["runs"]] == [1]
     assert _repro_without(planted, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="two torchrun runs (about 60 s and 90 s); the default run covers torchrun "
+                                           "(test_torchrun_gives_per_rank_reports_and_a_summary), the merged verdict "
+                                           "and fake calls in process")
+def test_ddp_on_gloo_under_torchrun_is_clean_and_its_planted_twin_is_found_on_every_rank(tmp_path: Path) -> None:
+    """DistributedDataParallel(torch.compile(model)), 2 ranks, gloo: DDPOptimizer splits the graph at
+    the buckets; every piece is checked on every rank, each rank has its verdict, the summary one."""
+    script = SCRIPTS / "ddp_gloo.py"
+    command = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", str(script)]
+    env = {LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}", "BISECT_ACCURACY_VERIFY_RUNS": "1",
+           "OMP_NUM_THREADS": "1"}
+    for name, args, verdict in (("clean", [], "clean"), ("planted", ["--bug"], "divergent")):
+        run = _run(tmp_path, name, command + args, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name / "cache"), **env)
+        assert run.exit_code == 0, run.stderr  # the hook keeps the program's status
+        summary = json.loads((run.out_dir / "summary.json").read_text())
+        assert (summary["verdict"], summary["verdicts"]) == (verdict, {"0": verdict, "1": verdict}), summary
+        for rank in (0, 1):
+            report = json.loads((run.out_dir / f"rank{rank}" / "report.json").read_text())
+            graphs = report["script"]["graphs"]
+            assert len(graphs) >= 2 and all(g["checked"] for g in graphs), graphs  # the pieces of the split
+            if verdict == "divergent":
+                assert report["culprit"]["op"] == _expected(script)["op"]
+                assert [r["exit"] for r in report["repro"]["runs"]] == [1]
+    fixed = Run(0, "", "", run.out_dir / "rank1", run.cwd)
+    assert _repro_without(fixed, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
 
 
 def test_a_stale_artifact_is_named_only_with_a_cache_hit_behind_it(tmp_path, monkeypatch) -> None:
