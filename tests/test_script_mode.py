@@ -461,6 +461,21 @@ def test_calls_on_fake_tensors_are_the_compilers_not_the_programs(session_factor
     assert report["verdict"] == "clean" and report["script"]["graphs"][0]["calls"] == 1, report["script"]
 
 
+def test_a_rank_that_compiled_nothing_says_so_and_the_summary_covers_it(tmp_path: Path) -> None:
+    """torch.compile(DistributedDataParallel(model)) on torch 2.13: Dynamo breaks on DDP's logger and
+    compiles no graph. A launcher that compiles nothing stays silent; a rank of the program never does."""
+    import contextlib
+
+    from bisect_engine.script.ranks import RankInfo
+    from bisect_engine.script.session import ActiveSession, _finish_at_exit
+
+    settings = ScriptSettings(level=Level.CHECK, out_dir=tmp_path / "out", summary_wait_s=0.0)
+    session = Session(settings, tmp_path / "train.py", [], "environment", rank=RankInfo(0, 1, 0))
+    _finish_at_exit(ActiveSession(session, contextlib.ExitStack()))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["verdict"], summary["verdicts"]) == ("unchecked", {"0": "unchecked"}), summary
+
+
 def test_calls_inside_the_tools_own_work_are_not_the_programs(session_factory: Callable[..., Session]) -> None:
     session = session_factory(level=Level.CHECK)
     with compiles_routed_through(session.wrap_backend):

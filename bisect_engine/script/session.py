@@ -972,7 +972,11 @@ def _finish_at_exit(active: ActiveSession) -> None:
     active.close()
     session = active.session
     if not session.graphs and not session.other_processes():  # compiled nothing (a launcher, a worker)
-        return
+        if session.rank is None:
+            return
+        # a rank of the program compiled nothing: said, and in its status, so rank 0's summary covers it
+        log.warning("rank %d compiled nothing (no graph reached torch.compile's backend): nothing was checked",
+                    session.rank.rank)
     try:
         session.output_folder()  # an earlier run's folders are set aside before this one's are listed
         session.finish(None)  # a launcher that compiled nothing: its report's verdict is its children's
