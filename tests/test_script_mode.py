@@ -102,6 +102,25 @@ def test_summary_orders_ranks_by_time_then_call() -> None:
     assert summary["missing"] == [4] and summary["unfinished"] == [3]
 
 
+@pytest.mark.parametrize(("verdicts", "merged"), [
+    (["clean", "clean"], "clean"),
+    (["clean", "divergent"], "divergent"),
+    (["incomplete", "clean"], "incomplete"),
+    (["clean", None], "incomplete"),  # a rank that wrote no status: never seen to the end
+    (["crash", "divergent"], "divergent"),
+])
+def test_one_verdict_covers_every_rank(verdicts: list[str | None], merged: str) -> None:
+    statuses = {rank: None if v is None else {**_status(None), "verdict": v} for rank, v in enumerate(verdicts)}
+    summary = summarise(statuses)
+    assert summary["verdict"] == merged
+    assert summary["verdicts"] == {str(r): v or "incomplete" for r, v in enumerate(verdicts)}
+
+
+def test_a_rank_still_running_is_incomplete_whatever_it_said_so_far() -> None:
+    summary = summarise({0: {**_status(None), "verdict": "clean"}, 1: {**_status(None, final=False), "verdict": "clean"}})
+    assert (summary["verdict"], summary["verdicts"]) == ("incomplete", {"0": "clean", "1": "incomplete"})
+
+
 def test_collect_statuses_waits_a_bounded_time(tmp_path: Path) -> None:
     (tmp_path / "rank0").mkdir()
     (tmp_path / "rank0" / "status.json").write_text(json.dumps(_status(None)))
@@ -353,6 +372,76 @@ def test_inputs_written_in_place_are_checked(session_factory: Callable[..., Sess
     assert first["output"] == "input 0 (L_total_), written in place", first
 
 
+def _decode_step(token: torch.Tensor, cache: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    cache.index_copy_(0, position, token)  # a static KV cache, written in place at each step
+    return torch.tanh(cache).sum(dim=0)
+
+
+def _writes_cache_wrongly(graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    """A wrong compiler for the decode step: right outputs, the cache row it writes off by one."""
+    position = [n.target for n in graph_module.graph.nodes if n.op == "placeholder"].index("L_cache_")
+
+    def run(*args: Any) -> Any:
+        outputs = graph_module(*args)
+        args[position].add_(1)
+        return outputs
+    return run
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "writes_wrongly"])
+def test_a_static_cache_written_in_place_on_every_step_is_checked(session_factory: Callable[..., Session],
+                                                                  backend: str) -> None:
+    """HF ``generate()`` with ``cache_implementation="static"`` in small (the corpus case
+    tests/scripts/hf_generate_static.py runs the real one): a buffer marked as a static address,
+    written in place with ``index_copy_`` by one graph called at every step."""
+    session = session_factory(level=Level.CHECK, check_every=1)
+    cache = torch.zeros(4, 3)
+    torch._dynamo.mark_static_address(cache)
+    compiled = _writes_cache_wrongly if backend == "writes_wrongly" else backend
+    with compiles_routed_through(session.wrap_backend):
+        step = torch.compile(_decode_step, backend=compiled, fullgraph=True)
+        for i in range(3):
+            step(torch.full((1, 3), float(i + 1)), cache, torch.tensor([i]))
+    report = session.finish(0)
+    graphs = report["script"]["graphs"]
+    if backend == "aot_eager":
+        assert torch.equal(cache[:3, 0], torch.tensor([1.0, 2.0, 3.0]))
+        assert report["verdict"] == "clean" and [(g["calls"], g["checks"]) for g in graphs] == [(3, 3)], graphs
+    else:
+        first = report["script"]["first_divergence_call"]
+        assert (report["verdict"], first["output"]) == ("divergent", "input 0 (L_cache_), written in place"), first
+
+
+def _bf16_in_fp32(graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    """A right compiler under autocast: it computes in fp32 and rounds the results to bf16 (as
+    Inductor's fused kernels do), so it differs from eager's bf16 ops by bf16 rounding only."""
+    def run(*args: Any) -> Any:
+        with torch.autocast("cpu", enabled=False):
+            outputs = graph_module(*[a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                                     for a in args])
+        return tuple(v.bfloat16() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in outputs)
+    return run
+
+
+def _autocast_mlp(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.relu(torch.layer_norm(x @ w, (16,)) @ w)
+
+
+@pytest.mark.parametrize(("backend", "verdict"), [(_bf16_in_fp32, "clean"), (_off_by_one, "divergent")])
+def test_bf16_rounding_under_autocast_is_not_a_divergence(session_factory: Callable[..., Session], backend: Any,
+                                                          verdict: str) -> None:
+    """CPU AMP (``torch.autocast("cpu", dtype=torch.bfloat16)``) in small (the corpus case
+    tests/scripts/amp_bf16_gradscaler.py runs it with GradScaler and Inductor)."""
+    session = session_factory(level=Level.CHECK)
+    generator = torch.Generator().manual_seed(0)
+    x, w = torch.randn(32, 16, generator=generator), torch.randn(16, 16, generator=generator) / 4
+    with compiles_routed_through(session.wrap_backend), torch.autocast("cpu", dtype=torch.bfloat16):
+        output = torch.compile(_autocast_mlp, backend=backend)(x, w)
+    assert output.dtype == torch.bfloat16
+    report = session.finish(0)
+    assert report["verdict"] == verdict and report["script"]["graphs"][0]["checked"], report["script"]
+
+
 def _wrong_backward_compiler(graph_module: torch.fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
     def run(args: list[Any]) -> list[Any]:
         return [g * 2 if isinstance(g, torch.Tensor) else g for g in graph_module(*args)]
@@ -455,6 +544,38 @@ def test_a_compile_that_raises_is_a_crash_and_the_program_sees_its_exception(
     assert report["script"]["first_divergence_call"]["graph"] == "graph_0"
     assert "crashed: compiling graph_0 (after 0 program call(s)): ValueError: planted compile failure" \
         in script_summary(report)
+
+
+def test_calls_on_fake_tensors_are_the_compilers_not_the_programs(session_factory: Callable[..., Session]) -> None:
+    """DDPOptimizer calls each compiled bucket piece on fake tensors while it compiles the split
+    graph: no value to check there (checking one failed with DataDependentOutputException)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    session = session_factory(level=Level.CHECK)
+    record = session.add_graph(torch.fx.symbolic_trace(torch.nn.Tanh()), "inductor", {})
+    seen: list[Any] = []
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.zeros(4))
+        session.call(record, lambda *args: seen.append(args) or torch.tanh(args[0]), (fake,))
+    assert len(seen) == 1 and (record.calls, session.calls) == (0, 0)
+    session.call(record, torch.tanh, (torch.zeros(4),))
+    report = session.finish(0)
+    assert report["verdict"] == "clean" and report["script"]["graphs"][0]["calls"] == 1, report["script"]
+
+
+def test_a_rank_that_compiled_nothing_says_so_and_the_summary_covers_it(tmp_path: Path) -> None:
+    """torch.compile(DistributedDataParallel(model)) on torch 2.13: Dynamo breaks on DDP's logger and
+    compiles no graph. A launcher that compiles nothing stays silent; a rank of the program never does."""
+    import contextlib
+
+    from bisect_engine.script.ranks import RankInfo
+    from bisect_engine.script.session import ActiveSession, _finish_at_exit
+
+    settings = ScriptSettings(level=Level.CHECK, out_dir=tmp_path / "out", summary_wait_s=0.0)
+    session = Session(settings, tmp_path / "train.py", [], "environment", rank=RankInfo(0, 1, 0))
+    _finish_at_exit(ActiveSession(session, contextlib.ExitStack()))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["verdict"], summary["verdicts"]) == ("unchecked", {"0": "unchecked"}), summary
 
 
 def test_calls_inside_the_tools_own_work_are_not_the_programs(session_factory: Callable[..., Session]) -> None:
@@ -820,7 +941,8 @@ def test_a_real_inductor_crash_in_a_script_is_a_crash_window_with_a_repro_raisin
 
 
 # What users wrap around their models (issue 35's corpus): a clean run and its planted twin each.
-CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py", "padded_dynamic.py"]
+CORPUS_SCRIPTS = ["separate_loss.py", "channels_last_freezing.py", "padded_dynamic.py", "hf_generate_static.py",
+                  "amp_bf16_gradscaler.py"]
 
 
 @pytest.mark.e2e
@@ -875,6 +997,33 @@ def test_an_interior_error_absorbed_is_listed_with_its_op_and_one_that_reaches_i
     absorbed = report["script"]["graphs"][0]["absorbed"]
     assert len(absorbed) == 1 and absorbed[0]["read_by"] == ["graph_1"], report["script"]
     assert absorbed[0]["ops"] == ["aten.sigmoid.default"], absorbed
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="two torchrun runs (about 60 s and 90 s); the default run covers torchrun "
+                                           "(test_torchrun_gives_per_rank_reports_and_a_summary), the merged verdict "
+                                           "and fake calls in process")
+def test_ddp_on_gloo_under_torchrun_is_clean_and_its_planted_twin_is_found_on_every_rank(tmp_path: Path) -> None:
+    """DistributedDataParallel(torch.compile(model)), 2 ranks, gloo: DDPOptimizer splits the graph at
+    the buckets; every piece is checked on every rank, each rank has its verdict, the summary one."""
+    script = SCRIPTS / "ddp_gloo.py"
+    command = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", str(script)]
+    env = {LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}", "BISECT_ACCURACY_VERIFY_RUNS": "1",
+           "OMP_NUM_THREADS": "1"}
+    for name, args, verdict in (("clean", [], "clean"), ("planted", ["--bug"], "divergent")):
+        run = _run(tmp_path, name, command + args, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name / "cache"), **env)
+        assert run.exit_code == 0, run.stderr  # the hook keeps the program's status
+        summary = json.loads((run.out_dir / "summary.json").read_text())
+        assert (summary["verdict"], summary["verdicts"]) == (verdict, {"0": verdict, "1": verdict}), summary
+        for rank in (0, 1):
+            report = json.loads((run.out_dir / f"rank{rank}" / "report.json").read_text())
+            graphs = report["script"]["graphs"]
+            assert len(graphs) >= 2 and all(g["checked"] for g in graphs), graphs  # the pieces of the split
+            if verdict == "divergent":
+                assert report["culprit"]["op"] == _expected(script)["op"]
+                assert [r["exit"] for r in report["repro"]["runs"]] == [1]
+    fixed = Run(0, "", "", run.out_dir / "rank1", run.cwd)
+    assert _repro_without(fixed, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
 
 
 def test_a_stale_artifact_is_named_only_with_a_cache_hit_behind_it(tmp_path, monkeypatch) -> None:

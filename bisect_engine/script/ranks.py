@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..output.folder import write_atomically
+from ..verdicts import SEVERITY
 
 STATUS_FILE = "status.json"
 SUMMARY_FILE = "summary.json"
@@ -70,11 +71,29 @@ def collect_statuses(out_dir: Path, world_size: int, wait_s: float,
         sleep(0.2)
 
 
+def rank_verdict(status: dict[str, Any] | None) -> str:
+    """A rank's verdict as its final status says it; a rank with no status, or none final yet (it
+    was killed, or still runs), was not seen to the end: ``incomplete``, never clean."""
+    if not status or not status.get("final") or status.get("verdict") not in SEVERITY:
+        return "incomplete"
+    return str(status["verdict"])
+
+
+def merged_verdict(verdicts: dict[int, str]) -> str:
+    """One verdict for the whole run: the most severe rank's (``verdicts.SEVERITY``)."""
+    return min(verdicts.values(), key=SEVERITY.index, default="incomplete")
+
+
 def summarise(statuses: dict[int, dict[str, Any] | None]) -> dict[str, Any]:
-    """Which ranks diverged, and which first: earliest wall time, then lowest call index."""
+    """Which ranks diverged, and which first: earliest wall time, then lowest call index; each
+    rank's verdict and the one that covers them all."""
     diverged = {rank: s["divergence"] for rank, s in statuses.items() if s and s.get("divergence")}
     order = sorted(diverged, key=lambda r: (diverged[r]["wall_time"], diverged[r]["call"], r))
+    verdicts = {rank: rank_verdict(status) for rank, status in statuses.items()}
     return {
+        # added keys: every rank's verdict, and the most severe of them
+        "verdict": merged_verdict(verdicts),
+        "verdicts": {str(rank): verdict for rank, verdict in verdicts.items()},
         "world_size": len(statuses),
         "diverged": sorted(diverged),
         "first": order[0] if order else None,

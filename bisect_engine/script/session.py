@@ -319,6 +319,8 @@ class Session:
         if self._busy:  # the tool's own work (a gradient check: compiled autograd's backward): not the program's
             record.tool_calls += 1
             return compiled(*args)
+        if _on_fake_values(args):  # Dynamo's own shape propagation (DDPOptimizer runs its pieces on fakes)
+            return compiled(*args)
         record.calls += 1
         self.calls += 1
         if self.calls == 1:
@@ -883,11 +885,20 @@ class Session:
             self._write_status(final=True)
             if self.rank is not None and self.rank.rank == 0:
                 summary = write_summary(self.root, self.rank.world_size, self.settings.summary_wait_s)
-                log.warning("ranks diverged: %s (first: %s); summary: %s", summary["diverged"] or "none",
-                            summary["first"], self.root / SUMMARY_FILE)
+                log.warning("all ranks: %s (ranks diverged: %s, first: %s); summary: %s", summary["verdict"],
+                            summary["diverged"] or "none", summary["first"], self.root / SUMMARY_FILE)
         if self.folder is not None:
             self.folder.close()
         return self.report
+
+
+def _on_fake_values(args: Sequence[Any]) -> bool:
+    """A call on fake tensors is the compiler's, never the program's: Dynamo's DDPOptimizer compiles
+    each bucket's piece of a graph as it propagates fake inputs through the split graph, calling
+    the compiled piece on them. Nothing there has a value to check."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return any(isinstance(arg, torch.Tensor) and is_fake(arg) for arg in args)
 
 
 def _one_line(error: BaseException) -> str:
@@ -1057,7 +1068,11 @@ def _finish_at_exit(active: ActiveSession) -> None:
     active.close()
     session = active.session
     if not session.graphs and not session.other_processes():  # compiled nothing (a launcher, a worker)
-        return
+        if session.rank is None:
+            return
+        # a rank of the program compiled nothing: said, and in its status, so rank 0's summary covers it
+        log.warning("rank %d compiled nothing (no graph reached torch.compile's backend): nothing was checked",
+                    session.rank.rank)
     try:
         session.output_folder()  # an earlier run's folders are set aside before this one's are listed
         session.finish(None)  # a launcher that compiled nothing: its report's verdict is its children's
