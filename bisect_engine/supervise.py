@@ -62,22 +62,30 @@ def _after_rerun(out_dir: Path, first: int, second: int) -> int:
 
 def _child(argv: list[str], extra: dict[str, str]) -> int:
     """Run the command as a child (the same interpreter and entry point): its exit status, negative
-    for a signal. Ctrl-C reaches the child itself (same process group); SIGTERM is passed on."""
+    for a signal. A terminal's Ctrl-C reaches the child itself (same process group); SIGINT sent to this
+    process alone, SIGTERM and SIGHUP are passed on."""
     command = ([sys.executable, "-m", "bisect_engine.cli"] if sys.argv[0].endswith("cli.py")
                else [sys.executable, sys.argv[0]])
     process = subprocess.Popen([*command, *argv], env={**os.environ, SUPERVISED: "1", **extra})
 
     def pass_on(signum: int, _frame: Any) -> None:
-        process.send_signal(signum)
+        if signum != signal.SIGINT or not _foreground():  # a terminal's Ctrl-C reached the child itself
+            process.send_signal(signum)
 
-    previous = {s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP)}
-    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child handles it (exit 130)
+    previous = {s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         return process.wait()
     finally:
-        signal.signal(signal.SIGINT, interrupt)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _foreground() -> bool:
+    """Whether this process group is a terminal's foreground group (its Ctrl-C goes to the child too)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _signal_name(status: int) -> str:
