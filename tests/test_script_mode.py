@@ -781,3 +781,19 @@ def test_a_kernel_that_aborts_the_program_is_a_crash_on_its_op_with_a_report(tmp
     assert report["native_crash"]["signal"] == "SIGABRT" and report["native_crash"]["rerun_exit"] == 1
     assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
     assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="issue 37's misses, as scripts (about a minute each on 2 loaded cores)")
+@pytest.mark.parametrize(("script", "op", "window"), [
+    ("int64_arange_wrap.py", "aten.arange.default", ["aten.arange.default", "aten.mul.Tensor"]),
+    ("zero_sign_minimum.py", "aten.minimum.default", ["aten.minimum.default", "aten.signbit.default"]),
+])
+def test_issue_37_misses_written_from_their_descriptions_are_named(tmp_path: Path, script: str, op: str,
+                                                                   window: list[str]) -> None:
+    run = _own_run(tmp_path, script)
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", op), run.stderr
+    assert report["culprit"]["ops"] == window
+    assert report["repro"]["status"] == "REPRODUCED"
