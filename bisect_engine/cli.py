@@ -583,7 +583,13 @@ def entry() -> None:
     """The console script: :func:`main`, then, after a model-file run, the exit without the
     interpreter's teardown of torch and the compiled kernels (about a second). ``atexit``
     handlers still run and output is flushed; script mode (the user's own program, maybe with
-    threads to join) always exits the usual way."""
+    threads to join) always exits the usual way. ``run`` is supervised: it runs in a child process
+    (``supervise.py``), so a native crash of compiled code still ends with a report."""
+    from .supervise import supervised
+
+    status = supervised(sys.argv[1:])
+    if status is not None:
+        sys.exit(status)
     try:
         main()
     except SystemExit as exit:

@@ -35,3 +35,22 @@ TIMEOUT = "timeout"  # Interrupted.name when --timeout's watchdog stopped a call
 class WorkerDied(RuntimeError):
     """A worker process (``--workers``) died while compiling a candidate (killed, out of memory,
     a segfault): an internal error naming the candidate (exit 3), never a verdict."""
+
+
+class NativeCrash(RuntimeError):
+    """The compiled code killed the process it ran in (abort, segfault, heap corruption), seen in a
+    child process after the run's first attempt died so (``localise/isolate.py``): raised into a
+    script at the call that crashes, as the compiled call would have ended the program."""
+
+
+# Set by the supervisor (``supervise.py``) for the rerun after a native crash: the run judges its
+# compiled candidates in child processes (``localise/isolate.py``). Not a ``BISECT_ACCURACY_*``
+# name: those are the start-up hook's, cleared from the tool's own environment.
+NATIVE_CRASH_RERUN = "BISECT_NATIVE_CRASH_RERUN"
+
+
+def isolating() -> bool:
+    """Whether this run judges its compiled code in child processes (a rerun after a native crash)."""
+    import os
+
+    return bool(os.environ.get(NATIVE_CRASH_RERUN))

@@ -30,6 +30,7 @@ from ..verdict.replay import replay_verdict
 from ..verdict.sizes import judge_sizes
 from .model_check import check_model_level
 from .options import EngineOptions
+from .isolate import Isolated, isolating
 from .workers import WorkerPool
 
 RunSearch = Search[Candidate, SubgraphVerdict]
@@ -139,6 +140,9 @@ def new_search(judge: Judge, workers: int = 1, progress: Reporter | None = None)
     the judge's compiler holds. ``workers`` > 1: independent candidates may be compiled ahead in
     worker processes (:mod:`bisect_engine.localise.workers`; close them with :func:`close_workers`)."""
     compiler = judge.compiler
+    if isolating():  # a rerun after a native crash: every compiled candidate in a child process
+        return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles, ahead=Isolated(judge),
+                      compile_metered=compile_metered, progress=progress)
     if workers <= 1:
         return Search(judge, budget=compiler.budget, cost=lambda: compiler.compiles, compile_metered=compile_metered,
                       progress=progress)
@@ -156,7 +160,7 @@ def new_search(judge: Judge, workers: int = 1, progress: Reporter | None = None)
 
 def close_workers(search: RunSearch | None) -> None:
     """End the search's worker processes (if any); later candidates are judged in this process."""
-    if search is not None and isinstance(search.ahead, WorkerPool):
+    if search is not None and isinstance(search.ahead, (WorkerPool, Isolated)):
         search.ahead.close()
 
 

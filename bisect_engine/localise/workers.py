@@ -118,14 +118,15 @@ _BASE: dict[str, dict[str, Any]] = {}
 _UNAVAILABLE = ""
 
 
-def _start_worker(folder: str, model_path: str | None, probes: tuple[str, ...] = ()) -> None:
+def _start_worker(folder: str, model_path: str | None, probes: tuple[str, ...] = (), cache: str | None = None) -> None:
     """Each worker: its own Inductor cache folder (seeded with the tool's CPU-capability probes),
     one compile thread, dies with the tool; it imports the model file as the tool did, so what the
     file registers or patches in Inductor at import (a lowering, a pass, a config) holds in the
     worker too."""
     global _FOLDER, _UNAVAILABLE
     _FOLDER = tempfile.mkdtemp(prefix="worker-", dir=folder)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_FOLDER, "inductor-cache")
+    # ``cache``: one folder for a series of children (``localise/isolate.py``: each crash ends one)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache or os.path.join(_FOLDER, "inductor-cache")
     seed_cache(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]), probes)
     try:
         import ctypes
@@ -407,28 +408,37 @@ class WorkerPool:
     def _prepare(self, candidate: Any) -> tuple[bytes, str, Any, list[Any], bool] | None:
         """The candidate as a pickled :class:`Job`, or None where the search's own evaluator must
         judge it (see the module docstring)."""
-        if not isinstance(candidate, GraphCandidate) or candidate.keep_code or candidate.graph not in self.judge.contexts:
-            return None
-        if candidate.isolated and candidate.switch == NO_SWITCH and candidate.inputs == "reference" \
-                and candidate.shapes == "as_captured":
-            return None  # the per-node check (copies by signature, in this process)
-        context = self.judge.contexts[candidate.graph]
-        subgraph = context.subgraph(sorted(candidate.nodes, key=context.view.position.__getitem__),
-                                    isolate=candidate.isolated)
-        if not subgraph.node_names or (candidate.shapes == "as_captured" and shape_signature(subgraph.graph_module)):
-            return None
-        own_inputs = candidate.inputs == "random"
-        inputs = reference_inputs(subgraph, context.eager_values)
-        if own_inputs:
-            inputs = random_inputs(input_recipes(inputs), context.seed)
-        label = f"{context.name}:{candidate.purpose or 'candidate'}"
-        switch = candidate.switch
-        try:
-            ops = (tuple(_op_name(op) for op in sorted(switch.without, key=str)),
-                   tuple(_op_name(op) for op in sorted(switch.fallbacks, key=str)))
-            job = Job(label, subgraph.graph_module, tuple(inputs), (switch.kind, switch.name, switch.patch, *ops),
-                      context.seed, ProcessState.here())
-            return pickle.dumps(job), label, subgraph, inputs, own_inputs
-        except Exception as error:  # noqa: BLE001 - judged in this process instead
-            log.debug("%s stays in this process: %s: %s", label, type(error).__name__, error)
-            return None
+        return prepare_job(self.judge, candidate)
+
+
+def prepare_job(judge: Any, candidate: Any, isolating: bool = False) -> tuple[bytes, str, Any, list[Any], bool] | None:
+    """``candidate`` as a pickled :class:`Job` with its label, subgraph, inputs and whether they
+    are its own (random), or None where it must be judged in the tool's process. ``isolating``
+    (``localise/isolate.py``): the per-node check too, compiled as its stitched subgraph (the same
+    values, one compile of it), and a compile that keeps Inductor's code (its code not kept)."""
+    if not isinstance(candidate, GraphCandidate) or (candidate.keep_code and not isolating) \
+            or candidate.graph not in judge.contexts:
+        return None
+    if not isolating and candidate.isolated and candidate.switch == NO_SWITCH and candidate.inputs == "reference" \
+            and candidate.shapes == "as_captured":
+        return None  # the per-node check (copies by signature, in this process)
+    context = judge.contexts[candidate.graph]
+    subgraph = context.subgraph(sorted(candidate.nodes, key=context.view.position.__getitem__),
+                                isolate=candidate.isolated)
+    if not subgraph.node_names or (candidate.shapes == "as_captured" and shape_signature(subgraph.graph_module)):
+        return None
+    own_inputs = candidate.inputs == "random"
+    inputs = reference_inputs(subgraph, context.eager_values)
+    if own_inputs:
+        inputs = random_inputs(input_recipes(inputs), context.seed)
+    label = f"{context.name}:{candidate.purpose or 'candidate'}"
+    switch = candidate.switch
+    try:
+        ops = (tuple(_op_name(op) for op in sorted(switch.without, key=str)),
+               tuple(_op_name(op) for op in sorted(switch.fallbacks, key=str)))
+        job = Job(label, subgraph.graph_module, tuple(inputs), (switch.kind, switch.name, switch.patch, *ops),
+                  context.seed, ProcessState.here())
+        return pickle.dumps(job), label, subgraph, inputs, own_inputs
+    except Exception as error:  # noqa: BLE001 - judged in this process instead
+        log.debug("%s stays in this process: %s: %s", label, type(error).__name__, error)
+        return None

@@ -163,9 +163,37 @@ def output_facts_of(graph_module, facts):
     return [OutputFacts(random=flag) for flag in random_outputs(graph_module)]
 
 
+CRASH_CHILD = "BISECT_REPRO_CRASH_CHILD"  # set in the child a crash repro runs its compile in
+CRASH_SIGNALS = ("SIGABRT", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGTRAP")
+
+
+def crash_in_child(script_path):
+    """A crash repro compiles and runs in a child process (this script again): a kernel that kills
+    its process (abort, segfault, heap corruption) is the crash reproduced (exit 1), not the repro's
+    death; otherwise the child's own verdict and exit status stand. None: this is the child."""
+    import signal
+    import subprocess
+    import sys
+
+    if os.environ.get(CRASH_CHILD) or not script_path or not os.path.isfile(script_path):
+        return None
+    child = subprocess.run([sys.executable, script_path], env={**os.environ, CRASH_CHILD: "1"})
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        if name in CRASH_SIGNALS:
+            return say_verdict(True, f"the compiled code killed its process ({name}, exit {child.returncode})")
+        print(f"repro: cannot run (the child was killed by {name})")
+        return EXIT_CANNOT_RUN
+    return child.returncode
+
+
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
                rng_strict=False, seed=0, recipes=None, symbolic=None, oracle=None, facts=None, constants=None,
                compile_with=None):
+    if expect == "crash":
+        status = crash_in_child(script_path)
+        if status is not None:
+            return status
     try:
         oracle = judging(oracle, rng_strict, seed)
         inputs = load_inputs(inputs_b64, inputs_file, script_path, recipes, seed)

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 import torch.fx as fx
 
-from ..errors import Interrupted
+from ..errors import Interrupted, NativeCrash, isolating
 from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from ..verdict.judgement import Oracle
@@ -196,7 +196,13 @@ class CheckingBackend:
                 session.compile_crashed(record, error, example_inputs)
             raise  # the program sees the compiler's own exception, as it would without us
 
+        probe = [isolating()]  # a rerun after a native crash: the first call runs in a child first
+
         def checked_call(*args: Any) -> Any:
+            if probe and probe.pop():
+                crash = session.native_crash(record, reference, args)
+                if crash is not None:
+                    raise crash
             return session.call(record, compiled, args)
 
         return checked_call
@@ -589,6 +595,24 @@ class Session:
         except Exception as error:  # noqa: BLE001 - the program goes on; the report says so
             self._internal_error(error, f"localising {record.name}")
             return self._plain_report("divergent")
+
+    def native_crash(self, record: GraphRecord, graph_module: fx.GraphModule, args: Sequence[Any]) -> NativeCrash | None:
+        """After a native crash (the supervisor's rerun): the graph compiled and run on the call's
+        inputs in a child process; a child the compiled code kills is the program's crash,
+        localised as a compile that raises is (the caller raises it into the program)."""
+        from ..localise.isolate import Isolated  # imports Inductor: only in a rerun after a native crash
+
+        isolated = Isolated(None)
+        try:
+            with self._tool_work():
+                message = isolated.native_crash(graph_module, clone_value(list(args)), record.name)
+        finally:
+            isolated.close()
+        if message is None:
+            return None
+        error = NativeCrash(message.split(": ", 1)[1])
+        self.compile_crashed(record, error, args)
+        return error
 
     def compile_crashed(self, record: GraphRecord, error: Exception, example_inputs: Sequence[Any]) -> None:
         """The user's compile of ``record``'s graph raised: the first finding is a crash, localised

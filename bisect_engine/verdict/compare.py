@@ -428,6 +428,30 @@ def _exact_departure(eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Te
 BITWISE = Tolerance(ratio=0.0, rms_floor_ulps=0.0, max_floor_ulps=0.0)
 
 
+# ---- exact rules: what the ulp rule cannot see (issue 37) -------------------------------------------
+
+def zero_sign_flips(eager: Any, compiled: Any) -> int:
+    """Entries where eager and compiled are both zero with different signs (-0.0 against +0.0):
+    0 ulps apart, yet a program that observes the sign (``signbit``, a division by it, ``atan2``,
+    ``copysign``) sees two different values."""
+    if not isinstance(eager, torch.Tensor) or not isinstance(compiled, torch.Tensor) \
+            or not eager.is_floating_point() or compiled.dtype != eager.dtype or compiled.shape != eager.shape:
+        return 0
+    eager, compiled = eager.detach().cpu(), compiled.detach().cpu()
+    return int(((eager == 0) & (compiled == 0) & (torch.signbit(eager) != torch.signbit(compiled))).sum())
+
+
+def exact_zero_sign(verdict: TensorVerdict, eager: Any, compiled: Any) -> TensorVerdict:
+    """The exact rule on one output's verdict: a match whose zeros compiled returns with the other
+    sign is a mismatch, saying how many."""
+    flips = zero_sign_flips(eager, compiled) if verdict.outcome is Outcome.MATCH else 0
+    if not flips:
+        return verdict
+    return TensorVerdict(Outcome.MISMATCH, verdict.compiled_rms_ulps, verdict.eager_rms_ulps,
+                         verdict.compiled_max_ulps, verdict.eager_max_ulps,
+                         reason=f"sign of zero: {flips} element(s) -0.0 where eager has +0.0 or the reverse")
+
+
 # ---- Below tolerance: outputs that agree, yet compiled is clearly less accurate than eager -----
 # An output within the tolerance (compiled RMS <= RATIO x eager's + the 8-ulp floor) may still
 # carry a wrong op whose error the graph shrinks (a layer norm, a residual sum): a wrong gelu in

@@ -49,7 +49,8 @@ from typing import Any, Mapping, Sequence
 import torch
 
 if __package__:  # imported by the tool; inside a repro these names are defined above
-    from .compare import BITWISE, Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values
+    from .compare import (BITWISE, Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values,
+                          exact_zero_sign)
     from .precision import MATMUL_OPERANDS, Precision, allowed_precision, op_base_name
 
 GRAPH, EAGER, PROGRAM, MODEL = "graph", "eager", "program", "model"
@@ -122,6 +123,7 @@ def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Seque
         return verdicts
     verdicts = [compare_random_draw(e, c) if f.bookkeeping or (f.random and not oracle.rng_strict) else v
                 for e, c, f, v in zip(eager, compiled, facts, verdicts)]
+    verdicts = exact_rules(oracle, eager, compiled, verdicts)
     if scope == MODEL and oracle.reference == "fp64" and fp64 is not None:
         return upstream_gate(eager, fp64, compiled, verdicts)
     return verdicts
@@ -159,6 +161,15 @@ def upstream_same(eager: Any, compiled: Any, fp64: Any) -> bool:
                          log_error=lambda *args, **kwargs: None))
     except Exception:  # noqa: BLE001 - values upstream cannot compare: no pass, so the tool's rule stands
         return False
+
+
+def exact_rules(oracle: Oracle, eager: Sequence[Any], compiled: Sequence[Any],
+                verdicts: "list[TensorVerdict]") -> "list[TensorVerdict]":
+    """The rules where the program is exact, after the ulp rule: under ``--oracle bitwise`` the sign
+    of a zero counts (``compare.exact_zero_sign``)."""
+    if oracle.kind != "bitwise":
+        return verdicts
+    return [exact_zero_sign(v, e, c) for e, c, v in zip(eager, compiled, verdicts)]
 
 
 def judge_against_eager(oracle: Oracle, eager: Any, value: Any, scale_floor: float = 0.0) -> "TensorVerdict":

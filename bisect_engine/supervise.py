@@ -1,0 +1,126 @@
+"""The supervisor of ``bisect-accuracy run`` (torch-free): the run happens in a child process, so a
+kernel that kills its process (abort, segfault, heap corruption) is never the tool's death.
+
+``cli.entry`` asks :func:`supervised` first. The command runs as a child with :data:`SUPERVISED` set
+(the child runs it itself); its exit status is the tool's. When the child dies by a signal, the
+command runs once more with ``errors.NATIVE_CRASH_RERUN`` set: that run judges every compiled
+candidate in a child process of its own, so the op whose compiled code crashes is named (verdict
+``crash``, exit 1, a repro that crashes the same way). Either way ``report.json`` gets
+``native_crash`` (the signal of the first run, and how the rerun ended). When the rerun dies too, or
+ends ``clean`` though the program crashed, nothing is localised: verdict ``error``, exit 3 (our
+harness could not separate the crash from the tool), never a clean. No run ends without a report.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import NATIVE_CRASH_RERUN as ISOLATE  # the rerun's switch (read by localise/isolate.py)
+
+SUPERVISED = "BISECT_SUPERVISED_CHILD"  # in the child: run the command here
+EXIT_FOUND, EXIT_INTERNAL = 1, 3
+
+
+def supervised(argv: list[str]) -> int | None:
+    """The exit status of ``argv`` (the command line after the program name) run under supervision,
+    or None where this process must run it itself (not a ``run``, or already the child)."""
+    if os.environ.pop(SUPERVISED, None) or not argv or argv[0] != "run":
+        return None
+    first = _child(argv, {})
+    if first >= 0:
+        return first
+    name = _signal_name(first)
+    print(f"bisect-accuracy: the run's process died by {name} (a native crash); running it again with each "
+          "compiled candidate in a child process", file=sys.stderr, flush=True)
+    second = _child(argv, {ISOLATE: "1"})
+    return _after_rerun(_out_dir(argv), first, second)
+
+
+def _after_rerun(out_dir: Path, first: int, second: int) -> int:
+    """The status of a run whose first attempt died by signal ``-first``, from its isolated rerun's
+    ``second``; the report says how both ended."""
+    report = _read(out_dir / "report.json")
+    crash = {"signal": _signal_name(first), "exit": first, "rerun_exit": second, "isolated_rerun": True}
+    if second >= 0 and report is not None and report.get("verdict") not in ("clean", None):
+        _write(out_dir, {**report, "native_crash": crash})
+        return second
+    why = (f"the rerun died by {_signal_name(second)} too" if second < 0 else
+           "the rerun, each compiled candidate in a child process, found no crash")
+    message = (f"the run's process died by {crash['signal']} (a native crash) and {why}: the crash is not "
+               "localised (compiled code or the tool itself); no verdict")
+    print(f"bisect-accuracy: error: {message}", file=sys.stderr, flush=True)
+    _write(out_dir, {"schema": 1, "verdict": "error", "model": (report or {}).get("model"),
+                     "error": {"kind": "internal", "message": message, "exit_status": EXIT_INTERNAL},
+                     "native_crash": crash})
+    return EXIT_INTERNAL
+
+
+def _child(argv: list[str], extra: dict[str, str]) -> int:
+    """Run the command as a child (the same interpreter and entry point): its exit status, negative
+    for a signal. A terminal's Ctrl-C reaches the child itself (same process group); SIGINT sent to this
+    process alone, SIGTERM and SIGHUP are passed on."""
+    command = ([sys.executable, "-m", "bisect_engine.cli"] if sys.argv[0].endswith("cli.py")
+               else [sys.executable, sys.argv[0]])
+    process = subprocess.Popen([*command, *argv], env={**os.environ, SUPERVISED: "1", **extra})
+
+    def pass_on(signum: int, _frame: Any) -> None:
+        if signum != signal.SIGINT or not _foreground():  # a terminal's Ctrl-C reached the child itself
+            process.send_signal(signum)
+
+    previous = {s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        return process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _foreground() -> bool:
+    """Whether this process group is a terminal's foreground group (its Ctrl-C goes to the child too)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _signal_name(status: int) -> str:
+    try:
+        return signal.Signals(-status).name
+    except ValueError:
+        return f"signal {-status}"
+
+
+def _out_dir(argv: list[str]) -> Path:
+    """``--out`` as the command line gives it (the run's default otherwise)."""
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--out" and index + 1 < len(argv):
+            return Path(argv[index + 1])
+        if arg.startswith("--out="):
+            return Path(arg.split("=", 1)[1])
+    return Path("bisect-accuracy-out")
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write(out_dir: Path, report: dict[str, Any]) -> None:
+    """``report.json`` through the output folder (its lock and manifest), reusing what is there."""
+    from .output.folder import OutputError, OutputFolder
+
+    try:
+        with OutputFolder(out_dir, reuse=True) as folder:
+            folder.write_report(report)
+    except OutputError as error:
+        print(f"bisect-accuracy: cannot write {out_dir / 'report.json'}: {error}", file=sys.stderr)

@@ -1,0 +1,87 @@
+"""Issue 37: a kernel that kills its process is a verdict, not the tool's death.
+
+The supervisor's decisions on a run whose first attempt died by a signal (pure, on report files),
+the crash signals that count, and one real child process killed by a planted native crash
+(Inductor's C++ relu throwing inside its OpenMP region: ``std::terminate``, SIGABRT) beside a clean
+one. The whole path (model file and script) runs under ``BISECT_CORPUS=all``
+(``repro_cases/native_crash_relu.py``, ``tests/test_script_mode.py``'s native-crash test).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from bisect_engine import supervise
+from bisect_engine.localise import isolate
+from bisect_engine.output import repro_runtime
+
+
+def _report(out: Path, report: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report))
+
+
+def test_a_rerun_that_localises_the_crash_keeps_its_verdict_and_says_the_first_run_died(tmp_path: Path) -> None:
+    _report(tmp_path, {"schema": 1, "verdict": "crash", "culprit": {"op": "aten.relu.default"}})
+    assert supervise._after_rerun(tmp_path, -int(signal.SIGABRT), 1) == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == "crash" and report["culprit"]["op"] == "aten.relu.default"
+    assert report["native_crash"] == {"signal": "SIGABRT", "exit": -6, "rerun_exit": 1, "isolated_rerun": True}
+
+
+@pytest.mark.parametrize("second, verdict", [(-int(signal.SIGSEGV), None), (0, "clean")])
+def test_a_native_crash_the_rerun_cannot_localise_is_an_error_never_a_clean(tmp_path: Path, second: int,
+                                                                             verdict: str | None) -> None:
+    if verdict is not None:
+        _report(tmp_path, {"schema": 1, "verdict": verdict})
+    assert supervise._after_rerun(tmp_path, -int(signal.SIGABRT), second) == supervise.EXIT_INTERNAL
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == "error" and report["error"]["exit_status"] == 3
+    assert report["native_crash"]["signal"] == "SIGABRT" and report["native_crash"]["rerun_exit"] == second
+
+
+def test_only_crash_signals_are_native_crashes() -> None:
+    assert "SIGSEGV" in (isolate.native_crash_message(-int(signal.SIGSEGV)) or "")
+    assert isolate.native_crash_message(-int(signal.SIGKILL)) is None  # the OOM killer: our harness
+    assert isolate.native_crash_message(1) is None
+
+
+def test_a_crash_repro_that_kills_its_child_reproduces(tmp_path: Path) -> None:
+    script = tmp_path / "dies.py"
+    script.write_text("import os, signal, sys\n"
+                      f"if os.environ.get({repro_runtime.CRASH_CHILD!r}): os.kill(os.getpid(), signal.SIGABRT)\n"
+                      "sys.exit(7)\n")
+    assert repro_runtime.crash_in_child(str(script)) == repro_runtime.EXIT_REPRODUCED
+    script.write_text("import sys\nsys.exit(0)\n")
+    assert repro_runtime.crash_in_child(str(script)) == 0  # the child's own verdict stands
+
+
+class _Step(torch.nn.Module):
+    def forward(self, x):  # unannotated: the traced code would import the annotation text
+        return torch.relu(torch.tanh(x)).sum(dim=1)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the planted throw aborts only inside an OpenMP region")
+def test_a_kernel_that_aborts_kills_the_child_not_the_tool() -> None:
+    """The planted relu aborts the child; the message names SIGABRT and this process goes on (a
+    child that returns values is the e2e runs' path: BISECT_CORPUS=all)."""
+    import torch._inductor.config as inductor_config
+
+    graph = torch.fx.symbolic_trace(_Step())
+    inputs = [torch.randn(64, 512)]
+    isolated = isolate.Isolated(None)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the child runs with this process's threads: two make the OpenMP region
+    try:
+        with inductor_config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "runtime_error"}):
+            message = isolated.native_crash(graph, inputs, "planted")
+        assert message is not None and "SIGABRT" in message and message.startswith(isolate.NATIVE_CRASH), message
+        assert isolated.crashes == 0 and isolated._process is None  # the dead child is let go; the next is fresh
+    finally:
+        torch.set_num_threads(threads)
+        isolated.close()
