@@ -3,7 +3,8 @@
 The first signal raises ``Interrupted`` in the main thread (a blocking wait for a child returns
 at once, and ``subprocess.run`` kills its child on the way out); the engine keeps what it learned,
 the writer writes it with verdict ``interrupted``, and the CLI exits ``128 + signal`` (130 for
-Ctrl-C, 143 for SIGTERM). A second signal while that happens ends the process at once. Inductor's
+Ctrl-C, 143 for SIGTERM). A second signal while that happens ends the process at once (the same one again within
+``ECHO_SECONDS`` is its echo, ignored). Inductor's
 compile workers are shut down on the way out. Handlers are restored in ``finally``.
 """
 from __future__ import annotations
@@ -18,6 +19,10 @@ from typing import Any, Iterator
 from .errors import TIMEOUT, Interrupted
 
 SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+# A supervised run (``supervise.py``) may get one signal twice within moments: ``timeout`` or a shell
+# signals the whole process group, and the supervisor relays what it got. The echo is not a second
+# request to stop.
+ECHO_SECONDS = 1.0
 
 
 @contextlib.contextmanager
@@ -53,12 +58,14 @@ def _signals(sigint: bool) -> Iterator[None]:
     chosen = [s for s in SIGNALS if (sigint or s != signal.SIGINT)
               and (sigint or signal.getsignal(s) in (signal.SIG_DFL, None))]
     previous = {signum: signal.getsignal(signum) for signum in chosen}
-    raised: list[int] = []
+    raised: list[Any] = []  # the first signal and when it came
 
     def handler(signum: int, _frame: Any) -> None:
-        if raised:  # the second signal: no more waiting
+        if raised and raised[0] == signum and time.monotonic() - raised[1] < ECHO_SECONDS:
+            return  # the same signal again at once: a group kill and its supervisor's relay of it
+        if raised:  # a second signal: no more waiting
             os._exit(128 + signum)
-        raised.append(signum)
+        raised[:] = [signum, time.monotonic()]
         raise Interrupted(signum, SIGNALS[signal.Signals(signum)])
 
     for signum in chosen:

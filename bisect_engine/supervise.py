@@ -23,6 +23,10 @@ from typing import Any
 from .errors import NATIVE_CRASH_RERUN as ISOLATE  # the rerun's switch (read by localise/isolate.py)
 
 SUPERVISED = "BISECT_SUPERVISED_CHILD"  # in the child: run the command here
+# The signals a native crash ends with (as ``localise/isolate.py`` counts them); any other death of
+# the child (SIGKILL from the OOM killer or a user, SIGTERM from a timeout) is the supervisor's own.
+NATIVE_CRASHES = frozenset({signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
+                            signal.SIGTRAP})
 EXIT_FOUND, EXIT_INTERNAL = 1, 3
 
 
@@ -34,6 +38,8 @@ def supervised(argv: list[str]) -> int | None:
     first = _child(argv, {})
     if first >= 0:
         return first
+    if -first not in NATIVE_CRASHES:  # killed from outside (the OOM killer, a timeout, kill): no rerun
+        _killed(_out_dir(argv), first)
     name = _signal_name(first)
     print(f"bisect-accuracy: the run's process died by {name} (a native crash); running it again with each "
           "compiled candidate in a child process", file=sys.stderr, flush=True)
@@ -66,7 +72,8 @@ def _child(argv: list[str], extra: dict[str, str]) -> int:
     process alone, SIGTERM and SIGHUP are passed on."""
     command = ([sys.executable, "-m", "bisect_engine.cli"] if sys.argv[0].endswith("cli.py")
                else [sys.executable, sys.argv[0]])
-    process = subprocess.Popen([*command, *argv], env={**os.environ, SUPERVISED: "1", **extra})
+    process = subprocess.Popen([*command, *argv], env={**os.environ, SUPERVISED: "1", **extra},
+                               preexec_fn=_end_with_parent)
 
     def pass_on(signum: int, _frame: Any) -> None:
         if signum != signal.SIGINT or not _foreground():  # a terminal's Ctrl-C reached the child itself
@@ -78,6 +85,38 @@ def _child(argv: list[str], extra: dict[str, str]) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _end_with_parent() -> None:
+    """In the child, before the run starts: SIGTERM when the supervisor goes (even by SIGKILL), so a
+    run never outlives the command its caller started; it ends as a SIGTERM'd run does."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _killed(out_dir: Path, status: int) -> None:
+    """The child was killed from outside: a report says so where it left none, then this process
+    ends by the same signal, as the unsupervised run would have."""
+    name = _signal_name(status)
+    print(f"bisect-accuracy: the run's process was killed by {name} from outside (the OOM killer, a timeout "
+          "or a user); no verdict", file=sys.stderr, flush=True)
+    if _read(out_dir / "report.json") is None:
+        _write(out_dir, {"schema": 1, "verdict": "error", "model": None,
+                         "error": {"kind": "internal", "message": f"the run's process was killed by {name}",
+                                   "exit_status": EXIT_INTERNAL}})
+    _die_as(-status)
+
+
+def _die_as(signum: int) -> None:
+    """End this process by the signal that ended the child, as the unsupervised run would have."""
+    if signum not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    signal.pause()  # a blocked signal: wait for it
 
 
 def _foreground() -> bool:
