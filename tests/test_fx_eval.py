@@ -7,7 +7,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.verdict.fx_eval import interpret, mutates, run_graph, stream_graph, to_fp64
+from bisect_engine.verdict.fx_eval import interpret, mutates, run_graph, stream_graph, to_fp64, values_of
 
 
 def relu_norm_add(x, w, b, y):
@@ -83,6 +83,23 @@ def test_run_graph_streams_outputs_and_keeps_only_them(norm_graph) -> None:
     values = interpret(graph_module, inputs, upcast=True)
     for name, value in zip([n.name for n in output.args[0]], run_graph(graph_module, inputs, upcast=True)):
         assert torch.equal(value, values[name])
+
+
+def test_values_of_keeps_only_the_named_values_as_interpret_computes_them(norm_graph) -> None:
+    graph_module, inputs = norm_graph
+    names = ["relu", "getitem_1"]
+    every = interpret(graph_module, inputs, upcast=True)
+    kept = values_of(graph_module, inputs, names, upcast=True)
+    assert sorted(kept) == sorted(names)
+    for name in names:
+        assert kept[name].dtype == torch.float64 and torch.equal(kept[name], every[name])
+
+
+def test_values_of_a_graph_that_writes_in_place_are_snapshots() -> None:
+    graph_module = make_fx(in_place)(torch.ones(3))
+    every = interpret(graph_module, [torch.ones(3)])
+    kept = values_of(graph_module, [torch.ones(3)], list(every))
+    assert all(torch.equal(kept[name], every[name]) for name in every if isinstance(every[name], torch.Tensor))
 
 
 # --- upcast ---------------------------------------------------------------------------------------

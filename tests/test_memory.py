@@ -59,3 +59,30 @@ def test_a_run_past_its_memory_budget_ends_incomplete_with_a_report(tmp_path: Pa
     assert result.exit_code == 4, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "incomplete" and "past --memory-budget" in report["budget"], report["budget"]
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * self.weight).sum()
+
+
+def test_capture_holds_parameters_by_reference_and_refuses_them_once_written() -> None:
+    """No copy of the parameters at capture; an in-place write after it (an optimizer step) makes
+    judging the graph our harness's error, never a verdict on other values than its call had."""
+    from bisect_engine.load.capture import capture
+    from bisect_engine.verdict.graphs import CapturedInputChanged
+    from bisect_engine.verdict.oracle import GraphContext
+
+    model = _Scaled()
+    graphs = capture(model, (torch.randn(4),), lambda out: out, False)[0]
+    forward = next(g for g in graphs if g.kind == "forward")
+    assert any(v.data_ptr() == model.weight.data_ptr() for v in forward.inputs if isinstance(v, torch.Tensor))
+    GraphContext.from_captured(forward)  # intact: judged
+    with torch.no_grad():
+        model.weight.mul_(2)
+    with pytest.raises(CapturedInputChanged):
+        GraphContext.from_captured(forward)

@@ -29,7 +29,7 @@ from torch._functorch.partitioners import default_partition
 
 from ..errors import ModelError
 from ..verdict.frozen import freezing_on
-from ..verdict.fx_eval import fresh_inputs
+from ..verdict.fx_eval import fresh_inputs, mutates
 from ..verdict.graphs import CapturedGraph
 from ..verdict.shapes import ShapeMismatch, fake_inputs, shape_signature
 from ..verdict.inductor_adapter import graphs_reaching_inductor
@@ -124,10 +124,16 @@ class CaptureBackend:
             self.graphs.append(captured)
 
             parameters: list[int | None] = []
+            by_reference = not mutates(graph_module)
 
             def run(args: list[Any]) -> Any:
                 if not captured.called:
-                    captured.inputs = _detached(args)
+                    # Parameters by reference (the model holds them anyway), their versions recorded
+                    # (``CapturedGraph.check_inputs``); every other input copied.
+                    # A graph that writes in place copies them too: our eager re-runs write its inputs.
+                    shared = [by_reference and isinstance(a, torch.nn.Parameter) for a in args]
+                    captured.inputs = [a.detach() if share else _detached([a])[0] for a, share in zip(args, shared)]
+                    captured.shared = tuple((a, a._version) for a, share in zip(args, shared) if share)
                     captured.called = True
                     parameters[:] = [id(a) if isinstance(a, torch.nn.Parameter) else None for a in args]
                 elif len(captured.later_inputs) < LATER_CALLS and _bytes(args) <= LATER_CALL_BYTES:

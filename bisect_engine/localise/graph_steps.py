@@ -21,7 +21,7 @@ from ..strategies.windows import find_window, window
 from ..load.rewrite import views_as_reshapes
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
-from ..verdict.graphs import CapturedGraph
+from ..verdict.graphs import CapturedGraph, CapturedInputChanged
 from ..verdict.kernels import culprit_kernels
 from ..verdict.nonfinite import compiled_origin, first_origin, outputs_problem, turned_nonfinite
 from ..verdict.oracle import GraphContext, SubgraphVerdict
@@ -43,6 +43,8 @@ def examine(graph: CapturedGraph, driver: Driver, options: EngineOptions) -> Gra
     budget that runs out later still leaves what was learned."""
     try:
         context = GraphContext.from_captured(graph, options.judgement)
+    except CapturedInputChanged:  # our harness's, not the model's
+        raise
     except Exception as error:
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
     driver.judge.add(context)

@@ -21,7 +21,7 @@ import torch.utils._pytree as pytree
 from ..errors import ModelError
 from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
-from ..verdict.compare import Outcome, worst
+from ..verdict.compare import Outcome, clearly_above_eager, worst
 from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs
 from ..verdict.compiler import Compiler, cause_of, split_patches
 from ..verdict.fx_eval import fresh_inputs, to_fp64
@@ -71,12 +71,27 @@ def _fp64_inputs(inputs: tuple[Any, ...]) -> Any:
     return pytree.tree_map_only(torch.Tensor, upcast, inputs)
 
 
+def _fp64_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """``copy.deepcopy(model).to(torch.float64)`` without the fp32 copy in between, nor a copy of
+    the gradients (the fp64 run resets them): each floating parameter and buffer copied straight to
+    fp64 (tied parameters stay tied: one copy each)."""
+    memo: dict[int, Any] = {}
+    for parameter in model.parameters():
+        if type(parameter) is torch.nn.Parameter and parameter.is_floating_point():
+            memo[id(parameter)] = torch.nn.Parameter(parameter.detach().to(torch.float64),
+                                                     requires_grad=parameter.requires_grad)
+    for buffer in model.buffers():
+        if type(buffer) is torch.Tensor and buffer.is_floating_point():
+            memo[id(buffer)] = buffer.detach().to(torch.float64)
+    return copy.deepcopy(model, memo).to(torch.float64)
+
+
 def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any]) -> list[float]:
     """The noise model's floor of each model output (``verdict/noise.py``): the fp64 model run once
     more with every op's result rounded at random; none where there is no fp64 model."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
-    model64 = copy.deepcopy(spec.model).to(torch.float64)
+    model64 = _fp64_copy(spec.model)
     return model_floors(lambda: _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed,
                                                    upcast=spec.loss_fn is None), fp64, eager)
 
@@ -105,7 +120,7 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     eager = _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed)
     fp64 = eager
     if isinstance(spec.model, torch.nn.Module):
-        model64 = copy.deepcopy(spec.model).to(torch.float64)
+        model64 = _fp64_copy(spec.model)
         fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
         del model64  # its parameters go; the gradients judged stay
     elif spec.loss_fn is None:  # a plain function: every floating op in fp64, its constants included
@@ -142,8 +157,14 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     # An output downstream of a TF32 convolution or matmul carries its roundings (see
     # judgement.upstream_units): every output is measured in the coarsest precision allowed.
     unit = max(allowed) if allowed else None
-    floors = _noise_floors(spec, seed, fp64, eager)  # outputs that cancel: judged where their rounding lives
-    verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, [OutputFacts(unit=unit, scale_floor=f) for f in floors])
+    # Judged first without the noise model (as graphs are, ``GraphContext._verdict``): its floors
+    # only loosen the rule, so a plain match not clearly above eager stands, and the noise run (a
+    # second fp64 model, many times an fp64 run's cost) is made only where it can change the verdict.
+    verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, [OutputFacts(unit=unit)] * len(eager))
+    if worst(verdicts).outcome is not Outcome.MATCH or any(clearly_above_eager(v) for v in verdicts):
+        floors = _noise_floors(spec, seed, fp64, eager)  # outputs that cancel: judged where their rounding lives
+        verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled,
+                                 [OutputFacts(unit=unit, scale_floor=f) for f in floors])
     outputs = {f"model output {i}": v for i, v in enumerate(verdicts)}
     return SubgraphVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
 

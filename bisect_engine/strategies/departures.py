@@ -17,7 +17,7 @@ import torch
 from ..verdict.candidate import GraphCandidate, Switch
 from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64
 from ..verdict.judgement import judge_against_eager, scale_floor
-from ..verdict.fx_eval import interpret
+from ..verdict.fx_eval import values_of
 from ..verdict.graphs import value_nodes
 from .amplify import Amplifier, amplifiers, path_between, random_values
 from ..verdict.oracle import GraphContext
@@ -47,7 +47,9 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
                  and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
     if not departing:
         return []
-    fp64 = interpret(context.captured.graph_module, context.captured.inputs, upcast=True)
+    # only the departing values' fp64 references are kept (not every node's, fp64 of the whole graph)
+    context.captured.check_inputs()
+    fp64 = values_of(context.captured.graph_module, context.captured.inputs, departing, upcast=True)
     found = []
     for name in departing:
         eager, compiled = context.eager_values.get(name), compiled_values[name]

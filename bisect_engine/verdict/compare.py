@@ -174,14 +174,18 @@ def _compare_floating(
         reason = "nonfinite" if new_nonfinite or lost_nonfinite else "saturated" if saturated_wrong else ""
         return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
                              reason=reason, lost_nonfinite=lost_nonfinite)
-    ref_used = ref[usable]
+    del ref_class, eager_class, compiled_class, changed, ref_finite, eager_finite, compiled_finite
+    ref_used, compiled_used, eager_used = _used(usable, ref, compiled64, eager64)
+    del ref, compiled64, eager64  # the used values only from here (a large tensor's peak)
     # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
     # still gives a finite, meaningful error. ``scale_floor``: the scale of what the op combined
     # (a sum or mean that cancels to ~0 is judged at the scale of its terms, where its rounding is).
-    scale = max(float(ref_used.square().mean().sqrt()), float(compiled64[usable].square().mean().sqrt()), scale_floor)
+    scale = max(float(ref_used.square().mean().sqrt()), float(compiled_used.square().mean().sqrt()), scale_floor)
     unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
-    compiled_error = (compiled64[usable] - ref_used).abs() / unit
-    eager_error = (eager64[usable] - ref_used).abs() / unit
+    compiled_error = compiled_used.sub(ref_used).abs_().div_(unit)
+    del compiled_used
+    eager_error = eager_used.sub(ref_used).abs_().div_(unit)
+    del eager_used, ref_used
     verdict: dict[str, Any] = dict(
         compiled_rms_ulps=float(compiled_error.square().mean().sqrt()),
         eager_rms_ulps=float(eager_error.square().mean().sqrt()),
@@ -192,6 +196,15 @@ def _compare_floating(
     reason = (_mismatch_reason(tolerance, **verdict) or ("nonfinite" if lost_nonfinite else "")
               or ("saturated" if saturated_wrong else ""))
     return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, lost_nonfinite=lost_nonfinite, **verdict)
+
+
+def _used(usable: torch.Tensor, *values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each of ``values`` at the ``usable`` entries, in order: where every entry is usable, the
+    values flattened (a view where they are contiguous: no copy of a large tensor), the same
+    elements in the same order as indexing by the mask gives."""
+    if bool(usable.all()):
+        return tuple(value.reshape(-1) for value in values)
+    return tuple(value[usable] for value in values)
 
 
 def _finite_class(values: torch.Tensor) -> torch.Tensor:

@@ -182,6 +182,21 @@ class _StreamingInterpreter(_EagerInterpreter):
         return result
 
 
+class _KeepingInterpreter(_EagerInterpreter):
+    """Keeps the named nodes' values (detached) and frees every other value after its last use."""
+
+    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any], names: set[str]):
+        super().__init__(graph_module, upcast, overrides, garbage_collect_values=True)
+        self.names = names
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, node: fx.Node) -> Any:
+        result = super().run_node(node)
+        if node.name in self.names:
+            self.values[node.name] = detached(result)
+        return result
+
+
 def detached(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach()
@@ -219,6 +234,20 @@ def interpret(
     node's compiled output).
     """
     interpreter = _RecordingInterpreter(graph_module, upcast, overrides or {})
+    with torch.no_grad():
+        interpreter.run(*inputs)
+    return interpreter.values
+
+
+def values_of(graph_module: fx.GraphModule, inputs: Sequence[Any], names: Sequence[str], *,
+              upcast: bool = False) -> dict[str, Any]:
+    """The named nodes' values, running eagerly (``upcast``: every floating op in fp64): the same
+    values :func:`interpret` records, but only those and the run's live set are held (a graph that
+    writes in place: every value, copied as produced, then the named ones kept)."""
+    if mutates(graph_module):
+        values = interpret(graph_module, inputs, upcast=upcast)
+        return {name: values[name] for name in names if name in values}
+    interpreter = _KeepingInterpreter(graph_module, upcast, {}, set(names))
     with torch.no_grad():
         interpreter.run(*inputs)
     return interpreter.values

@@ -62,11 +62,27 @@ class CapturedGraph:
     # Placeholders the user's compile froze into constants (``torch._inductor.config.freezing``
     # under no_grad: the parameters and buffers AOT Autograd lifted first, none written in place).
     frozen: tuple[str, ...] = ()
+    # Inputs held by reference, not copied (the model's parameters), each with its version counter
+    # at capture: a later in-place write (an optimizer step) would change what was recorded.
+    shared: tuple[tuple[torch.Tensor, int], ...] = field(default=(), repr=False, compare=False)
+
+    def check_inputs(self) -> None:
+        """Raise :class:`CapturedInputChanged` when an input held by reference was written in place
+        since capture: the graph would be judged on other values than its call had (never silently)."""
+        changed = [index for index, (tensor, version) in enumerate(self.shared) if tensor._version != version]
+        if changed:
+            raise CapturedInputChanged(f"{self.name}: {len(changed)} parameter(s) captured by reference were "
+                                       "written in place since capture (an optimizer step?); its recorded "
+                                       "inputs are no longer the values of its call")
 
     @property
     def shape_signature(self) -> tuple[Any, ...] | None:
         """Each input's symbolic sizes (see :mod:`~bisect_engine.verdict.shapes`); None: static."""
         return shape_signature(self.graph_module)
+
+
+class CapturedInputChanged(RuntimeError):
+    """An input captured by reference changed after capture: our harness cannot judge that call."""
 
 
 def is_compute(node: fx.Node) -> bool:

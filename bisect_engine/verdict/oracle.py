@@ -64,6 +64,7 @@ class GraphContext:
 
     @classmethod
     def from_captured(cls, captured: CapturedGraph, oracle: Oracle = Oracle()) -> "GraphContext":
+        captured.check_inputs()
         torch.manual_seed(oracle.seed)
         values = interpret(captured.graph_module, captured.inputs)
         return cls(captured, GraphView(captured.graph_module), values, oracle)
@@ -130,6 +131,7 @@ class GraphContext:
         (a node's compiled value injected). The last few are kept: a culprit's replay is asked for
         by its reach, the whole graph's injected verdict and its propagators, each an eager run of
         the whole graph. Keyed by the injected objects themselves (held, so no id is reused)."""
+        self.captured.check_inputs()
         key = tuple(sorted((name, id(value)) for name, value in overrides.items()))
         for index, (known, _held, values) in enumerate(self._replays):
             if known == key:
@@ -164,6 +166,7 @@ class GraphContext:
         verdict keeps what Inductor generated (even when the compiled code then fails to run)."""
         if not subgraph.node_names:
             return SubgraphVerdict(Outcome.INVALID, error="empty subgraph")
+        self.captured.check_inputs()  # outside the try: our harness's failure, never a crash verdict
         own_inputs = inputs is not None
         inputs = inputs if inputs is not None else reference_inputs(subgraph, self.eager_values)
         code: list[OutputCode] | None = [] if keep_code else None
@@ -212,6 +215,7 @@ class GraphContext:
         ``rng_strict`` every node keeps a copy of its own: compiled draws must then follow
         eager's in graph order.
         """
+        self.captured.check_inputs()
         subgraph = self.subgraph(names, isolate=True)
         if self.rng_strict or not names:
             verdict = self.judge(subgraph, compiler, label=label)
@@ -268,6 +272,7 @@ class GraphContext:
         """The noise model of this graph (``verdict/noise.py``): one more fp64 run, perturbed."""
         dtypes = {name: value.dtype for name, value in self.eager_values.items() if isinstance(value, torch.Tensor)}
         fixed = {name: self.eager_values[name] for name in self.not_results if name in self.eager_values}
+        self.captured.check_inputs()
         return noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, fixed)
 
     def noise_floor(self, name: str, carried: bool = True) -> float:
@@ -341,19 +346,25 @@ class GraphContext:
         output = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
         returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
         if (not self.oracle.needs_fp64(GRAPH) or len(compiled_outputs) != len(eager_outputs)
-                or len(returned) != len(eager_outputs) or not all(isinstance(n, fx.Node) for n in returned)
-                or mutates(graph_module)):
+                or len(returned) != len(eager_outputs) or mutates(graph_module)):
             return None
         positions: dict[fx.Node, list[int]] = {}
         for index, node in enumerate(returned):
-            positions.setdefault(node, []).append(index)
+            if isinstance(node, fx.Node):
+                positions.setdefault(node, []).append(index)
         verdicts: list[TensorVerdict | None] = [None] * len(returned)
+
+        def judge_at(i: int, fp64: Any) -> None:
+            verdicts[i] = judge_outputs(self.oracle, GRAPH, [eager_outputs[i]], [fp64], [compiled_outputs[i]],
+                                        [facts[i]])[0]
 
         def judge(node: fx.Node, fp64: Any) -> None:
             for i in positions[node]:
-                verdicts[i] = judge_outputs(self.oracle, GRAPH, [eager_outputs[i]], [fp64], [compiled_outputs[i]],
-                                            [facts[i]])[0]
+                judge_at(i, fp64)
 
+        for index, node in enumerate(returned):  # a constant output (a backward's None): its own reference
+            if not isinstance(node, fx.Node):
+                judge_at(index, node)
         stream_graph(graph_module, inputs, upcast=True, overrides=self._draws(fp64=True), sink=judge)
         judged = [v for v in verdicts if v is not None]
         return judged if len(judged) == len(verdicts) else None
