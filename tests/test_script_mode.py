@@ -527,6 +527,50 @@ def test_a_graph_that_registers_a_tensor_hook_is_checked(session_factory: Callab
         assert report["verdict"] == "divergent", report["script"]
 
 
+def _backward_off_by_one(graph_module: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """A compiler wrong in compiled autograd's backward graphs only (each forward graph, and the
+    backward its gradient check runs outside compiled autograd, stay right)."""
+    from bisect_engine.verdict.inductor_adapter import in_compiled_autograd
+
+    if in_compiled_autograd():
+        return _off_by_one(graph_module, example_inputs)
+    return torch._dynamo.lookup_backend("aot_eager")(graph_module, example_inputs)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "backward_off_by_one"])
+def test_compiled_autograd_backward_graphs_are_judged_on_the_programs_calls(
+        session_factory: Callable[..., Session], backend: str) -> None:
+    """``torch._dynamo.config.compiled_autograd = True`` and ``loss.backward()`` in a compiled step:
+    the backward graph (a list input, the new gradients as outputs) judged through its flat copy."""
+    session = session_factory(level=Level.CHECK)
+    weight = torch.nn.Parameter(torch.randn(4, 4, generator=torch.Generator().manual_seed(0)))
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        loss = torch.tanh(x @ weight).square().mean()
+        loss.backward()
+        return loss
+
+    compiler = _backward_off_by_one if backend == "backward_off_by_one" else backend
+    try:
+        with compiles_routed_through(session.wrap_backend), torch._dynamo.config.patch(compiled_autograd=True):
+            torch.compile(step, backend=compiler)(torch.ones(2, 4))
+    finally:
+        torch._dynamo.compiled_autograd.reset()
+    expected = weight.detach().clone().requires_grad_(True)
+    torch.tanh(torch.ones(2, 4) @ expected).square().mean().backward()
+    report = session.finish(0)
+    graphs = report["script"]["graphs"]
+    assert len(graphs) == 2 and session.graphs[1].flat is not None, graphs  # the forward, then the backward
+    if backend == "aot_eager":
+        assert torch.allclose(weight.grad, expected.grad)
+        assert report["verdict"] == "clean" and all(g["checked"] for g in graphs), graphs
+    else:
+        assert torch.allclose(weight.grad, expected.grad + 1)  # the program got the wrong gradient
+        first = report["script"]["first_divergence_call"]
+        assert (report["verdict"], first["graph"]) == ("divergent", "graph_1"), report["script"]
+        assert graphs[0]["outcome"] == "match", graphs
+
+
 def _raises(_graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
     raise ValueError("planted compile failure")
 
@@ -895,14 +939,38 @@ def test_a_clean_program_with_hooks_is_clean(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_compiled_autograd_backward_graphs_are_named_and_a_clean_run_is_never_exit_0(tmp_path: Path) -> None:
+def test_a_clean_program_under_compiled_autograd_is_clean_with_its_backward_graphs_judged(tmp_path: Path) -> None:
     run = _own_run(tmp_path, "compiled_autograd_tanh.py")
-    assert run.exit_code == 4, run.stderr
+    assert run.exit_code == 0, run.stderr
     report = run.report
-    assert report["verdict"] == "incomplete", run.stderr
-    unseen = report["script"]["graphs_unseen"]
-    assert unseen and all("compiled autograd" in reason for reason in unseen.values()), unseen
-    assert "torch._dynamo.config.compiled_autograd = False" in run.stderr
+    assert report["verdict"] == "clean", run.stderr
+    graphs = report["script"]["graphs"]
+    assert len(graphs) == 2 and all(g["checked"] and g["outcome"] == "match" for g in graphs), graphs
+    assert not report["script"]["graphs_unseen"]
+
+
+def test_a_list_input_is_made_flat_only_where_read_item_by_item() -> None:
+    """Compiled autograd's graphs take a list; one read only by constant index becomes one
+    placeholder per item, one read otherwise (here stacked whole) stays as it is (named not checked)."""
+    import operator
+
+    from bisect_engine.script.flat_inputs import flat_graph
+
+    graph = torch.fx.Graph()
+    items, scale = graph.placeholder("items"), graph.placeholder("scale")
+    first, second = (graph.call_function(operator.getitem, (items, i)) for i in (0, 1))
+    graph.output((graph.call_function(torch.sub, (second, first)), graph.call_function(torch.mul, (first, scale))))
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    a, b, c = torch.randn(3), torch.randn(3), torch.randn(3)
+    flat = flat_graph(module, [[a, b], c])
+    assert flat is not None and flat.flatten([[a, b], c]) == [a, b, c]
+    assert [n.op for n in flat.graph_module.graph.nodes].count("placeholder") == 3
+    assert all(torch.equal(x, y) for x, y in zip(flat.graph_module(a, b, c), module([a, b], c)))
+    assert flat.regroup([a, b, c]) == [[a, b], c]
+    graph.output((graph.call_function(torch.stack, (items,)),))  # the list read whole as well
+    graph.erase_node(next(n for n in graph.nodes if n.op == "output"))
+    assert flat_graph(torch.fx.GraphModule(torch.nn.Module(), graph), [[a, b], c]) is None
+    assert flat_graph(module, [a, c]) is None  # no list input: nothing to make flat
 
 
 @pytest.mark.e2e

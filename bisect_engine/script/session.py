@@ -41,6 +41,7 @@ from ..verdict.fx_eval import clone_value
 from ..verdict.judgement import Oracle
 from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
                           weighted_sum, without_hook_registrations)
+from .flat_inputs import FlatInputs, flat_graph
 from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
 from .reach import Suspect, Tracer, deferrable
 from ..verdict.state import tensor_attributes
@@ -62,10 +63,10 @@ from .processes import (cover, cover_root, process_lines, process_reports, proce
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_LOG = "internal-error.log"
-COMPILED_AUTOGRAD = ("a backward graph of compiled autograd (torch._dynamo.config.compiled_autograd): it writes the "
-                     "gradients into .grad, which script mode does not check yet; the backward of each forward graph "
-                     "is checked through its gradients instead. To have the backward the program runs checked, run "
-                     "with torch._dynamo.config.compiled_autograd = False")
+COMPILED_AUTOGRAD = ("a backward graph of compiled autograd (torch._dynamo.config.compiled_autograd) that reads its "
+                     "list of inputs other than item by item, which script mode does not check yet; the backward of "
+                     "each forward graph is checked through its gradients instead. To have the backward the program "
+                     "runs checked, run with torch._dynamo.config.compiled_autograd = False")
 
 
 @dataclass
@@ -95,6 +96,8 @@ class GraphRecord:
     within_upstream: list[dict[str, Any]] = field(default_factory=list)
     # calls whose failing outputs only fed later checked calls that absorbed them (script/reach.py)
     absorbed: list[dict[str, Any]] = field(default_factory=list)
+    # a graph taking a list (compiled autograd's backward): graph_module is its flat copy (script/flat_inputs.py)
+    flat: FlatInputs | None = None
 
     @property
     def name(self) -> str:
@@ -176,14 +179,17 @@ class CheckingBackend:
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         reference = copy.deepcopy(graph_module)  # Inductor's pre-grad passes rewrite the graph in place
         live_state = tensor_attributes(graph_module)  # the live tensors (an optimizer's state), never written
+        backward = in_compiled_autograd()  # compiled autograd's backward graph: its list input made flat
+        flat = flat_graph(reference, example_inputs) if backward else None
         # recorded before the user's compile runs: a compile that raises is localised on this graph
-        record = self.session.add_graph(reference, self.compiler_name, self.inductor_options)
-        record.live_state = live_state
+        record = self.session.add_graph(flat.graph_module if flat else reference, self.compiler_name,
+                                        self.inductor_options)
+        record.live_state, record.flat = live_state, flat
         from ..load.capture import current_compile_id
 
         record.compile_id = current_compile_id()
         record.compiler = self.inner
-        record.skipped = COMPILED_AUTOGRAD if in_compiled_autograd() else None
+        record.skipped = COMPILED_AUTOGRAD if backward and flat is None else None
         session = self.session
         hits_before = _cache_hits()
         try:
@@ -200,9 +206,14 @@ class CheckingBackend:
 
         def checked_call(*args: Any) -> Any:
             if probe and probe.pop():
-                crash = session.native_crash(record, reference, args)
+                graph, values = (record.flat.graph_module, record.flat.flatten(args)) if record.flat else (reference, args)
+                crash = session.native_crash(record, graph, values)
                 if crash is not None:
                     raise crash
+            if record.flat is not None:  # the program's call, judged on the flat graph's arguments
+                flat_inputs = record.flat
+                return session.call(record, lambda *flat: compiled(*flat_inputs.regroup(flat)),
+                                    flat_inputs.flatten(args))
             return session.call(record, compiled, args)
 
         return checked_call
