@@ -1087,3 +1087,22 @@ def test_issue_37_misses_written_from_their_descriptions_are_named(tmp_path: Pat
     assert (report["verdict"], report["culprit"]["op"]) == ("divergent", op), run.stderr
     assert report["culprit"]["ops"] == window
     assert report["repro"]["status"] == "REPRODUCED"
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="issue 37's cast elision, as scripts (about a minute each; "
+                                            "tests/test_cast_elision.py covers the rule cheaply)")
+@pytest.mark.parametrize(("script", "dtype"), [
+    ("cast_elision_bf16_sum.py", "torch.bfloat16"),
+    ("cast_elision_bf16_compare.py", "torch.bfloat16"),
+    ("cast_elision_fp16_overflow.py", "torch.float16"),
+])
+def test_a_skipped_cast_is_named_beside_clean_with_its_switch_checked(tmp_path: Path, script: str, dtype: str) -> None:
+    run = _own_run(tmp_path, script)
+    assert run.exit_code == 0, run.stderr
+    report = run.report
+    assert report["verdict"] == "clean" and report.get("stale_artifact") is None, run.stderr
+    (entry,) = report["differences"]  # one story: the cast, not the ops after it
+    assert (entry["op"], entry["cast_elided"]["dtype"]) == ("aten._to_copy.default", dtype), entry
+    assert entry["setting"] == {"name": "emulate_precision_casts", "value": True, "follows_eager": True}
+    assert "cast elided" in run.stderr and "(checked)" in run.stderr

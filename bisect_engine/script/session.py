@@ -828,7 +828,7 @@ class Session:
         own = (self.report.get("script") or {}).get("own_verdict")
         self.report["verdict"] = own or self.report["verdict"]  # the processes are covered again below
         self.report["script"] = self.script_json()
-        if self.divergence is not None and self.report["verdict"] == "clean":
+        if self.divergence is not None and self.report["verdict"] == "clean" and not cast_elided(self.report):
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
             # The program's compiled code diverged, a fresh compile of the same graph does not. Only
             # where the program's artifact was served from Inductor's on-disk cache (whose key does
@@ -964,6 +964,7 @@ def unseen_lines(script: dict[str, Any]) -> list[str]:
 
 def script_summary(report: dict[str, Any]) -> str:
     """A few lines for stderr: the engine's summary when it localised, the script's counts."""
+    from ..output.amplified import differences_lines
     from ..output.summary import summary
 
     script = report["script"]
@@ -975,6 +976,7 @@ def script_summary(report: dict[str, Any]) -> str:
             what = "not every process checked"
         return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
                           *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script),
+                          *differences_lines([d for d in report.get("differences") or [] if d.get("cast_elided")]),
                           *within_upstream_lines(script)]
                          ) + not_checked_lines(script)
     lines = [summary(report)]
@@ -1112,3 +1114,11 @@ def _finish_at_exit(active: ActiveSession) -> None:
                 log.warning("all processes: see %s", session.root / "report.json")
     except Exception:  # noqa: BLE001 - at exit, the log is all that is left
         log.exception("writing the report failed")
+
+
+def cast_elided(report: dict[str, Any]) -> bool:
+    """The program diverged because its compiled code skipped a ``.to(bf16)``/``.to(fp16)`` round
+    trip the user wrote (Inductor's intended behaviour unless ``emulate_precision_casts``), and
+    that setting, checked, makes compiled follow eager: a listed difference beside ``clean``."""
+    return any(d.get("cast_elided") and (d.get("setting") or {}).get("follows_eager")
+               for d in report.get("differences") or [])
