@@ -1106,3 +1106,15 @@ def test_a_skipped_cast_is_named_beside_clean_with_its_switch_checked(tmp_path: 
     assert (entry["op"], entry["cast_elided"]["dtype"]) == ("aten._to_copy.default", dtype), entry
     assert entry["setting"] == {"name": "emulate_precision_casts", "value": True, "follows_eager": True}
     assert "cast elided" in run.stderr and "(checked)" in run.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="issue 37: --oracle bitwise in script mode (about two minutes; "
+                                            "test_cli and test_processes cover the option's path cheaply)")
+def test_a_returned_zero_of_the_other_sign_is_named_under_oracle_bitwise(tmp_path: Path) -> None:
+    run = _run(tmp_path, "run", _tool("--oracle", "bitwise", str(SCRIPTS / "zero_sign_minimum_returned.py")),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))  # the option before the script
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.minimum.default"), run.stderr
+    assert report["repro"]["status"] == "REPRODUCED"

@@ -275,9 +275,10 @@ class Session:
         self.graphs: list[GraphRecord] = []
         # level 1 under `record` / `compare SCRIPT`: what takes each graph's checked call instead of OUT/graphs
         self.on_record: Callable[[GraphRecord, Sequence[Any]], None] | None = None
-        # The judgement every checked call is held to: the default policy (the CLI refuses --oracle,
-        # --rng, --seed and --random-inputs for scripts: the program's own draws and seed are used).
-        self.oracle = Oracle()
+        # The judgement every checked call is held to: the default policy, or --oracle bitwise (the
+        # CLI refuses the other --oracle values, --rng, --seed and --random-inputs for scripts: the
+        # program's own draws and seed are used).
+        self.oracle = Oracle(kind=settings.oracle)
         self.calls = 0
         self.calls_checked = 0
         self.divergence: Divergence | None = None
@@ -680,7 +681,7 @@ class Session:
         spec = self._spec(record, pristine)
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
                                 stop_after=stop_after or self.settings.stage,  # type: ignore[arg-type]
-                                divergence_known=True)
+                                divergence_known=True, oracle=self.settings.oracle)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
@@ -714,7 +715,8 @@ class Session:
         if not captured:
             return None
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
-                                stop_after=self.settings.stage, divergence_known=True)  # type: ignore[arg-type]
+                                stop_after=self.settings.stage, divergence_known=True,  # type: ignore[arg-type]
+                                oracle=self.settings.oracle)  # type: ignore[arg-type]
         result = run_captured(self._spec(record, pristine), captured, options, self.progress, model_level_check=False,
                               backend_run=backend_run)
         self.engine_compiles += result.compiler.compiles
