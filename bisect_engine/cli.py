@@ -139,7 +139,7 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
                  stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
                  workers: int | None, jobs: int | None, executor: str, ray_address: str | None,
                  memory_budget: float | None = None) -> None:
-    from .script.levels import Level, ScriptSettings, stage_for
+    from .script.levels import SCRIPT_ORACLES, Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
     context = click.get_current_context()
@@ -154,13 +154,15 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
             click.echo("bisect-accuracy: error: --device is for model files; a plain script places its own "
                        "tensors", err=True)
             sys.exit(EXIT_USAGE)
-        _refuse_typed(context, MODEL_FILE_ONLY, "model files; script mode judges each compiled call by its own rule "
-                      "(outputs vs eager and fp64, the program's own random draws and seed, real inputs)")
+        refused = {k: v for k, v in MODEL_FILE_ONLY.items() if k != "oracle" or oracle not in SCRIPT_ORACLES}
+        _refuse_typed(context, refused, "model files; script mode judges each compiled call by its own rule "
+                      "(outputs vs eager and fp64, the program's own random draws and seed, real inputs; "
+                      "--oracle bitwise is honoured)")
         chosen = Level(level) if level else (Level.REPRO if stage == "repro" else Level.LOCALISE)
         settings = ScriptSettings(level=chosen, out_dir=out_dir, check_every=check_every,
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
                                   stage=stage_for(chosen, stage), max_compiles=max_compiles, timeout_s=timeout_s,
-                                  force=force, trace=trace)
+                                  force=force, trace=trace, oracle=oracle)
         sys.exit(_run_script(model_file, script_args, settings, quiet, verbose))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")

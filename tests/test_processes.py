@@ -112,7 +112,7 @@ def test_a_process_folder_without_a_report_is_listed_as_having_none(tmp_path: Pa
 def test_the_clis_settings_reach_a_child_unchanged(tmp_path: Path) -> None:
     settings = ScriptSettings(level=Level.LOCALISE, out_dir=tmp_path / "out", check_every=5, stop_on_divergence=True,
                               verify_runs=2, stage="subsystem", max_compiles=40, timeout_s=90.0, max_record_mb=1.5,
-                              max_record_files=7)
+                              max_record_files=7, oracle="bitwise")
     environ = processes.child_environment(settings, 4242)
     child = settings_from_environment(environ)
     assert child == ScriptSettings(**{**vars(settings), "out_dir": (tmp_path / "out").absolute()})

@@ -1155,3 +1155,34 @@ def test_issue_37_misses_written_from_their_descriptions_are_named(tmp_path: Pat
     assert (report["verdict"], report["culprit"]["op"]) == ("divergent", op), run.stderr
     assert report["culprit"]["ops"] == window
     assert report["repro"]["status"] == "REPRODUCED"
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="issue 37's cast elision, as scripts (about a minute each; "
+                                            "tests/test_cast_elision.py covers the rule cheaply)")
+@pytest.mark.parametrize(("script", "dtype"), [
+    ("cast_elision_bf16_sum.py", "torch.bfloat16"),
+    ("cast_elision_bf16_compare.py", "torch.bfloat16"),
+    ("cast_elision_fp16_overflow.py", "torch.float16"),
+])
+def test_a_skipped_cast_is_named_beside_clean_with_its_switch_checked(tmp_path: Path, script: str, dtype: str) -> None:
+    run = _own_run(tmp_path, script)
+    assert run.exit_code == 0, run.stderr
+    report = run.report
+    assert report["verdict"] == "clean" and report.get("stale_artifact") is None, run.stderr
+    (entry,) = report["differences"]  # one story: the cast, not the ops after it
+    assert (entry["op"], entry["cast_elided"]["dtype"]) == ("aten._to_copy.default", dtype), entry
+    assert entry["setting"] == {"name": "emulate_precision_casts", "value": True, "follows_eager": True}
+    assert "cast elided" in run.stderr and "(checked)" in run.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="issue 37: --oracle bitwise in script mode (about two minutes; "
+                                            "test_cli and test_processes cover the option's path cheaply)")
+def test_a_returned_zero_of_the_other_sign_is_named_under_oracle_bitwise(tmp_path: Path) -> None:
+    run = _run(tmp_path, "run", _tool("--oracle", "bitwise", str(SCRIPTS / "zero_sign_minimum_returned.py")),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))  # the option before the script
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.minimum.default"), run.stderr
+    assert report["repro"]["status"] == "REPRODUCED"

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..errors import ModelError
 from ..strategies.amplify import find_amplification, material_outputs
-from ..strategies.departures import EAGER_ROUNDING, find_departures, follows_eager_with
+from ..strategies.departures import (EAGER_ROUNDING, cast_round_trips, compiled_outputs, elided_cast,
+                                     find_departures, follows_eager_with)
 from ..strategies.nodes import check_nodes, propagators, rank_culprits
 from ..strategies.windows import find_window, window
 from ..load.rewrite import views_as_reshapes
@@ -311,6 +312,23 @@ def _eager_rounding(finding: GraphFinding, driver: Driver) -> GraphFinding:
     return replace(finding, eager_rounding_follows=follows_eager_with(finding.context, driver.search, EAGER_ROUNDING))
 
 
+def _cast_elision(finding: GraphFinding, driver: Driver) -> GraphFinding:
+    """A round trip through bf16/fp16 the user wrote that compiled skips: named by eager replays
+    (no compile beyond the whole graph's, cached where it ran), then the switch checked (one compile)."""
+    context = finding.context
+    elided = elided_cast(context, compiled_outputs(context, driver.search))
+    if elided is None:
+        return finding
+    follows = finding.eager_rounding_follows
+    if follows is None:
+        follows = follows_eager_with(context, driver.search, EAGER_ROUNDING)
+    return replace(finding, elided_cast=elided, eager_rounding_follows=follows)
+
+
+def _round_trips(finding: GraphFinding, driver: Driver) -> bool:
+    return finding.crash is None and bool(cast_round_trips(finding.context))
+
+
 def _no_crash(finding: GraphFinding) -> bool:
     return not quiet(finding) and finding.crash is None
 
@@ -349,6 +367,7 @@ GRAPH_PLAN: tuple[Step[GraphFinding], ...] = (
     Step("departures", _departures, when=_against_fp64, decides=False),
     Step("eager_rounding", _eager_rounding, when=lambda f, d: _against_fp64(f, d) and bool(f.departures),
          decides=False),
+    Step("cast_elision", _cast_elision, when=_round_trips, decides=False),
 )
 
 # A culprit found before the whole graph's compile (see culprit_first): confirmed alone, then
@@ -356,4 +375,5 @@ GRAPH_PLAN: tuple[Step[GraphFinding], ...] = (
 CULPRIT_FIRST_PLAN: tuple[Step[GraphFinding], ...] = (
     Step("confirm", _confirm_headline),
     Step("nan_forensics", nan_forensics, when=lambda f, d: bool(f.confirmed), decides=False),
+    Step("cast_elision", _cast_elision, when=_round_trips, decides=False),
 )

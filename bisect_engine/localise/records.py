@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..load.capture import BackendRun
 from ..load.model_file import ModelSpec
 from ..strategies.amplify import Amplification
-from ..strategies.departures import Consequence, DepartedValue
+from ..strategies.departures import Consequence, DepartedValue, ElidedCast
 from ..strategies.nodes import NodeCheck, Reach
 from ..strategies.pregrad import PassRewrite
 from ..strategies.sizes import SizeSweep
@@ -61,6 +61,9 @@ class GraphFinding:
     # whether Inductor's eager-rounding setting makes compiled follow eager (one compile)
     departures: list[DepartedValue] = field(default_factory=list)
     eager_rounding_follows: bool | None = None
+    # a .to(bf16)/.to(fp16) round trip the user wrote that compiled skips (eager replayed without it
+    # gives compiled's outputs), with eager_rounding_follows checked for it (one compile)
+    elided_cast: ElidedCast | None = None
     # a forward departure that the backward turns into materially different gradients (no compile)
     consequence: Consequence | None = None
     # A culprit in a graph with symbolic sizes: "dynamic-only" | "static-too" (one static compile),
@@ -120,7 +123,17 @@ class GraphFinding:
         return self.harness is not None and not self.harness.get("judged")
 
     @property
+    def cast_elision_explains(self) -> bool:
+        """Against fp64, a skipped ``.to(bf16/fp16)`` round trip (Inductor's intent unless
+        ``emulate_precision_casts``, checked to make compiled follow eager) is the whole story: a
+        listed difference, not a finding. Judged against eager, it is one."""
+        return (self.elided_cast is not None and bool(self.eager_rounding_follows)
+                and self.context.oracle.reference == "fp64")
+
+    @property
     def has_finding(self) -> bool:
+        if self.cast_elision_explains:
+            return False
         if self.harness_failed:
             return bool(self.culprit_nodes) or self.nan_problem
         return bool(self.culprit_nodes) or self.nan_problem or self.whole.outcome is not Outcome.MATCH

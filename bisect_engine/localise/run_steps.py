@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..strategies.departures import backward_consequence
+from ..strategies.departures import EAGER_ROUNDING, backward_consequence
 from ..strategies.pregrad import localise_backend_rewrite, localise_pre_grad
 from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
-from ..strategies.subsystems import MODEL_PASSES, attribute, attribute_model
+from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model, config_workaround
 from ..verdict.sizes import context_at
 from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
@@ -96,6 +96,13 @@ def _subsystem(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """The subsystem of the op inside a HOP when there is one, else of the culprit."""
     if not driver.options.runs("subsystem") or finding.amplification is not None:
         return finding
+    if finding.elided_cast is not None and finding.eager_rounding_follows:
+        # a skipped .to(bf16/fp16) round trip: the setting that keeps it, already checked (one
+        # compile), is the subsystem; no lowering is "wrong" (one story per report)
+        return replace(finding, attribution=Attribution(
+            "config", EAGER_ROUNDING.name, config_workaround(EAGER_ROUNDING.patch_dict),
+            note=f"compiled skips the {finding.elided_cast.dtype} round trip the program wrote at node "
+                 f"{finding.elided_cast.node} (Inductor's intended behaviour unless this is set)"))
     handled, attribution = attribute_inside(finding, driver.judge, driver.search)
     return replace(finding, attribution=attribution) if handled else _attribute(finding, driver)
 

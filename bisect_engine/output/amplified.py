@@ -61,6 +61,9 @@ def differences_lines(differences: list[dict[str, Any]]) -> list[str]:
     lines = []
     for entry in differences:
         setting = entry.get("setting")
+        if entry.get("cast_elided"):
+            lines.append(_cast_elided_line(entry, setting))
+            continue
         fix = (f"; {setting['name']}={setting['value']!r} makes compiled follow eager"
                + ("" if setting.get("follows_eager") else " (checked: it does not)")) if setting else ""
         measure = (f" {entry['elements']} element(s) differ from eager (an exact value); compiled agrees with fp64"
@@ -78,6 +81,17 @@ def differences_lines(differences: list[dict[str, Any]]) -> list[str]:
                          f" ({backward['elements']} of {backward['total']} elements, max |diff| {backward['max_abs_diff']})"
                          + (f", flipped by {amplified}" if amplified else "") + "; one eager replay, no compile")
     return lines
+
+
+def _cast_elided_line(entry: dict[str, Any], setting: dict[str, Any] | None) -> str:
+    """A round trip through a narrower float that the compiled code skipped (intended by Inductor
+    unless ``emulate_precision_casts``)."""
+    cast = entry["cast_elided"]
+    checked = ("" if not setting else f"; {setting['name']}={setting['value']!r} makes compiled follow eager (checked)"
+               if setting.get("follows_eager") else f"; {setting['name']}={setting['value']!r} checked: compiled still differs")
+    return (f"  cast elided: compiled skips the {cast['dtype']} round trip at {entry['op']} (node {entry['node']}, "
+            f"{entry['source'] or '?'}), keeping the value unrounded; eager replayed without it gives compiled's "
+            f"outputs{checked}")
 
 
 def amplified_repro_spec(context: GraphContext, amplification: Amplification, describe: Describe, *,

@@ -510,8 +510,10 @@ def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:
 def differences_json(result: RunResult) -> list[dict[str, Any]]:
     """Values where compiled departs from eager beyond rounding noise while closer to fp64 (not a
     finding by the fp64 rule), with the Inductor setting that makes compiled follow eager."""
-    found = []
+    found = cast_elision_json(result)
     for graph in result.graphs:
+        if graph.elided_cast is not None:  # one story: the departures are the skipped cast's
+            continue
         for departed in graph.departures:
             setting = None
             if graph.eager_rounding_follows is not None:
@@ -523,6 +525,22 @@ def differences_json(result: RunResult) -> list[dict[str, Any]]:
             if graph.consequence is not None and departed.value in graph.consequence.saved:
                 entry["backward"] = _consequence_json(result, graph.consequence)
             found.append(entry)
+    return found
+
+
+def cast_elision_json(result: RunResult) -> list[dict[str, Any]]:
+    """Each ``.to(bf16)``/``.to(fp16)`` round trip the compiled code skipped: the narrowing cast
+    named (eager replayed without the round trip gives compiled's outputs), with the setting that
+    keeps it, checked by one compile (``follows_eager``)."""
+    found = []
+    for graph in result.graphs:
+        elided = graph.elided_cast
+        if elided is None:
+            continue
+        setting = {"name": "emulate_precision_casts", "value": True, "follows_eager": graph.eager_rounding_follows}
+        found.append({**describe_node(result, graph, elided.node), "value": elided.node, "scope": "graph",
+                      "cast_elided": {"dtype": elided.dtype, "cast_back": elided.back, "outputs": list(elided.outputs)},
+                      "setting": setting})
     return found
 
 

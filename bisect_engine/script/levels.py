@@ -31,6 +31,8 @@ TIMEOUT_VARIABLE = ENV_PREFIX + "TIMEOUT"
 SUMMARY_WAIT_VARIABLE = ENV_PREFIX + "SUMMARY_WAIT"
 MAX_RECORD_VARIABLE = ENV_PREFIX + "MAX_RECORD_MB"
 MAX_RECORD_FILES_VARIABLE = ENV_PREFIX + "MAX_RECORD_FILES"
+ORACLE_VARIABLE = ENV_PREFIX + "ORACLE"  # "bitwise": the sign of a zero counts (the CLI's --oracle bitwise)
+SCRIPT_ORACLES = ("outputs", "bitwise")  # the --oracle values script mode honours
 ROOT_PID_VARIABLE = ENV_PREFIX + "ROOT_PID"  # set by the first process of a session; its children write apart
 DEFAULT_OUT = "bisect-accuracy-out"
 
@@ -74,6 +76,7 @@ class ScriptSettings:
     max_record_mb: float = 256.0  # level 1: stop saving call inputs past this many MB
     max_record_files: int = 100  # level 1: ... or past this many saved calls
     trace: bool = False  # --trace: torch's structured trace of the run kept in OUT/trace/
+    oracle: str = "outputs"  # --oracle bitwise: every call's outputs exactly eager's, the sign of a zero included
 
     def checks_call(self, call: int) -> bool:
         """Whether a graph's ``call``-th call (1-based) is checked."""
@@ -112,7 +115,15 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Script
         summary_wait_s=_or(_number(environ, SUMMARY_WAIT_VARIABLE), 30.0),
         max_record_mb=_or(_number(environ, MAX_RECORD_VARIABLE), 256.0),
         max_record_files=_int(environ, MAX_RECORD_FILES_VARIABLE, 100),
+        oracle=_oracle(environ),
     )
+
+
+def _oracle(environ: Mapping[str, str]) -> str:
+    text = environ.get(ORACLE_VARIABLE, "").strip() or "outputs"
+    if text not in SCRIPT_ORACLES:
+        raise ValueError(f"{ORACLE_VARIABLE}={text!r}: expected one of {', '.join(SCRIPT_ORACLES)}")
+    return text
 
 
 def _number(environ: Mapping[str, str], name: str, accepted: str = "a number such as 2.5") -> float | None:

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from ..verdicts import SEVERITY
 from .levels import (CHECK_EVERY_VARIABLE, LEVEL_VARIABLE, MAX_COMPILES_VARIABLE, MAX_RECORD_FILES_VARIABLE,
-                     MAX_RECORD_VARIABLE, OUT_VARIABLE, ROOT_PID_VARIABLE, STOP_VARIABLE, TIMEOUT_VARIABLE,
+                     MAX_RECORD_VARIABLE, ORACLE_VARIABLE, OUT_VARIABLE, ROOT_PID_VARIABLE, STOP_VARIABLE, TIMEOUT_VARIABLE,
                      VERIFY_RUNS_VARIABLE, ScriptSettings)
 
 REPORT_FILE = "report.json"
@@ -155,6 +155,8 @@ def child_environment(settings: ScriptSettings, root_pid: int) -> dict[str, str]
         environ[MAX_COMPILES_VARIABLE] = str(settings.max_compiles)
     if settings.timeout_s is not None:
         environ[TIMEOUT_VARIABLE] = repr(settings.timeout_s)
+    if settings.oracle != "outputs":
+        environ[ORACLE_VARIABLE] = settings.oracle
     return environ
 
 

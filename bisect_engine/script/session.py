@@ -286,9 +286,10 @@ class Session:
         self.graphs: list[GraphRecord] = []
         # level 1 under `record` / `compare SCRIPT`: what takes each graph's checked call instead of OUT/graphs
         self.on_record: Callable[[GraphRecord, Sequence[Any]], None] | None = None
-        # The judgement every checked call is held to: the default policy (the CLI refuses --oracle,
-        # --rng, --seed and --random-inputs for scripts: the program's own draws and seed are used).
-        self.oracle = Oracle()
+        # The judgement every checked call is held to: the default policy, or --oracle bitwise (the
+        # CLI refuses the other --oracle values, --rng, --seed and --random-inputs for scripts: the
+        # program's own draws and seed are used).
+        self.oracle = Oracle(kind=settings.oracle)
         self.calls = 0
         self.calls_checked = 0
         self.divergence: Divergence | None = None
@@ -691,7 +692,7 @@ class Session:
         spec = self._spec(record, pristine)
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
                                 stop_after=stop_after or self.settings.stage,  # type: ignore[arg-type]
-                                divergence_known=True)
+                                divergence_known=True, oracle=self.settings.oracle)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
@@ -725,7 +726,8 @@ class Session:
         if not captured:
             return None
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
-                                stop_after=self.settings.stage, divergence_known=True)  # type: ignore[arg-type]
+                                stop_after=self.settings.stage, divergence_known=True,  # type: ignore[arg-type]
+                                oracle=self.settings.oracle)  # type: ignore[arg-type]
         result = run_captured(self._spec(record, pristine), captured, options, self.progress, model_level_check=False,
                               backend_run=backend_run)
         self.engine_compiles += result.compiler.compiles
@@ -839,7 +841,7 @@ class Session:
         own = (self.report.get("script") or {}).get("own_verdict")
         self.report["verdict"] = own or self.report["verdict"]  # the processes are covered again below
         self.report["script"] = self.script_json()
-        if self.divergence is not None and self.report["verdict"] == "clean":
+        if self.divergence is not None and self.report["verdict"] == "clean" and not cast_elided(self.report):
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
             # The program's compiled code diverged, a fresh compile of the same graph does not. Only
             # where the program's artifact was served from Inductor's on-disk cache (whose key does
@@ -975,6 +977,7 @@ def unseen_lines(script: dict[str, Any]) -> list[str]:
 
 def script_summary(report: dict[str, Any]) -> str:
     """A few lines for stderr: the engine's summary when it localised, the script's counts."""
+    from ..output.amplified import differences_lines
     from ..output.summary import summary
 
     script = report["script"]
@@ -986,6 +989,7 @@ def script_summary(report: dict[str, Any]) -> str:
             what = "not every process checked"
         return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
                           *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script),
+                          *differences_lines([d for d in report.get("differences") or [] if d.get("cast_elided")]),
                           *within_upstream_lines(script)]
                          ) + not_checked_lines(script)
     lines = [summary(report)]
@@ -1123,3 +1127,11 @@ def _finish_at_exit(active: ActiveSession) -> None:
                 log.warning("all processes: see %s", session.root / "report.json")
     except Exception:  # noqa: BLE001 - at exit, the log is all that is left
         log.exception("writing the report failed")
+
+
+def cast_elided(report: dict[str, Any]) -> bool:
+    """The program diverged because its compiled code skipped a ``.to(bf16)``/``.to(fp16)`` round
+    trip the user wrote (Inductor's intended behaviour unless ``emulate_precision_casts``), and
+    that setting, checked, makes compiled follow eager: a listed difference beside ``clean``."""
+    return any(d.get("cast_elided") and (d.get("setting") or {}).get("follows_eager")
+               for d in report.get("differences") or [])

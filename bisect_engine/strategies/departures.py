@@ -145,3 +145,75 @@ def follows_eager_with(context: GraphContext, search: GraphSearch, switch: Switc
         return False
     return all(judge_against_eager(context.oracle, context.eager_values.get(n), v).outcome is Outcome.MATCH
                for n, v in verdict.compiled_values.items())
+
+
+# ---- cast elision: a round trip through a narrower float that compiled code skips ---------------
+NARROW_FLOATS = (torch.float16, torch.bfloat16)
+_CASTS = {"_to_copy", "convert_element_type", "to"}
+
+
+@dataclass(frozen=True)
+class ElidedCast:
+    """A ``.to(bf16)`` / ``.to(fp16)`` the user wrote whose rounding compiled code skips (Inductor
+    keeps the value wide unless ``emulate_precision_casts``): eager replayed with the round trip
+    skipped gives compiled's outputs (no compile)."""
+
+    node: str  # the narrowing cast the compiled code skipped
+    back: str  # the cast back to the wider dtype
+    dtype: str  # the narrow dtype ("torch.bfloat16")
+    outputs: tuple[str, ...]  # the graph outputs the skipped rounding explains
+
+
+def _is_cast(node: Any) -> bool:
+    packet = getattr(getattr(node, "target", None), "overloadpacket", None)
+    return getattr(packet, "__name__", "") in _CASTS
+
+
+def _float(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def cast_round_trips(context: GraphContext) -> list[tuple[str, str]]:
+    """(narrowing cast, cast back) pairs: a float value cast to fp16/bf16 and straight back to a
+    wider float, judged on the eager values' dtypes."""
+    values: dict[str, Any] = context.eager_values
+    found: list[tuple[str, str]] = []
+    for node in context.view.compute_nodes:
+        narrow: Any = values.get(node.name)
+        source = node.args[0] if node.args else None
+        wide: Any = values.get(getattr(source, "name", ""))
+        if not (_is_cast(node) and _float(narrow) and _float(wide) and narrow.dtype in NARROW_FLOATS
+                and wide.element_size() > narrow.element_size()):
+            continue
+        found += [(node.name, user.name) for user in node.users
+                  if _is_cast(user) and _float(values.get(user.name))
+                  and values[user.name].element_size() > narrow.element_size()]
+    return found
+
+
+def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any]) -> ElidedCast | None:
+    """The round trip whose skipping explains every output where compiled differs from eager: one
+    eager replay per round trip with the cast back fed the unrounded value (no compile)."""
+    differing = tuple(name for name, value in compiled_outputs.items()
+                      if judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome
+                      is not Outcome.MATCH)
+    if not differing:
+        return None
+    for narrow, back in cast_round_trips(context):
+        source: Any = context.view.nodes[narrow].args[0]  # a Node: cast_round_trips read its value
+        unrounded = context.eager_values[source.name].to(context.eager_values[back].dtype)
+        values = replay(context, {back: unrounded})
+        if all(judge_against_eager(context.oracle, compiled_outputs[name], values.get(name)).outcome is Outcome.MATCH
+               for name in differing):
+            return ElidedCast(narrow, back, str(context.eager_values[narrow].dtype), differing)
+    return None
+
+
+def compiled_outputs(context: GraphContext, search: GraphSearch) -> dict[str, Any]:
+    """The whole graph's compiled outputs (the search's cached verdict where the graph was compiled
+    whole already, else one compile)."""
+    names = context.view.compilable_names(keep_random=context.rng_strict)
+    verdict = search.judge(GraphCandidate(context.name, frozenset(names), purpose="cast elision"))
+    if verdict.outcome is Outcome.CRASH or not verdict.compiled_values:
+        return {}
+    return {n: verdict.compiled_values[n] for n in context.view.output_names() if n in verdict.compiled_values}
