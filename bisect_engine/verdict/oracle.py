@@ -374,7 +374,7 @@ REPLAYS_KEPT = 2
 RUNS = 5  # a run-dependent mismatch: decided by the majority of this many runs
 
 
-def _bitwise_equal(first: list[Any], second: list[Any]) -> bool:
+def bitwise_equal(first: Sequence[Any], second: Sequence[Any]) -> bool:
     """The same values bit for bit (NaNs in the same places count as equal)."""
     if len(first) != len(second):
         return False
@@ -391,6 +391,9 @@ def _bitwise_equal(first: list[Any], second: list[Any]) -> bool:
         elif not (a is b or _same(a, b)):
             return False
     return True
+
+
+_bitwise_equal = bitwise_equal
 
 
 def _same(a: Any, b: Any) -> bool:
