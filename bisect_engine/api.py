@@ -243,11 +243,11 @@ def compare_environment(bundle_path: Path, out_dir: Path | None, model_path: Pat
 
 
 def determinism_file(model_path: str | Path, out_dir: Path, device: str | None = None, force: bool = False,
-                     seed: int = 0, verify: bool = True) -> dict[str, Any]:
+                     seed: int = 0, verify: bool = True, runs: int | None = None) -> dict[str, Any]:
     """``bisect-accuracy run MODEL --question determinism``: every captured graph run several times
     on the same inputs, eager and compiled; the first op whose own values change run to run named
     with its side, and its repro written (and run in a fresh interpreter when ``verify``)."""
-    from .localise.determinism import check_graph
+    from .localise.determinism import RUNS, check_graph
     from .localise.env_record import capture_graphs
     from .output.report import SCHEMA_VERSION
     from .output.determinism import determinism_key, first_finding, run_repro, verdict_of, write_repro
@@ -263,7 +263,7 @@ def determinism_file(model_path: str | Path, out_dir: Path, device: str | None =
         with inductor_config.patch({**spec.inductor_config}), user_compile_options(spec):
             for graph in capture_graphs(spec, seed):
                 contexts[graph.name] = GraphContext.from_captured(graph, Oracle(seed=seed))
-                graphs.append(check_graph(contexts[graph.name], compiler))
+                graphs.append(check_graph(contexts[graph.name], compiler, runs or RUNS))
         repro = None
         first = first_finding(graphs)
         if first is not None:

@@ -94,6 +94,7 @@ def test_an_exhausted_compile_budget_is_reported_not_hidden(tmp_path: Path) -> N
     (["--seed", "7"], "--seed is for model files"),
     (["--random-inputs"], "--random-inputs is for model files"),
     (["--workers", "2"], "--workers is for model files"),
+    (["--question", "determinism"], "--question is for model files"),
     (["--oracle", "bitwise", "--seed", "1"], "--oracle, --seed are for model files"),
 ])
 def test_script_mode_refuses_the_options_it_does_not_honour(tmp_path: Path, options: list[str], named: str) -> None:

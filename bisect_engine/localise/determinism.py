@@ -21,7 +21,7 @@ from ..verdict.graphs import build_subgraph, reference_inputs
 from ..verdict.oracle import GraphContext, bitwise_equal
 from .measure_env import checkable_names, tensor_value_names
 
-RUNS = 5  # runs per side: nondeterminism is often intermittent; runs cost no compile
+RUNS = 8  # runs per side: nondeterminism is often intermittent; runs cost no compile
 SIDES = ("eager", "compiled")
 
 

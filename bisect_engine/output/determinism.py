@@ -81,13 +81,15 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_repro(graph: str, op: RunToRun, node: fx.Node, plain_inputs: dict[str, Any]) -> str:
-    """The repro's text (pure: same finding, same bytes)."""
+def render_repro(graph: str, op: RunToRun, node: fx.Node, plain_inputs: dict[str, Any], threads: int = 1) -> str:
+    """The repro's text (pure: same finding, same bytes); ``threads``: the intra-op threads the
+    runs had (a CPU kernel's order of additions can depend on them)."""
     sides = ["eager", "compiled"] if op.side == "both" else [op.side]
     slot = None if op.value == op.node else output_slot(node, op.value)
     return _TEMPLATE.format(op=op.op, side=op.side, graph=graph, node=op.node, sides=sides, slot=slot,
                             args=render_argument(node.args, plain_inputs),
-                            kwargs=render_argument(dict(node.kwargs), plain_inputs), runs=REPRO_RUNS)
+                            kwargs=render_argument(dict(node.kwargs), plain_inputs), runs=REPRO_RUNS,
+                            threads=threads)
 
 
 def write_repro(folder: OutputFolder, graph: str, op: RunToRun, node: fx.Node, inputs: dict[str, Any]) -> Path:
@@ -97,7 +99,8 @@ def write_repro(folder: OutputFolder, graph: str, op: RunToRun, node: fx.Node, i
     torch.save(tensors, buffer)
     folder.write_bytes(f"{REPRO_FOLDER}/values.pt", buffer.getvalue())
     plain = {name: value for name, value in inputs.items() if not isinstance(value, torch.Tensor)}
-    return folder.write_text(f"{REPRO_FOLDER}/repro.py", render_repro(graph, op, node, plain))
+    text = render_repro(graph, op, node, plain, torch.get_num_threads())
+    return folder.write_text(f"{REPRO_FOLDER}/repro.py", text)
 
 
 def run_repro(path: Path, timeout_s: float = 600.0) -> dict[str, Any]:
@@ -126,6 +129,7 @@ OP = {op!r}
 SIDES = {sides!r}  # "eager": the ATen kernel; "compiled": the op compiled alone by Inductor
 SLOT = {slot!r}  # which output of the op (None: its only one)
 RUNS = {runs}
+THREADS = {threads}  # intra-op threads of the run that found it (CPU kernels may add in thread order)
 
 
 def arguments(T):
@@ -159,6 +163,7 @@ def equal(torch, a, b):
 def main():
     try:
         import torch
+        torch.set_num_threads(THREADS)
         values = torch.load(os.path.join(HERE, "values.pt"), weights_only=True)
         calls = {{side: caller(torch, side) for side in SIDES}}
         firsts = {{side: run(torch, calls[side], values) for side in SIDES}}
