@@ -49,7 +49,7 @@ def determinism_key(graphs: list[GraphDeterminism], repro: dict[str, Any] | None
         "runs": graphs[0].runs if graphs else 0,
         "graphs": [{"name": g.name, "eager_differs": g.eager_differs, "compiled_differs": g.compiled_differs,
                     "op": _op_json(g.op), "error": g.error or None} for g in graphs],
-        "op": None if first is None else {"graph": first[0].name, **_op_json(first[1])},
+        "op": None if first is None else {"graph": first[0].name, **(_op_json(first[1]) or {})},
         "side": None if first is None else first[1].side,
         "repro": repro,
         "seconds": round(seconds, 2),
