@@ -153,3 +153,41 @@ def test_a_noisy_op_is_named_before_what_reads_it() -> None:
     assert noisy.eager_differs and noisy.compiled_differs and noisy.op is not None
     assert noisy.op.op == "bisect_determinism_test.noisy.default" and noisy.op.side == "both"
     assert noisy.op.differing_runs == 2
+
+
+def test_a_workers_mismatch_is_decided_over_its_reruns_as_in_process() -> None:
+    """``--workers``: a worker sends further runs only where they changed; the verdict formed here
+    is then decided by the majority of ``RUNS`` runs, as ``GraphContext.judge`` decides its own."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.graphs import CapturedGraph, reference_inputs
+    from bisect_engine.verdict.oracle import RUNS, GraphContext
+
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(torch.sin)(x), [x], True))
+    subgraph = context.whole()
+    inputs = reference_inputs(subgraph, context.eager_values)
+    right = [context.eager_values[name] for name in subgraph.output_names]
+    wrong = [value + 0.5 for value in right]
+    alone = context.verdict_from(subgraph, inputs, wrong, False)
+    assert alone.outcome is Outcome.MISMATCH
+    assert context.verdict_from(subgraph, inputs, wrong, False, reruns=()).outcome is Outcome.MISMATCH
+    mostly_right = [right] * (RUNS - 1)  # sent only because the second run differed from the first
+    decided = context.verdict_from(subgraph, inputs, wrong, False, reruns=mostly_right)
+    assert decided.outcome is Outcome.MATCH and decided.runs == (1, RUNS)
+    also_wrong = [value + 0.25 for value in right]
+    mostly_wrong = [also_wrong] + [wrong] * (RUNS - 3) + [right]
+    kept = context.verdict_from(subgraph, inputs, wrong, False, reruns=mostly_wrong)
+    assert kept.outcome is Outcome.MISMATCH and kept.runs == (RUNS - 1, RUNS)
+
+
+def test_a_worker_reruns_only_where_a_second_run_differs() -> None:
+    from bisect_engine.localise.workers import _reruns
+    from bisect_engine.verdict.oracle import RUNS
+
+    steady = torch.ones(3)
+    assert _reruns(lambda: (steady.clone(),), 0, (steady,)) == ()
+    counter = iter(range(100))
+    changing = _reruns(lambda: (torch.full((3,), float(next(counter))),), 0, (torch.full((3,), -1.0),))
+    assert len(changing) == RUNS - 1

@@ -298,12 +298,19 @@ class GraphContext:
         return material_difference(self.eager_values.get(name), value, scale_floor=self.scale_floor(name))
 
     def verdict_from(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any] | None,
-                     own_inputs: bool, error: str = "") -> SubgraphVerdict:
+                     own_inputs: bool, error: str = "", reruns: Sequence[Sequence[Any]] = ()) -> SubgraphVerdict:
         """The verdict :meth:`judge` gives, from outputs compiled and run elsewhere (a worker
-        process: ``localise/workers.py``), or from the ``error`` text its compile or run raised."""
+        process: ``localise/workers.py``), or from the ``error`` text its compile or run raised.
+        ``reruns``: the worker's further runs on the same inputs, sent only where they changed
+        (``RUNS - 1`` of them): a mismatch is then decided over runs as :meth:`judge` decides it."""
         if compiled_outputs is None:
             return SubgraphVerdict(Outcome.CRASH, error=error)
-        return self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+        if verdict.outcome is Outcome.MISMATCH and len(reruns) == RUNS - 1:
+            further = iter(reruns)
+            verdict = self._over_runs(verdict, compiled_outputs, lambda: list(next(further)),
+                                      lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs))
+        return verdict
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
