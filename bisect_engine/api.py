@@ -240,3 +240,41 @@ def compare_environment(bundle_path: Path, out_dir: Path | None, model_path: Pat
         if folder is not None:
             lines += [f"wrote {path}" for path in write_comparison(folder, comparison, repros, bundle)]
     return comparison, lines
+
+
+def determinism_file(model_path: str | Path, out_dir: Path, device: str | None = None, force: bool = False,
+                     seed: int = 0, verify: bool = True, runs: int | None = None) -> dict[str, Any]:
+    """``bisect-accuracy run MODEL --question determinism``: every captured graph run several times
+    on the same inputs, eager and compiled; the first op whose own values change run to run named
+    with its side, and its repro written (and run in a fresh interpreter when ``verify``)."""
+    from .localise.determinism import RUNS, check_graph
+    from .localise.env_record import capture_graphs
+    from .output.report import SCHEMA_VERSION
+    from .output.determinism import determinism_key, first_finding, run_repro, verdict_of, write_repro
+    from .verdict.compiler import Compiler
+    from .verdict.judgement import Oracle
+    from .verdict.oracle import GraphContext
+    import torch._inductor.config as inductor_config
+
+    started = time.monotonic()
+    spec = load_model_spec(model_path, device)
+    with OutputFolder(Path(out_dir), force) as folder:
+        compiler, graphs, contexts = Compiler(), [], {}
+        with inductor_config.patch({**spec.inductor_config}), user_compile_options(spec):
+            for graph in capture_graphs(spec, seed):
+                contexts[graph.name] = GraphContext.from_captured(graph, Oracle(seed=seed))
+                graphs.append(check_graph(contexts[graph.name], compiler, runs or RUNS))
+        repro = None
+        first = first_finding(graphs)
+        if first is not None:
+            context, op = contexts[first[0].name], first[1]
+            node = context.view.nodes[op.node]
+            path = write_repro(folder, first[0].name, op, node,
+                               {source.name: context.eager_values[source.name] for source in node.all_input_nodes})
+            repro = run_repro(path) if verify else {"path": str(path), "exit_code": None, "output": "not run",
+                                                     "seconds": 0.0}
+        report = {"schema": SCHEMA_VERSION, "verdict": verdict_of(graphs), "question": "determinism",
+                  "determinism": determinism_key(graphs, repro, time.monotonic() - started),
+                  "not_checked": [f"{g.name}: {g.error}" for g in graphs if g.error],
+                  "stats": {"compiles": compiler.compiles}}
+        return folder.write_report(report)

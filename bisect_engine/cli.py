@@ -119,6 +119,9 @@ def _isolate_from_hook() -> None:
                    "(pip install 'bisect-accuracy[ray]').")
 @click.option("--ray-address", default=None,
               help="With --executor ray: the cluster to join [default: ray.init() starts a local one].")
+@click.option("--question", type=click.Choice(["accuracy", "determinism"]), default="accuracy", show_default=True,
+              help="Model files: accuracy (compiled vs eager) or determinism (which op makes two identical runs "
+                   "differ, eager or compiled; OUT/determinism/repro.py exits 1 when its two runs differ).")
 @click.option("--memory-budget", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Model files: GiB of memory this run may hold; past it the run stops with what it learned "
                    "(exit 4) [default: stop when the machine has less than 5 percent of its memory left, 0.5-2 GiB].")
@@ -138,7 +141,7 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
                  random_inputs: bool, device: str | None, level: int | None, check_every: int,
                  stop_on_divergence: bool, trace: bool, force: bool, quiet: bool, verbose: bool,
                  workers: int | None, jobs: int | None, executor: str, ray_address: str | None,
-                 memory_budget: float | None = None) -> None:
+                 memory_budget: float | None = None, question: str = "accuracy") -> None:
     from .script.levels import SCRIPT_ORACLES, Level, ScriptSettings, stage_for
     from .load.contract import defines_model_contract
 
@@ -178,6 +181,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
     except UsageError as error:
         click.echo(f"bisect-accuracy: error: {error}", err=True)
         sys.exit(EXIT_USAGE)
+    if question == "determinism":
+        sys.exit(_run_determinism(model_file, out_dir, device, force, seed, quiet))
     from .localise.options import EngineOptions
     from .localise.workers import default_workers
     from .output.writer import OutputOptions
@@ -192,7 +197,7 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
 
 # Options script mode does not honour: given on the command line for a plain script, they are refused
 # (exit 2) rather than silently ignored.
-MODEL_FILE_ONLY = {"memory_budget": "--memory-budget",
+MODEL_FILE_ONLY = {"memory_budget": "--memory-budget", "question": "--question",
                    "oracle": "--oracle", "rng": "--rng", "seed": "--seed", "random_inputs": "--random-inputs",
                    "workers": "--workers"}
 
@@ -286,6 +291,20 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
     click.echo(f"  report:  {report['report_path']}" + ("  (may be missing or older: see NOT WRITTEN)"
                                                        if report.get("not_written") else ""))
     return model_file_status(report)
+
+
+def _run_determinism(model_file: Path, out_dir: Path, device: str | None, force: bool, seed: int,
+                     quiet: bool) -> int:
+    """``--question determinism``: its report, its summary lines, exit 0 (runs equal), 1 (runs
+    differ), 4 (a graph not checked)."""
+    from .api import determinism_file
+    from .output.determinism import summary_lines
+
+    report = _guarded(lambda: determinism_file(model_file, out_dir, device, force, seed))
+    for line in summary_lines(report):
+        click.echo(line)
+    click.echo(f"  report:  {report['report_path']}")
+    return exit_status(report["verdict"])
 
 
 def model_file_status(report: dict[str, Any]) -> int:

@@ -97,6 +97,7 @@ def test_an_exhausted_compile_budget_is_reported_not_hidden(tmp_path: Path) -> N
     (["--oracle", "eager"], "--oracle is for model files"),
     # --oracle bitwise is honoured in script mode: only --seed is named
     (["--oracle", "bitwise", "--seed", "1"], "error: --seed is for model files"),
+    (["--question", "determinism"], "--question is for model files"),
 ])
 def test_script_mode_refuses_the_options_it_does_not_honour(tmp_path: Path, options: list[str], named: str) -> None:
     """Script mode judges each compiled call by its own rule: an option it would ignore is refused

@@ -37,7 +37,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 import torch
 
@@ -47,7 +47,7 @@ from ..search import default_key
 from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, Switch, compile_arguments
 from ..verdict.compiler import Compiler, run_compiled
 from ..verdict.graphs import reference_inputs
-from ..verdict.oracle import SubgraphVerdict
+from ..verdict.oracle import RUNS, SubgraphVerdict, bitwise_equal
 from ..verdict.recipes import input_recipes, random_inputs
 from ..verdict.shapes import shape_signature
 
@@ -109,6 +109,9 @@ class JobResult:
     symbolic_compiles: int = 0
     static_fallbacks: tuple[str, ...] = ()
     unavailable: str = ""  # the worker could not import the model file: judged in the tool's process
+    # more runs on the same inputs, made only where a second run differs from the first bit for bit
+    # (then ``oracle.RUNS`` runs in all): a mismatch is decided over runs, as in this process
+    reruns: tuple[tuple[Any, ...], ...] = ()
 
 
 # --- in the worker process ---------------------------------------------------------------------
@@ -232,12 +235,26 @@ def _compile_and_run(job: Job) -> JobResult:
         compiled = compiler.compile(job.graph_module, inputs, label=job.label, config_patches=patches,
                                     decompositions=decompositions, fallbacks=forced)
         torch.manual_seed(job.seed)
-        outputs: tuple[Any, ...] | None = tuple(run_compiled(compiled, inputs))
+        first = tuple(run_compiled(compiled, inputs))
+        reruns = _reruns(lambda: tuple(run_compiled(compiled, inputs)), job.seed, first)
+        outputs: tuple[Any, ...] | None = first
         error = ""
     except Exception as raised:  # the verdict says so, as GraphContext.judge's does
-        outputs, error = None, f"{type(raised).__name__}: {raised}"
+        outputs, reruns, error = None, (), f"{type(raised).__name__}: {raised}"
     return JobResult(outputs, error, compiler.compiles, compiler.seconds, compiler.symbolic_compiles,
-                     tuple(compiler.static_fallbacks))
+                     tuple(compiler.static_fallbacks), reruns=reruns)
+
+
+def _reruns(run: Callable[[], tuple[Any, ...]], seed: int, first: tuple[Any, ...]) -> tuple[tuple[Any, ...], ...]:
+    """One more run; where it differs from ``first`` bit for bit, ``RUNS`` runs in all (no compile)."""
+    torch.manual_seed(seed)
+    runs = [run()]
+    if bitwise_equal(first, runs[0]):
+        return ()
+    while len(runs) < RUNS - 1:
+        torch.manual_seed(seed)
+        runs.append(run())
+    return tuple(runs)
 
 
 def _resolve(name: str) -> Any:
@@ -351,7 +368,8 @@ class WorkerPool:
         self._count(result)
         context = self.judge.contexts[candidate.graph]  # type: ignore[union-attr]
         outputs = list(result.outputs) if result.outputs is not None else None
-        return context.verdict_from(pending.subgraph, pending.inputs, outputs, pending.own_inputs, result.error)
+        return context.verdict_from(pending.subgraph, pending.inputs, outputs, pending.own_inputs, result.error,
+                                    reruns=result.reruns)
 
     def discard(self) -> None:
         for pending in self._pending.values():

@@ -298,12 +298,19 @@ class GraphContext:
         return material_difference(self.eager_values.get(name), value, scale_floor=self.scale_floor(name))
 
     def verdict_from(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any] | None,
-                     own_inputs: bool, error: str = "") -> SubgraphVerdict:
+                     own_inputs: bool, error: str = "", reruns: Sequence[Sequence[Any]] = ()) -> SubgraphVerdict:
         """The verdict :meth:`judge` gives, from outputs compiled and run elsewhere (a worker
-        process: ``localise/workers.py``), or from the ``error`` text its compile or run raised."""
+        process: ``localise/workers.py``), or from the ``error`` text its compile or run raised.
+        ``reruns``: the worker's further runs on the same inputs, sent only where they changed
+        (``RUNS - 1`` of them): a mismatch is then decided over runs as :meth:`judge` decides it."""
         if compiled_outputs is None:
             return SubgraphVerdict(Outcome.CRASH, error=error)
-        return self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+        verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
+        if verdict.outcome is Outcome.MISMATCH and len(reruns) == RUNS - 1:
+            further = iter(reruns)
+            verdict = self._over_runs(verdict, compiled_outputs, lambda: list(next(further)),
+                                      lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs))
+        return verdict
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
                  own_inputs: bool) -> SubgraphVerdict:
@@ -374,7 +381,7 @@ REPLAYS_KEPT = 2
 RUNS = 5  # a run-dependent mismatch: decided by the majority of this many runs
 
 
-def _bitwise_equal(first: list[Any], second: list[Any]) -> bool:
+def bitwise_equal(first: Sequence[Any], second: Sequence[Any]) -> bool:
     """The same values bit for bit (NaNs in the same places count as equal)."""
     if len(first) != len(second):
         return False
@@ -391,6 +398,9 @@ def _bitwise_equal(first: list[Any], second: list[Any]) -> bool:
         elif not (a is b or _same(a, b)):
             return False
     return True
+
+
+_bitwise_equal = bitwise_equal
 
 
 def _same(a: Any, b: Any) -> bool:
