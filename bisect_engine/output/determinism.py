@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from ..localise.determinism import GraphDeterminism, RunToRun
 from ..verdicts import Verdict
-from .env_report import _render as render_argument, _slot as output_slot
+from .env_report import output_slot, render_argument
 from .folder import OutputFolder
 
 REPRO_FOLDER = "determinism"

@@ -101,9 +101,9 @@ def _recorded_value(change: OpChange) -> str:
 def render_repro(change: OpChange, node: fx.Node, plain_inputs: dict[str, Any], dtype: torch.dtype,
                  recorded_torch: str, tolerance: Tolerance = Tolerance()) -> str:
     """The repro's text (pure: same change, same bytes)."""
-    args = _render(node.args, plain_inputs)
-    kwargs = _render(dict(node.kwargs), plain_inputs)
-    slot = None if change.value == change.node else _slot(node, change.value)
+    args = render_argument(node.args, plain_inputs)
+    kwargs = render_argument(dict(node.kwargs), plain_inputs)
+    slot = None if change.value == change.node else output_slot(node, change.value)
     limit_rms, limit_max = change.drift.limits(tolerance)
     return _TEMPLATE.format(op=change.op, side=change.side, graph=change.graph, node=change.node,
                             recorded_torch=recorded_torch, args=args, kwargs=kwargs, slot=slot,
@@ -111,22 +111,26 @@ def render_repro(change: OpChange, node: fx.Node, plain_inputs: dict[str, Any], 
                             limit_rms=repr(limit_rms), limit_max=repr(limit_max), values=REPRO_VALUES)
 
 
-def _slot(node: fx.Node, value_name: str) -> int | None:
+def output_slot(node: fx.Node, value_name: str) -> int | None:
+    """Which output of a multi-output ``node`` the value ``value_name`` is (its ``getitem``
+    index), or None where no user of ``node`` is named so."""
     for user in node.users:
         if user.name == value_name:
             return int(cast(int, user.args[1]))
     return None
 
 
-def _render(arg: Any, plain_inputs: dict[str, Any]) -> str:
+def render_argument(arg: Any, plain_inputs: dict[str, Any]) -> str:
+    """A node's argument as repro source: a plain input by its value, a tensor as ``T[name]``,
+    containers element by element."""
     if isinstance(arg, fx.Node):
         return repr(plain_inputs[arg.name]) if arg.name in plain_inputs else f"T[{arg.name!r}]"
     if isinstance(arg, tuple):
-        return "(" + "".join(_render(a, plain_inputs) + ", " for a in arg) + ")"
+        return "(" + "".join(render_argument(a, plain_inputs) + ", " for a in arg) + ")"
     if isinstance(arg, list):
-        return "[" + ", ".join(_render(a, plain_inputs) for a in arg) + "]"
+        return "[" + ", ".join(render_argument(a, plain_inputs) for a in arg) + "]"
     if isinstance(arg, dict):
-        return "{" + ", ".join(f"{k!r}: {_render(v, plain_inputs)}" for k, v in arg.items()) + "}"
+        return "{" + ", ".join(f"{k!r}: {render_argument(v, plain_inputs)}" for k, v in arg.items()) + "}"
     if isinstance(arg, torch.device):
         return f"torch.device({str(arg)!r})"
     if isinstance(arg, float) and arg != arg or arg in (float("inf"), float("-inf")):
