@@ -5,12 +5,20 @@ Runs ``bisect_engine.api.bisect_file`` on a reduced GPT-2 (``GPT2Config(n_layer=
 width and vocabulary: the embedding and LM head are its big tensors) or any model file, while a
 sampler thread reads the process's RSS every 20 ms. Stages are the run's own progress steps plus a
 few functions wrapped here (this script only; the tool is not patched): the eager re-run of a
-graph, each compile, the fp64 streamed references, departures, the model-level check.
+graph, each compile, the fp64 streamed references, the noise model's runs, departures, the
+model-level check. To profile another copy of the package (a "before"), set ``PYTHONPATH`` to it:
+the installed start-up hook imports the package before this script's own path entry is read.
 
 Near the peak (each time the RSS passes the last census by ``--census-step`` MB) the sampler takes
 a census of live tensors (``gc``): unique storages, their MB, grouped by owner, the chain of
 containers that holds them (a frame names the running function). The report: the stages with
 their RSS in / peak / out, then the census closest to the peak.
+
+A census runs in the sampler thread while the run goes on: it holds every object ``gc`` tracks for
+its seconds, freed tensors included (the RSS of a stage with a census reads high), and a tuple the
+run is still building can then fail with ``SystemError: ... tupleobject.c ... bad argument to
+internal function`` (seen in ``compare._used`` during departures). A run's peaks are read from a run
+without censuses (``--census-from`` above its peak), its owners from one with them.
 
 Usage:  .venv/bin/python benchmarks/profile_memory.py [--layers 1] [--model FILE] [--out DIR]
 """
@@ -202,6 +210,7 @@ def instrument(profile: Profile) -> None:
     wrap(profile, oracle.GraphContext, "_streamed", "fp64 streamed + judged")
     wrap(profile, oracle.GraphContext, "judge_nodes", "judge_nodes (per-node)")
     wrap(profile, oracle.GraphContext, "replay", "eager replay")
+    wrap(profile, oracle, "noise_floors", "noise model (fp64 clean + noisy runs)")
     wrap(profile, departures, "find_departures", "departures")
     wrap(profile, model_check, "check_model_level", "model-level check")
     wrap(profile, pipeline, "capture", "capture (pipeline)")

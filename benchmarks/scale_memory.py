@@ -216,10 +216,14 @@ def group_rss(pgid: int) -> int:
     return total
 
 
-def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: float, cwd: str) -> dict[str, Any]:
-    """Run ``command`` in its own process group under the RSS watchdog."""
+def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: float, cwd: str,
+            log: Path | None = None) -> dict[str, Any]:
+    """Run ``command`` in its own process group under the RSS watchdog (its output into ``log``,
+    readable while it runs, else a temporary file)."""
     start = time.monotonic()
-    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # a file, not a pipe: a chatty child (the tool's -v) never blocks on a full pipe
+    sink = log.open("w+b") if log else tempfile.TemporaryFile()
+    child = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT,
                              start_new_session=True)
     peak_group, killed = 0, ""
     while True:
@@ -234,7 +238,9 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
             pid, status, usage = os.wait4(child.pid, 0)
             break
         time.sleep(0.1)
-    output = child.stdout.read().decode(errors="replace") if child.stdout else ""
+    sink.seek(0)
+    output = sink.read().decode(errors="replace")
+    sink.close()
     return {"rc": os.waitstatus_to_exitcode(status), "seconds": round(time.monotonic() - start, 1),
             "peak_mb": round(usage.ru_maxrss / 1024), "group_peak_mb": round(peak_group / MB), "killed": killed,
             "tail": output[-2000:]}
@@ -251,7 +257,10 @@ def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dic
                    *shlex.split(args.tool_args)]
     else:
         command = [sys.executable, "-c", STEP, str(model), kind]
-    result = watched(command, int(args.cap_gb * 2**30), env, args.timeout, str(work))
+    if args.logs:  # the child's whole output (with the tool's -v: each step and its duration)
+        args.logs.mkdir(parents=True, exist_ok=True)
+    log = args.logs / f"{model.stem}-{kind}.log" if args.logs else None
+    result = watched(command, int(args.cap_gb * 2**30), env, args.timeout, str(work), log)
     if kind == "tool":
         result.update(tool_facts(work / f"out-{model.stem}" / "report.json"))
     return result
@@ -332,6 +341,7 @@ def main() -> int:
     parser.add_argument("--pythonpath", default="", help="run the tool's code from here (a 'before' copy)")
     parser.add_argument("--results", type=Path, default=None, help="append each row's numbers (JSON lines)")
     parser.add_argument("--label", default="")
+    parser.add_argument("--logs", type=Path, default=None, help="write each child's whole output to this folder")
     parser.add_argument("--render", type=Path, nargs="*", default=None, help="print the before/after table of "
                         "these --results files and exit")
     args = parser.parse_args()

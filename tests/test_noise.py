@@ -8,6 +8,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from bisect_engine.verdict.compare import closer_to_fp64, material_difference, rounding_unit
 from bisect_engine.verdict.graphs import CapturedGraph
+from bisect_engine.verdict import noise
 from bisect_engine.verdict.noise import CANCELLED, noise_floors
 from bisect_engine.verdict.oracle import GraphContext
 
@@ -80,6 +81,32 @@ def test_floors_are_deterministic_and_integers_carry_none() -> None:
     first = noise_floors(graph_module, [x], dtypes)
     assert first == noise_floors(graph_module, [x], dtypes)
     assert all(name != "_to_copy" for name in first.carried)
+
+
+def test_streamed_inputs_draw_what_inputs_widened_up_front_draw(monkeypatch) -> None:
+    """Inputs held as given (each op widens them, their noisy twins redrawn from a saved generator
+    state) give the floors of the run that widens every input once, up front (the path a graph that
+    writes in place takes): the same draws, in the same order, for a cancelling LayerNorm backward."""
+    generator = torch.Generator().manual_seed(4)
+    x, w = torch.randn(32, 64, generator=generator), torch.randn(64, 64, generator=generator) / 8
+
+    def backward(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x, w = x.requires_grad_(), w.requires_grad_()
+        h = torch.nn.functional.layer_norm(x @ w, (64,))
+        return torch.autograd.grad(h.pow(2).mean(), [x, w])
+
+    graph_module = make_fx(backward)(x, w)
+    streamed = noise_floors(graph_module, [x, w], {})
+    assert streamed.carried  # the LayerNorm backward cancels: there is something to compare
+    monkeypatch.setattr(noise, "mutates", lambda graph_module: True)
+    assert noise_floors(graph_module, [x, w], {}) == streamed
+
+
+def test_advancing_the_generator_by_chunks_is_one_draw() -> None:
+    drawn, advanced = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    torch.rand((3, noise._CHUNK + 7), generator=drawn, dtype=torch.float64)
+    noise._advance(advanced, 3 * (noise._CHUNK + 7))
+    assert torch.equal(drawn.get_state(), advanced.get_state())
 
 
 def test_a_mismatch_that_changes_run_to_run_is_decided_by_most_runs() -> None:

@@ -37,7 +37,7 @@ import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import rounding_unit
-from .fx_eval import _fp64_kwargs, to_fp64
+from .fx_eval import _fp64_kwargs, mutates, to_fp64
 from .judgement import combined_scale
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,10 @@ def perturb(value: Any, units: Any, generator: torch.Generator) -> Any:
     if not _floating(value) or not isinstance(units, float) or value.numel() == 0:
         return value
     factor = torch.rand(value.shape, generator=generator, dtype=torch.float64)
-    return value * factor.mul_(2 * units).add_(1 - units).to(value.device)  # x (1 + u r), r in [-1, 1]
+    factor = factor.mul_(2 * units).add_(1 - units).to(value.device)  # x (1 + u r), r in [-1, 1]
+    # The product into the factor's own memory where it is laid out as ``value * factor`` would be
+    # (a contiguous value): the same bits, one value-sized temporary fewer.
+    return factor.mul_(value) if value.is_contiguous() else value * factor
 
 
 def floor_of(clean: Any, noisy: Any, unit: Any) -> Any:
@@ -134,10 +137,16 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
     """The own and carried floors of every floating value of ``graph_module`` run on ``inputs``.
 
     ``dtypes``: the dtype (or a value of it) each node computes in, by name (eager's values);
-    ``fixed``: values taken as given on both runs (random draws, by name)."""
-    generator = torch.Generator().manual_seed(SEED)
-    clean_env: dict[fx.Node, Any] = {}
-    noisy_env: dict[fx.Node, Any] = {}
+    ``fixed``: values taken as given on both runs (random draws, by name).
+
+    Streamed as the plain fp64 reference is (:func:`~bisect_engine.verdict.fx_eval.stream_graph`):
+    the clean and noisy values live by liveness, and an input (a placeholder, an attribute, a
+    fixed value) is held as given, not widened: each op widens the inputs it reads, and the noisy
+    twin of an input is drawn again from the generator state saved where the run first drew it
+    (the same draws, in the same order, as widening every input up front). A graph that writes in
+    place (:func:`~bisect_engine.verdict.fx_eval.mutates`) widens each input once, up front: its
+    writes must reach every later reader."""
+    runs = _Runs(torch.Generator().manual_seed(SEED), streamed=not mutates(graph_module))
     own: dict[str, Any] = {}
     carried: dict[str, Any] = {}
     remaining = list(inputs)
@@ -148,30 +157,115 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
                 break
             unit = _unit_of(node, dtypes)
             if node.name in fixed:
-                clean = noisy = to_fp64(fixed[node.name])
                 if node.op == "placeholder" and remaining:
                     remaining.pop(0)
-            elif node.op == "placeholder":
-                clean = to_fp64(remaining.pop(0)) if remaining else None
-                noisy = perturb(clean, unit, generator)
-            elif node.op == "get_attr":
-                clean = to_fp64(_attribute(graph_module, str(node.target)))
-                noisy = perturb(clean, unit, generator)
-            elif node.op == "call_function" and node.target is operator.getitem:
-                clean, noisy = _getitem(node, clean_env), _getitem(node, noisy_env)
-                producer_own = own.get(node.args[0].name) if isinstance(node.args[0], fx.Node) else None
-                if isinstance(producer_own, tuple) and isinstance(node.args[1], int) and node.args[1] < len(producer_own):
-                    own[node.name] = producer_own[node.args[1]]
-            elif node.op == "call_function":
-                clean, noisy, own[node.name] = _run_op(node, clean_env, noisy_env, unit, dtypes, generator)
-            else:  # call_module / call_method do not occur in aten graphs; no noise claimed
-                clean = noisy = None
-            clean_env[node], noisy_env[node] = clean, noisy
-            carried[node.name] = floor_of(clean, noisy, unit)
+                carried[node.name] = runs.hold(node, fixed[node.name], unit, draw=False)
+            elif node.op in ("placeholder", "get_attr"):
+                given = ((remaining.pop(0) if remaining else None) if node.op == "placeholder"
+                         else _attribute(graph_module, str(node.target)))
+                carried[node.name] = runs.hold(node, given, unit, draw=True)
+            else:
+                clean, noisy = _computed(node, runs, unit, dtypes, own)
+                runs.clean_env[node], runs.noisy_env[node] = clean, noisy
+                carried[node.name] = floor_of(clean, noisy, unit)
             for done in last_use.get(node, ()):  # values no later node reads: freed (two fp64 copies)
-                clean_env.pop(done, None)
-                noisy_env.pop(done, None)
+                runs.free(done)
     return NoiseFloors(_scalars(own), _scalars(carried))
+
+
+@dataclass(frozen=True)
+class _Held:
+    """An input as given (not widened), its rounding unit, and the generator state its noisy twin
+    is drawn from (None: the same value on both runs)."""
+
+    value: Any
+    unit: Any
+    state: torch.Tensor | None
+
+
+@dataclass
+class _Runs:
+    """The clean and noisy runs' live values by node, and the inputs held as given."""
+
+    generator: torch.Generator
+    streamed: bool  # inputs held as given (a graph that writes in place: widened up front)
+    clean_env: dict[fx.Node, Any] = field(default_factory=dict)
+    noisy_env: dict[fx.Node, Any] = field(default_factory=dict)
+    held: dict[fx.Node, _Held] = field(default_factory=dict)
+
+    def hold(self, node: fx.Node, value: Any, unit: Any, draw: bool) -> Any:
+        """Keep an input as given and advance the generator past its draw; its carried floor
+        (an input rounded once: never one; computed as the run does where it is not one tensor)."""
+        if (not self.streamed or not isinstance(value, torch.Tensor)
+                or (draw and not _drawn(value, unit))):
+            clean = to_fp64(value)
+            noisy = perturb(clean, unit, self.generator) if draw else clean
+            self.clean_env[node], self.noisy_env[node] = clean, noisy
+            return floor_of(clean, noisy, unit)
+        state = self.generator.get_state() if draw else None
+        if draw:
+            _advance(self.generator, value.numel())
+        self.held[node] = _Held(value, unit, state)
+        return 0.0  # |x u r| <= |x| u: a value rounded once never reads as cancelled
+
+    def clean(self, node: fx.Node) -> Any:
+        held = self.held.get(node)
+        return to_fp64(held.value) if held is not None else self.clean_env[node]
+
+    def noisy(self, node: fx.Node, clean: Any) -> Any:
+        """``node``'s noisy value (``clean``: its clean one, already widened)."""
+        held = self.held.get(node)
+        if held is None:
+            return self.noisy_env[node]
+        if held.state is None:
+            return clean
+        return perturb(clean, held.unit, torch.Generator().set_state(held.state))
+
+    def given(self, node: fx.Node) -> Any:
+        """The clean value as held: an input as given (its scale is the same in fp64)."""
+        held = self.held.get(node)
+        return held.value if held is not None else self.clean_env.get(node)
+
+    def free(self, node: fx.Node) -> None:
+        self.clean_env.pop(node, None)
+        self.noisy_env.pop(node, None)
+        self.held.pop(node, None)
+
+
+_WIDENED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # fp64 once widened (to_fp64)
+_CHUNK = 1 << 20
+
+
+def _drawn(value: torch.Tensor, unit: Any) -> bool:
+    """Whether :func:`perturb` draws for ``value`` widened, at ``unit``."""
+    return value.dtype in _WIDENED and isinstance(unit, float)
+
+
+def _advance(generator: torch.Generator, count: int) -> None:
+    """Move ``generator`` past ``count`` fp64 draws, a chunk at a time (the same state as one
+    ``torch.rand`` of that many: the CPU generator fills serially)."""
+    while count > 0:
+        torch.rand(min(count, _CHUNK), generator=generator, dtype=torch.float64)
+        count -= _CHUNK
+
+
+def _computed(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
+              own: dict[str, Any]) -> tuple[Any, Any]:
+    """A computed node's clean and noisy values (its own floor into ``own``)."""
+    if node.op == "call_function" and node.target is operator.getitem:
+        source = node.args[0]
+        if not isinstance(source, fx.Node):
+            return None, None
+        clean = runs.clean(source)
+        noisy = runs.noisy(source, clean)
+        producer_own = own.get(source.name)
+        if isinstance(producer_own, tuple) and isinstance(node.args[1], int) and node.args[1] < len(producer_own):
+            own[node.name] = producer_own[node.args[1]]
+        return _getitem(node.args[1], clean), _getitem(node.args[1], noisy)
+    if node.op == "call_function":
+        clean, noisy, own[node.name] = _run_op(node, runs, unit, dtypes)
+        return clean, noisy
+    return None, None  # call_module / call_method do not occur in aten graphs; no noise claimed
 
 
 def _last_uses(graph_module: fx.GraphModule) -> dict[fx.Node, list[fx.Node]]:
@@ -190,42 +284,45 @@ def _last_uses(graph_module: fx.GraphModule) -> dict[fx.Node, list[fx.Node]]:
     return uses
 
 
-def _run_op(node: fx.Node, clean_env: dict[fx.Node, Any], noisy_env: dict[fx.Node, Any], unit: Any,
-            dtypes: Mapping[str, Any], generator: torch.Generator) -> tuple[Any, Any, Any]:
+def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """The op on fp64 inputs: clean, on the noisy run's inputs (then rounded), and on the clean
-    inputs rounded once (its own floor). An op without an fp64 kernel carries no noise."""
+    inputs rounded once (its own floor). An op without an fp64 kernel carries no noise. Inputs
+    held as given are widened here, for this op only."""
     target = node.target
     assert callable(target)
-    args = fx.node.map_arg(node.args, lambda n: clean_env[n])
-    kwargs = fx.node.map_arg(node.kwargs, lambda n: clean_env[n])
+    clean_in = {n: runs.clean(n) for n in node.all_input_nodes}
     try:
-        clean = _call(target, args, dict(kwargs))
+        clean = _call(target, fx.node.map_arg(node.args, clean_in.__getitem__),
+                      dict(fx.node.map_arg(node.kwargs, clean_in.__getitem__)))
     except Exception as error:  # noqa: BLE001 - no fp64 kernel: this value claims no floor
         log.debug("noise: %s has no fp64 run: %s", node.name, error)
         return None, None, 0.0
     try:
-        noisy_args = fx.node.map_arg(node.args, lambda n: noisy_env[n])
-        noisy_kwargs = fx.node.map_arg(node.kwargs, lambda n: noisy_env[n])
-        noisy = _clean_exact(clean, perturb(_call(target, noisy_args, dict(noisy_kwargs)), unit, generator))
-        noisy = _with_order_noise(node, clean_env, clean, noisy, unit, generator)
-        once_inputs = {n: perturb(clean_env[n], _unit_of(n, dtypes), generator) for n in node.all_input_nodes}
-        once_args = fx.node.map_arg(node.args, lambda n: once_inputs[n])
-        once_kwargs = fx.node.map_arg(node.kwargs, lambda n: once_inputs[n])
-        once = perturb(_call(target, once_args, dict(once_kwargs)), unit, generator)
+        noisy_in = {n: runs.noisy(n, value) for n, value in clean_in.items()}
+        noisy = _call(target, fx.node.map_arg(node.args, noisy_in.__getitem__),
+                      dict(fx.node.map_arg(node.kwargs, noisy_in.__getitem__)))
+        del noisy_in
+        generator = runs.generator
+        noisy = _clean_exact(clean, perturb(noisy, unit, generator))
+        noisy = _with_order_noise(node, runs, clean, noisy, unit, generator)
+        once_in = {n: perturb(value, _unit_of(n, dtypes), generator) for n, value in clean_in.items()}
+        del clean_in
+        once = perturb(_call(target, fx.node.map_arg(node.args, once_in.__getitem__),
+                             dict(fx.node.map_arg(node.kwargs, once_in.__getitem__))), unit, generator)
     except Exception as error:  # noqa: BLE001 - perturbed inputs the op refuses: no floor
         log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
         return clean, clean, 0.0
     return clean, noisy, floor_of(clean, once, unit)
 
 
-def _with_order_noise(node: fx.Node, clean_env: dict[fx.Node, Any], clean: Any, noisy: Any, unit: Any,
+def _with_order_noise(node: fx.Node, runs: _Runs, clean: Any, noisy: Any, unit: Any,
                       generator: torch.Generator) -> Any:
     """A reduction's result with the rounding of its partial sums added (``u`` times the scale
     :func:`~bisect_engine.verdict.judgement.combined_scale` gives it, at random): the order any
     valid kernel sums in (a tree, a loop, atomics that change run to run) is noise its users carry."""
     if not (_floating(noisy) and isinstance(unit, float)):
         return noisy
-    values = {source.name: clean_env.get(source) for source in node.all_input_nodes}
+    values = {source.name: runs.given(source) for source in node.all_input_nodes}
     values[node.name] = clean
     scale = combined_scale(node, values)
     if not scale > 0.0 or not math.isfinite(scale):
@@ -234,11 +331,9 @@ def _with_order_noise(node: fx.Node, clean_env: dict[fx.Node, Any], clean: Any, 
     return noisy + (draw * 2 - 1) * (unit * scale)
 
 
-def _getitem(node: fx.Node, env: dict[fx.Node, Any]) -> Any:
-    source, index = node.args[0], node.args[1]
-    value = env.get(source) if isinstance(source, fx.Node) else None
+def _getitem(index: Any, value: Any) -> Any:
     try:
-        return value[index] if value is not None else None  # type: ignore[index]
+        return value[index] if value is not None else None
     except (IndexError, TypeError, KeyError):
         return None
 
