@@ -985,6 +985,20 @@ def test_a_backward_bug_under_compiled_autograd_is_localised(tmp_path: Path) -> 
 
 
 @pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="BISECT_CORPUS=all (make test's time): the tanh_backward case covers "
+                                           "localisation under compiled autograd")
+def test_a_backward_relu_bug_under_compiled_autograd_is_named_and_its_repro_carries_it(tmp_path: Path) -> None:
+    """A straight-through estimator whose backward is relu(grad): the planted relu codegen is a config
+    the repro carries, so it exits 1 with the bug and 0 without."""
+    run = _own_run(tmp_path, "compiled_autograd_ste.py", "--bug")
+    assert run.exit_code == 1, run.stderr
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.relu.default"), run.stderr
+    assert report["repro"]["status"] == "REPRODUCED"
+    assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
 def test_an_inductor_crash_in_a_script_is_localised_and_the_program_sees_it(tmp_path: Path) -> None:
     run = _own_run(tmp_path, "inductor_crash.py", "--planted")
     assert run.exit_code == 1, run.stderr
