@@ -2,13 +2,15 @@
 kernel that kills its process (abort, segfault, heap corruption) is never the tool's death.
 
 ``cli.entry`` asks :func:`supervised` first. The command runs as a child with :data:`SUPERVISED` set
-(the child runs it itself); its exit status is the tool's. When the child dies by a signal, the
-command runs once more with ``errors.NATIVE_CRASH_RERUN`` set: that run judges every compiled
-candidate in a child process of its own, so the op whose compiled code crashes is named (verdict
-``crash``, exit 1, a repro that crashes the same way). Either way ``report.json`` gets
+(the child runs it itself); its exit status is the tool's. When the child dies by a native crash's
+signal (:data:`NATIVE_CRASHES`), the command runs once more with ``errors.NATIVE_CRASH_RERUN`` set:
+that run judges every compiled candidate in a child process of its own, so the op whose compiled
+code crashes is named (verdict ``crash``, exit 1, a repro that crashes the same way). Either way ``report.json`` gets
 ``native_crash`` (the signal of the first run, and how the rerun ended). When the rerun dies too, or
 ends ``clean`` though the program crashed, nothing is localised: verdict ``error``, exit 3 (our
-harness could not separate the crash from the tool), never a clean. No run ends without a report.
+harness could not separate the crash from the tool), never a clean. A child killed from outside (the
+OOM killer, a timeout, ``kill``) is not rerun: a report says so and the supervisor ends by the same
+signal. No run ends without a report.
 """
 from __future__ import annotations
 
