@@ -9,6 +9,8 @@ import torch
 import torch._inductor.config as inductor_config
 
 DEVICES = ["cpu", "cuda"]
+SUITE = "full"  # BISECT_CORPUS=all (make test's time): test_script_mode's planted compile error (inductor_crash.py)
+# covers the same crash search on relu and its repro in make test
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error",
                       "triton.inject_relu_bug_TESTING_ONLY": "compile_error"}}
 EXPECTED = {"verdict": "crash", "op": "aten.relu.default", "graph": "forward_0", "kind": "node",
