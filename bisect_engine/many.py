@@ -77,7 +77,7 @@ def run_one(model: str, out_dir: str, options: Sequence[str], environment: dict[
     command = [sys.executable, "-m", "bisect_engine.cli", "run", model, "--out", out_dir, "-q", *options]
     result = subprocess.run(command, capture_output=True, text=True, env=environment, stdin=subprocess.DEVNULL)
     seconds = round(time.monotonic() - started, 1)
-    report = _read_report(Path(out_dir) / "report.json")
+    report = read_report(Path(out_dir) / "report.json")
     last_line = next((line for line in reversed(result.stderr.strip().splitlines()) if line.strip()), "")
     if report is None:
         return ModelRun(model, out_dir, result.returncode, None, None, None, seconds, last_line)
@@ -86,7 +86,8 @@ def run_one(model: str, out_dir: str, options: Sequence[str], environment: dict[
                     (report.get("stats") or {}).get("compiles"), seconds, "")
 
 
-def _read_report(path: Path) -> dict[str, Any] | None:
+def read_report(path: Path) -> dict[str, Any] | None:
+    """A run's ``report.json`` as a dict, or None where it is missing, unreadable or not an object."""
     try:
         report = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -141,7 +142,7 @@ def _check_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir} is a file, not a folder")
     existing = out_dir / SUMMARY
-    if existing.exists() and (_read_report(existing) or {}).get("kind") != SUMMARY_KIND:
+    if existing.exists() and (read_report(existing) or {}).get("kind") != SUMMARY_KIND:
         raise UsageError(f"{existing} exists and was not written by bisect-accuracy: choose another --out")
 
 

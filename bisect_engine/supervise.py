@@ -14,7 +14,6 @@ signal. No run ends without a report.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NATIVE_CRASH_RERUN as ISOLATE  # the rerun's switch (read by localise/isolate.py)
+from .many import read_report
 
 SUPERVISED = "BISECT_SUPERVISED_CHILD"  # in the child: run the command here
 # The signals a native crash ends with (as ``localise/isolate.py`` counts them); any other death of
@@ -52,7 +52,7 @@ def supervised(argv: list[str]) -> int | None:
 def _after_rerun(out_dir: Path, first: int, second: int) -> int:
     """The status of a run whose first attempt died by signal ``-first``, from its isolated rerun's
     ``second``; the report says how both ended."""
-    report = _read(out_dir / "report.json")
+    report = read_report(out_dir / "report.json")
     crash = {"signal": _signal_name(first), "exit": first, "rerun_exit": second, "isolated_rerun": True}
     if second >= 0 and report is not None and report.get("verdict") not in ("clean", None):
         _write(out_dir, {**report, "native_crash": crash})
@@ -106,7 +106,7 @@ def _killed(out_dir: Path, status: int) -> None:
     name = _signal_name(status)
     print(f"bisect-accuracy: the run's process was killed by {name} from outside (the OOM killer, a timeout "
           "or a user); no verdict", file=sys.stderr, flush=True)
-    if _read(out_dir / "report.json") is None:
+    if read_report(out_dir / "report.json") is None:
         _write(out_dir, {"schema": 1, "verdict": "error", "model": None,
                          "error": {"kind": "internal", "message": f"the run's process was killed by {name}",
                                    "exit_status": EXIT_INTERNAL}})
@@ -146,14 +146,6 @@ def _out_dir(argv: list[str]) -> Path:
         if arg.startswith("--out="):
             return Path(arg.split("=", 1)[1])
     return Path("bisect-accuracy-out")
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _write(out_dir: Path, report: dict[str, Any]) -> None:
