@@ -17,6 +17,7 @@ def plant():
 plant()
 
 DEVICES = ["cpu"]
+SUITE = "full"  # BISECT_CORPUS=all: tests/test_aoti.py covers the exported path in make test (a flat exported graph, its model-level package check, a wrong op in a package named and its repro compiled through AOTInductor)
 PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}}
 EXPECTED = {"verdict": "divergent", "op": "aten.relu.default", "graph": "forward_0", "kind": "node"}
 

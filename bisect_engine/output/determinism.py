@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from ..localise.determinism import GraphDeterminism, RunToRun
 from ..verdicts import Verdict
-from .env_report import output_slot, render_argument
+from .env_report import op_call_source, output_slot
 from .folder import OutputFolder
 
 REPRO_FOLDER = "determinism"
@@ -87,8 +87,7 @@ def render_repro(graph: str, op: RunToRun, node: fx.Node, plain_inputs: dict[str
     sides = ["eager", "compiled"] if op.side == "both" else [op.side]
     slot = None if op.value == op.node else output_slot(node, op.value)
     return _TEMPLATE.format(op=op.op, side=op.side, graph=graph, node=op.node, sides=sides, slot=slot,
-                            args=render_argument(node.args, plain_inputs),
-                            kwargs=render_argument(dict(node.kwargs), plain_inputs), runs=REPRO_RUNS,
+                            op_call=op_call_source(node, plain_inputs), runs=REPRO_RUNS,
                             threads=threads)
 
 
@@ -132,15 +131,10 @@ RUNS = {runs}
 THREADS = {threads}  # intra-op threads of the run that found it (CPU kernels may add in thread order)
 
 
-def arguments(T):
-    return {args}, {kwargs}
-
+{op_call}
 
 def caller(torch, side):
-    op = torch.ops
-    for part in OP.split("."):
-        op = getattr(op, part)
-    call = lambda T: op(*arguments(T)[0], **arguments(T)[1])
+    call = op_call(torch)
     return torch.compile(call, backend="inductor", fullgraph=True) if side == "compiled" else call
 
 

@@ -101,12 +101,10 @@ def _recorded_value(change: OpChange) -> str:
 def render_repro(change: OpChange, node: fx.Node, plain_inputs: dict[str, Any], dtype: torch.dtype,
                  recorded_torch: str, tolerance: Tolerance = Tolerance()) -> str:
     """The repro's text (pure: same change, same bytes)."""
-    args = render_argument(node.args, plain_inputs)
-    kwargs = render_argument(dict(node.kwargs), plain_inputs)
     slot = None if change.value == change.node else output_slot(node, change.value)
     limit_rms, limit_max = change.drift.limits(tolerance)
     return _TEMPLATE.format(op=change.op, side=change.side, graph=change.graph, node=change.node,
-                            recorded_torch=recorded_torch, args=args, kwargs=kwargs, slot=slot,
+                            recorded_torch=recorded_torch, op_call=op_call_source(node, plain_inputs), slot=slot,
                             unit=repr(rounding_unit(dtype)), tiny=repr(torch.finfo(dtype).tiny),
                             limit_rms=repr(limit_rms), limit_max=repr(limit_max), values=REPRO_VALUES)
 
@@ -118,6 +116,27 @@ def output_slot(node: fx.Node, value_name: str) -> int | None:
         if user.name == value_name:
             return int(cast(int, user.args[1]))
     return None
+
+
+# The generated repros' shared text (this module's and ``output/determinism.py``'s): the op called on
+# ``T``, its recorded inputs by name, looked up from ``OP`` as ``torch.ops`` spells it. A generated
+# script cannot import the tool, so this is text, filled by ``op_call_source``.
+OP_CALL_SOURCE = '''def arguments(T):
+    return {args}, {kwargs}
+
+
+def op_call(torch):
+    op = torch.ops
+    for part in OP.split("."):
+        op = getattr(op, part)
+    return lambda T: op(*arguments(T)[0], **arguments(T)[1])
+'''
+
+
+def op_call_source(node: fx.Node, plain_inputs: dict[str, Any]) -> str:
+    """``OP_CALL_SOURCE`` for ``node``'s arguments (plain inputs by value, tensors as ``T[name]``)."""
+    return OP_CALL_SOURCE.format(args=render_argument(node.args, plain_inputs),
+                                 kwargs=render_argument(dict(node.kwargs), plain_inputs))
 
 
 def render_argument(arg: Any, plain_inputs: dict[str, Any]) -> str:
@@ -155,15 +174,10 @@ UNIT, TINY = {unit}, {tiny}  # the dtype's unit roundoff, its smallest normal
 LIMIT_RMS, LIMIT_MAX = {limit_rms}, {limit_max}  # ulps: the op's own noise (2 x its error vs fp64 + floors)
 
 
-def arguments(T):
-    return {args}, {kwargs}
-
+{op_call}
 
 def run(torch, T):
-    op = torch.ops
-    for part in OP.split("."):
-        op = getattr(op, part)
-    call = lambda T: op(*arguments(T)[0], **arguments(T)[1])
+    call = op_call(torch)
     if SIDE == "compiled":
         call = torch.compile(call, backend="inductor", fullgraph=True)
     result = call(T)
