@@ -8,7 +8,9 @@ variable is set, it waits for ``torch._dynamo`` to be imported (a one-shot meta-
 wraps that module's loader) and then starts script mode
 (:func:`bisect_engine.script.session.start_from_environment`), which routes every ``torch.compile``
 through the checking backend until the interpreter exits. Processes that never import
-``torch._dynamo`` never load torch on our account. The bisect-accuracy CLI calls
+``torch._dynamo`` never load torch on our account. The program's first process runs under a
+supervisor forked here, at start-up (:func:`bisect_engine.supervise.supervise_start_up`), so a native
+crash of compiled code is a verdict with a report, not the program's silent death. The bisect-accuracy CLI calls
 :func:`stand_down` and clears the variables, so its own processes and subprocesses never start it.
 """
 from __future__ import annotations
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 LEVEL_VARIABLE = "BISECT_ACCURACY_LEVEL"  # the same as levels.LEVEL_VARIABLE (kept import-free)
+ROOT_PID_VARIABLE = "BISECT_ACCURACY_ROOT_PID"  # levels.ROOT_PID_VARIABLE: set by a session's first process
+SUPERVISED_VARIABLE = "BISECT_START_UP_SUPERVISED"  # supervise.START_UP_SUPERVISED
 
 
 def _start(_module: Any) -> None:
@@ -44,10 +48,37 @@ def requested(environ: Any = os.environ) -> bool:
     return environ.get(LEVEL_VARIABLE, "").strip() not in ("", "0")
 
 
+def _first_process(environ: Any = os.environ) -> bool:
+    """Whether this interpreter is the program's first process, which runs under a supervisor of its
+    own (``supervise.supervise_start_up``: a native crash of its compiled code is a verdict, not its
+    death). Not the program's subprocesses (a session's root is set), ranks (their launcher is the
+    first process), a process already supervised, or the bisect-accuracy CLI (it supervises its runs)."""
+    if not hasattr(os, "fork") or any(name in environ for name in (SUPERVISED_VARIABLE, ROOT_PID_VARIABLE, "RANK")):
+        return False
+    argv = getattr(sys, "orig_argv", None) or getattr(sys, "argv", None) or []
+    return not any(arg == "bisect_engine.cli" or os.path.basename(arg).startswith("bisect-accuracy") for arg in argv)
+
+
+def _out_dir() -> Any:
+    """The run's output folder, as the session reads it (its default where the setting is malformed)."""
+    from .script.levels import DEFAULT_OUT, settings_from_environment
+
+    try:
+        return settings_from_environment().out_dir
+    except ValueError:
+        from pathlib import Path
+
+        return Path(DEFAULT_OUT)
+
+
 def install() -> None:
     """Start script mode now if torch._dynamo is loaded, else when it is; nothing if not requested."""
     if not requested():
         return
+    if _first_process():
+        from .supervise import supervise_start_up
+
+        supervise_start_up(_out_dir)  # returns in the child that runs the program
     if TRIGGER in sys.modules:
         _start(sys.modules[TRIGGER])
     elif not any(isinstance(f, AfterImport) for f in sys.meta_path):

@@ -19,12 +19,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import NATIVE_CRASH_RERUN as ISOLATE  # the rerun's switch (read by localise/isolate.py)
 from .many import read_report
 
 SUPERVISED = "BISECT_SUPERVISED_CHILD"  # in the child: run the command here
+START_UP_SUPERVISED = "BISECT_START_UP_SUPERVISED"  # the program's process under the start-up hook's supervisor
 # The signals a native crash ends with (as ``localise/isolate.py`` counts them); any other death of
 # the child (SIGKILL from the OOM killer or a user, SIGTERM from a timeout) is the supervisor's own.
 NATIVE_CRASHES = frozenset({signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
@@ -68,22 +69,66 @@ def _after_rerun(out_dir: Path, first: int, second: int) -> int:
     return EXIT_INTERNAL
 
 
+def supervise_start_up(out_dir: Callable[[], Path]) -> None:
+    """The start-up hook's supervisor (``BISECT_ACCURACY_LEVEL=4 python train.py``), entered by
+    ``autostart`` while the interpreter starts, before the program runs (nothing run, nothing
+    allocated, no thread yet): this process forks and the child returns to run the program; this
+    process never returns. It ends as the child did; where the child died by a native crash's signal,
+    it forks once more from the same start-up state with ``errors.NATIVE_CRASH_RERUN`` set (script
+    mode then runs each graph's first call in a child of its own: verdict ``crash``, the op named),
+    and ends by the rerun's status with ``native_crash`` in the report at ``out_dir()`` (as ``run``'s
+    supervisor does). A child killed from outside: this process ends by the same signal (the child's
+    own handlers wrote what a SIGINT or SIGTERM lets them write)."""
+    first = _forked({})
+    if first is None:
+        return
+    if first >= 0:
+        os._exit(first)
+    if -first not in NATIVE_CRASHES:
+        _die_as(-first)
+    print(f"bisect-accuracy: the program's process died by {_signal_name(first)} (a native crash); running it "
+          "again with each compiled graph's first call in a child process", file=sys.stderr, flush=True)
+    second = _forked({ISOLATE: "1"})
+    if second is None:
+        return
+    status = _after_rerun(out_dir(), first, second)
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _forked(extra: dict[str, str]) -> int | None:
+    """Fork: None in the child (``extra`` in its environment, SIGTERM when this process goes); in this
+    process, the child's exit status, negative for a signal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.environ.update({START_UP_SUPERVISED: "1", **extra})
+        _end_with_parent()
+        return None
+    return _relayed(lambda: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), lambda signum: os.kill(pid, signum))
+
+
 def _child(argv: list[str], extra: dict[str, str]) -> int:
     """Run the command as a child (the same interpreter and entry point): its exit status, negative
-    for a signal. A terminal's Ctrl-C reaches the child itself (same process group); SIGINT sent to this
-    process alone, SIGTERM and SIGHUP are passed on."""
+    for a signal."""
     command = ([sys.executable, "-m", "bisect_engine.cli"] if sys.argv[0].endswith("cli.py")
                else [sys.executable, sys.argv[0]])
     process = subprocess.Popen([*command, *argv], env={**os.environ, SUPERVISED: "1", **extra},
                                preexec_fn=_end_with_parent)
+    return _relayed(process.wait, process.send_signal)
 
+
+def _relayed(wait: Callable[[], int], send: Callable[[int], None]) -> int:
+    """``wait()`` for the child, passing signals on: a terminal's Ctrl-C reaches the child itself (same
+    process group); SIGINT sent to this process alone, SIGTERM and SIGHUP are passed on with ``send``."""
     def pass_on(signum: int, _frame: Any) -> None:
         if signum != signal.SIGINT or not _foreground():  # a terminal's Ctrl-C reached the child itself
-            process.send_signal(signum)
+            send(signum)
 
     previous = {s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
-        return process.wait()
+        return wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -145,6 +145,52 @@ def test_autostart_imports_no_torch_until_dynamo_is_imported() -> None:
     assert _python(code, **{LEVEL_VARIABLE: "2"}) == "False"
 
 
+# The program's first process runs under a supervisor forked at start-up (issue 37: a native crash of
+# compiled code is a verdict with a report, not the program's death). Programs without torch: fast.
+_PROGRAM = """import os, signal, sys
+with open(sys.argv[1], "a") as runs:
+    runs.write(os.environ.get("BISECT_NATIVE_CRASH_RERUN", "first") + "\\n")
+print("ran", flush=True)
+if sys.argv[2] == "abort":
+    os.abort()
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.exit(5)
+"""
+
+
+def _supervised(tmp_path: Path, how: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    (tmp_path / "program.py").write_text(_PROGRAM)
+    env = {**_hook_site_at(tmp_path / "hook"), LEVEL_VARIABLE: "2", "BISECT_ACCURACY_OUT": str(tmp_path / "out")}
+    completed = subprocess.run([sys.executable, "program.py", "runs.txt", how], cwd=tmp_path, env=_environment(**env),
+                               capture_output=True, text=True, timeout=120)
+    return completed, (tmp_path / "runs.txt").read_text().split()
+
+
+def test_under_the_start_up_supervisor_a_program_ends_as_it_would_alone(tmp_path: Path) -> None:
+    completed, runs = _supervised(tmp_path, "exit")
+    assert (completed.returncode, completed.stdout, runs) == (5, "ran\n", ["first"]), completed.stderr
+
+
+def test_a_program_that_dies_natively_is_run_again_isolated_and_leaves_a_report(tmp_path: Path) -> None:
+    completed, runs = _supervised(tmp_path, "abort")
+    assert completed.returncode == 3 and runs == ["first", "1"], completed.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == "error"  # the rerun died too: not localised, never clean
+    assert report["native_crash"] == {"signal": "SIGABRT", "exit": -6, "rerun_exit": -6, "isolated_rerun": True}
+
+
+def test_a_program_killed_from_outside_is_not_rerun_and_ends_by_the_same_signal(tmp_path: Path) -> None:
+    completed, runs = _supervised(tmp_path, "kill")
+    assert (completed.returncode, runs) == (-9, ["first"]), completed.stderr
+
+
+def test_only_the_programs_first_process_is_supervised_at_start_up() -> None:
+    assert autostart._first_process({})
+    for marked in ("BISECT_ACCURACY_ROOT_PID", "RANK", "BISECT_START_UP_SUPERVISED"):
+        assert not autostart._first_process({marked: "1"}), marked
+
+
 def test_after_import_calls_back_with_the_real_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "watched_module.py").write_text("VALUE = 41\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -694,11 +740,14 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
 
 
 def _hook_site(factory: pytest.TempPathFactory) -> dict[str, str]:
+    return _hook_site_at(factory.mktemp("hook"))
+
+
+def _hook_site_at(base: Path) -> dict[str, str]:
     """The real hook line, installed into a throwaway site folder that every process of the runs
     adds at start-up (a ``sitecustomize`` on PYTHONPATH): nothing is written to the venv."""
-    base = factory.mktemp("hook")
     site_dir, custom = base / "site", base / "custom"
-    site_dir.mkdir()
+    site_dir.mkdir(parents=True)
     custom.mkdir()
     install_hook(site_dir)
     (custom / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(site_dir)!r})\n")
@@ -1153,6 +1202,21 @@ def test_a_kernel_that_aborts_the_program_is_a_crash_on_its_op_with_a_report(tmp
     assert report["native_crash"]["signal"] == "SIGABRT" and report["native_crash"]["rerun_exit"] == 1
     assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
     assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="two runs (the one that dies, the isolated rerun: ~5 min); "
+                                           "test_a_program_that_dies_natively_is_run_again_isolated_and_leaves_a_report "
+                                           "covers the start-up supervisor")
+def test_under_the_start_up_hook_a_kernel_that_aborts_is_a_crash_on_its_op_with_a_report(tmp_path: Path) -> None:
+    env = {**_hook_site_at(tmp_path / "hook"), LEVEL_VARIABLE: "4", "BISECT_ACCURACY_OUT": "{out}",
+           "BISECT_ACCURACY_VERIFY_RUNS": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    run = _run(tmp_path, "hooked", _python_script(str(SCRIPTS / "native_crash.py")), **env)
+    report = run.report
+    assert (report["verdict"], report["culprit"]["op"]) == ("crash", "aten.relu.default"), run.stderr
+    assert report["native_crash"]["signal"] == "SIGABRT" and report["native_crash"]["isolated_rerun"], run.stderr
+    assert run.exit_code == report["native_crash"]["rerun_exit"] != 0
+    assert report["repro"]["status"] == "REPRODUCED"
 
 
 @pytest.mark.e2e
