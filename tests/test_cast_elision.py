@@ -69,3 +69,70 @@ def test_script_stays_clean_only_when_the_switch_was_checked() -> None:
     unchecked = {**ENTRY, "setting": {**ENTRY["setting"], "follows_eager": False}}
     assert not cast_elided({"differences": [unchecked]})
     assert not cast_elided({"differences": [{k: v for k, v in ENTRY.items() if k != "cast_elided"}]})
+
+
+# ---- departures by mechanism (issue 37 item 5): a saved value the backward reads as a mask ----------
+from bisect_engine.strategies.departures import saved_value_consequence  # noqa: E402
+
+HINGE_X1 = torch.tensor([1.703125, 1.703125], dtype=torch.bfloat16)  # pytorch#185517's values
+HINGE_X2 = torch.zeros(2, dtype=torch.bfloat16)
+
+
+def _hinge_forward(x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    value = torch.ops.aten.add.Scalar(torch.neg(torch.sub(x1, x2)), 1.703125)  # eager's margin, cast to bf16
+    return torch.clamp_min(value, 0.0).mean(), value  # the loss, and the value saved for the backward
+
+
+def _contexts(backward_fn, saved_name: str) -> tuple[GraphContext, GraphContext]:
+    forward_module = make_fx(_hinge_forward)(HINGE_X1, HINGE_X2)
+    forward = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, forward_module,
+                                                       [HINGE_X1, HINGE_X2], True, model_outputs=1))
+    eager_saved = forward.eager_values[saved_name]
+    backward_module = make_fx(backward_fn)(eager_saved, torch.tensor(1.0, dtype=torch.bfloat16))
+    first = next(n for n in backward_module.graph.nodes if n.op == "placeholder")
+    first._rename(saved_name)  # AOT Autograd's backward reads the forward's saved value by its name
+    backward_module.recompile()
+    backward = GraphContext.from_captured(CapturedGraph("backward_0", "backward", 0, backward_module,
+                                                        [eager_saved, torch.tensor(1.0, dtype=torch.bfloat16)], True))
+    return forward, backward
+
+
+def _masked_backward(saved: torch.Tensor, tangent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    grad = torch.where(torch.ge(saved, 0), tangent / 2, torch.zeros_like(saved))  # clamp_min's, then mean's
+    return torch.neg(grad), grad
+
+
+def _scaled_backward(saved: torch.Tensor, tangent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return saved * tangent, -saved * tangent  # reads the value, never compares it
+
+
+def test_a_saved_value_the_backward_compares_is_listed_with_the_gradient_it_flips() -> None:
+    forward, backward = _contexts(_masked_backward, "add")
+    saved = forward.view.output_names()[1]
+    compiled = torch.full((2,), -0.0031, dtype=torch.bfloat16)  # the margin kept as 1.7 in fp32: -0.0031
+    found = saved_value_consequence(forward, {saved: compiled}, backward)
+    assert found is not None
+    departed, consequence = found
+    assert departed.value == saved and departed.elements == 2
+    assert consequence.saved == (saved,) and consequence.difference.material
+    assert consequence.output == backward.view.output_names()[0]  # the gradient of x1: -0.5 eager, 0 compiled
+
+
+def test_a_saved_value_nobody_compares_or_one_that_flips_nothing_is_not_listed() -> None:
+    forward, backward = _contexts(_scaled_backward, "add")
+    saved = forward.view.output_names()[1]
+    compiled = torch.full((2,), -0.0031, dtype=torch.bfloat16)
+    assert saved_value_consequence(forward, {saved: compiled}, backward) is None  # not read as a mask
+    forward, backward = _contexts(_masked_backward, "add")
+    same = forward.eager_values[saved].clone()
+    assert saved_value_consequence(forward, {saved: same}, backward) is None  # computed as eager does
+
+
+def test_a_clean_forward_keeps_its_values_only_where_a_saved_value_crosses_zero() -> None:
+    from bisect_engine.strategies.departures import saved_masks_differ
+
+    forward, _ = _contexts(_masked_backward, "add")
+    saved = forward.view.output_names()[1]
+    eager = forward.eager_values[saved]
+    assert saved_masks_differ(forward, {saved: torch.full((2,), -0.0031, dtype=torch.bfloat16)})  # 0 -> below 0
+    assert not saved_masks_differ(forward, {saved: eager.clone()})

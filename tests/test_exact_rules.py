@@ -24,3 +24,81 @@ def test_bitwise_names_a_flipped_zero_sign_and_the_ulp_oracles_do_not() -> None:
     assert judge_outputs(Oracle(kind="bitwise"), GRAPH, [EAGER], None, [EAGER.clone()])[0].outcome is Outcome.MATCH
     for kind in ("outputs", "eager"):
         assert judge_outputs(Oracle(kind=kind), GRAPH, [EAGER], [EAGER.double()], [FLIPPED])[0].outcome is Outcome.MATCH
+
+
+# ---- under every oracle: the sign of a zero a later op observes; integer arithmetic; a dtype ------
+from bisect_engine.verdict.compare import exact_integer, TensorVerdict  # noqa: E402
+from bisect_engine.verdict.judgement import MODEL, OutputFacts, integer_arithmetic, output_facts, sign_observed  # noqa: E402
+
+
+def _nodes(function, *inputs):
+    graph_module = torch.fx.symbolic_trace(function)
+    nodes = {node.name: node for node in graph_module.graph.nodes}
+    values = {}
+    placeholders = iter(inputs)
+    for node in graph_module.graph.nodes:  # eager values by name, as GraphContext keeps them
+        if node.op == "placeholder":
+            values[node.name] = next(placeholders)
+        elif node.op == "call_function":
+            args = torch.fx.node.map_arg(node.args, lambda n: values[n.name])
+            values[node.name] = node.target(*args, **node.kwargs)
+    return nodes, values
+
+
+def _observed(x, y):
+    low = torch.minimum(x, y)
+    return torch.signbit(low), torch.minimum(x, y) + 1.0, torch.atan2(torch.ones_like(x), torch.maximum(x, y))
+
+
+def test_a_zero_whose_sign_a_later_op_reads_is_observed_and_one_nobody_reads_is_not() -> None:
+    nodes, values = _nodes(_observed, EAGER, FLIPPED)
+    assert sign_observed(nodes, "minimum")  # read by signbit
+    assert not sign_observed(nodes, "minimum_1")  # only added to: -0.0 + 1.0 == +0.0 + 1.0
+    assert sign_observed(nodes, "maximum")  # atan2's second argument picks the quadrant
+    assert not sign_observed(nodes, "signbit")
+
+
+def test_an_observed_zero_sign_is_a_mismatch_under_every_oracle_and_an_unobserved_one_stays_clean() -> None:
+    for kind in ("outputs", "strict", "eager"):
+        oracle = Oracle(kind=kind)
+        observed = judge_outputs(oracle, GRAPH, [EAGER], [EAGER.double()], [FLIPPED], [OutputFacts(sign_observed=True)])[0]
+        assert observed.outcome is Outcome.MISMATCH and "sign of zero" in observed.reason, kind
+        plain = judge_outputs(oracle, GRAPH, [EAGER], [EAGER.double()], [FLIPPED], [OutputFacts()])[0]
+        assert plain.outcome is Outcome.MATCH, kind
+
+
+def _nearest_index(positions, x):
+    index = torch.floor(torch.mul(positions, 0.7692307692307692))
+    return torch.ops.aten._to_copy.default(index, dtype=torch.int64), torch.ge(x, 0)
+
+
+def test_integer_arithmetic_is_told_from_a_mask_of_floats() -> None:
+    x = torch.tensor([-1.0, 0.5, 2.0])
+    nodes, values = _nodes(_nearest_index, torch.arange(3), x)  # an integer input: integers alone
+    names = [name for name, node in nodes.items() if node.op == "call_function"]
+    exact = integer_arithmetic(nodes, values, names, [values[name] for name in names])
+    index = next(name for name in names if name.startswith("_to_copy"))
+    mask = next(name for name in names if name.startswith("ge"))
+    assert index in exact and mask not in exact
+    facts = output_facts(Oracle(), nodes, values, [index, mask])
+    assert (facts[0].exact, facts[1].exact) == (True, False)
+
+
+def test_an_integer_index_compiled_computes_otherwise_is_a_mismatch_though_fp64_agrees_with_compiled() -> None:
+    eager, compiled = torch.tensor([0, 1, 2]), torch.tensor([0, 0, 2])  # floor(i / 1.3): 1 eager, 0 compiled
+    fp64 = compiled.clone()  # the fp64 run's floats land on compiled's index
+    for kind in ("outputs", "strict"):
+        oracle = Oracle(kind=kind)
+        judged = judge_outputs(oracle, GRAPH, [eager], [fp64], [compiled], [OutputFacts(exact=True)])[0]
+        assert judged.outcome is Outcome.MISMATCH and judged.reason.startswith("exact: 1 of 3"), kind
+        # a mask of floats compiled sets closer to fp64 stays a departure (listed), not a mismatch
+        assert judge_outputs(oracle, GRAPH, [eager], [fp64], [compiled], [OutputFacts()])[0].outcome is Outcome.MATCH
+    assert exact_integer(TensorVerdict(Outcome.MATCH), eager, eager.clone()).outcome is Outcome.MATCH
+
+
+def test_a_dtype_that_differs_is_a_mismatch_at_every_scope_and_upstream_never_excuses_it() -> None:
+    eager = torch.tensor([[1, 2], [3, 4]], dtype=torch.int32)  # an int8 bmm's value, as eager types it
+    compiled = eager.to(torch.int64)  # compiled returns int64: same numbers, another dtype
+    for scope in (GRAPH, MODEL):
+        judged = judge_outputs(Oracle(), scope, [eager], [eager.double()], [compiled])[0]
+        assert judged.outcome is Outcome.MISMATCH and judged.reason.startswith("dtype"), scope

@@ -139,3 +139,27 @@ def test_inputs_that_feed_nan_absolve_the_compiler_only_without_a_compiler_culpr
     assert "the compiler is not at fault" in alone
     beside = "\n".join(nan_lines({"nan": nan, "culprit": {"made_by": "compiler", "op": "aten.div.Tensor_mode"}}))
     assert "not at fault" not in beside and "eager's NaN/Inf come from the inputs: arg0_1" in beside
+
+
+def test_a_not_reproducible_report_says_which_cause_from_what_the_run_recorded() -> None:
+    """Issue 37 item 1: the program's compiled result differs and no op is found: which cause, from
+    the diverging call's output, the graphs judged alone and a cache hit; never for other verdicts."""
+    from bisect_engine.output.summary import verdict_lines
+    from bisect_engine.output.wording import not_reproducible_cause
+
+    graphs = [{"name": "forward_0", "kind": "forward", "whole": "match"},
+              {"name": "backward_0", "kind": "backward", "whole": "match"}]
+    gradient = {"graph": "graph_0", "graph_call": 1, "output": "gradient of input 0 (L_x_)", "reason": "rms"}
+    report = {"verdict": "not_reproducible", "graphs": graphs, "script": {"first_divergence_call": gradient}}
+    cause = not_reproducible_cause(report)
+    assert cause is not None and cause["cause"] == "backward_together"
+    assert "gradient of input 0" in cause["evidence"] and "backward_0: match" in cause["evidence"]
+    assert not_reproducible_cause({**report, "graphs": graphs[:1]})["cause"] == "backward_not_reached"
+    assert not_reproducible_cause(report, served_from_cache=True)["cause"] == "stale_cache"
+    output = {**gradient, "output": "output 0"}
+    assert not_reproducible_cause({**report, "script": {"first_divergence_call": output}})["cause"] == "recapture_matches"
+    assert not_reproducible_cause({"verdict": "not_reproducible", "graphs": graphs,
+                                   "model_level": "mismatch"})["cause"] == "model_level_only"
+    assert not_reproducible_cause({**report, "verdict": "clean"}) is None
+    lines = verdict_lines({**report, "not_reproducible_cause": cause})
+    assert any(line.strip().startswith("cause:   backward_together") for line in lines)

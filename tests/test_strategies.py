@@ -229,3 +229,36 @@ def test_a_switch_of_aot_autograds_config_is_applied_to_that_config_alone() -> N
     assert seen == [False] and functorch_config.donated_buffer == before
     out = compiled(torch.ones(4))
     assert torch.equal(out[0] if isinstance(out, (list, tuple)) else out, torch.full((4,), 2.0))
+
+
+# ---- issue 37 miss (a): the captured aten graph already decomposed, wrong before Inductor -----------
+def _captured_with_torch_level(function: Callable[..., Any], inputs: list[Any]) -> Any:
+    """A captured graph as localise_capture_decomposition reads it: its name and its Dynamo graph."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name="forward_0", torch_level=(fx.symbolic_trace(function), inputs))
+
+
+def _nearest(z: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.interpolate(z, scale_factor=(1.3, 1.5), mode="nearest") + 1.0
+
+
+def _nearest_twice(z: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.interpolate(z, scale_factor=2.0, mode="nearest") + 1.0
+
+
+def test_a_call_whose_aten_trace_computes_otherwise_than_eager_is_named_without_a_compile() -> None:
+    """pytorch#198201 on torch 2.13: nearest interpolation keeps a dimension's size (3 x 1.3 -> 3)
+    where eager copies the rows and the trace AOT Autograd captures reads floor(i / 1.3): the
+    captured graph is wrong when run eagerly, so every node of it matches its compile."""
+    from bisect_engine.strategies.pregrad import CAPTURE_DECOMPOSITION, localise_capture_decomposition
+
+    x = torch.arange(12, dtype=torch.float32).reshape(1, 1, 3, 4)
+    rewrite = localise_capture_decomposition([_captured_with_torch_level(_nearest, [x])])
+    assert rewrite is not None and rewrite.by == CAPTURE_DECOMPOSITION
+    (node,) = rewrite.nodes
+    assert node.node == "interpolate" and rewrite.aten_op == "aten._unsafe_index.Tensor"
+    assert rewrite.max_abs_diff == 4.0  # a row of the 3 x 4 arange read one row off
+    assert rewrite.cut is not None and rewrite.cut.minimal  # the repro: that call alone, through torch.compile
+    # scale 2 traces to the same indices eager reads: nothing to name
+    assert localise_capture_decomposition([_captured_with_torch_level(_nearest_twice, [x])]) is None

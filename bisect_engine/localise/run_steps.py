@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..strategies.departures import EAGER_ROUNDING, backward_consequence
-from ..strategies.pregrad import localise_backend_rewrite, localise_pre_grad
+from ..strategies.departures import EAGER_ROUNDING, backward_consequence, saved_value_consequence
+from ..strategies.pregrad import localise_backend_rewrite, localise_capture_decomposition, localise_pre_grad
 from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model, config_workaround
 from ..verdict.sizes import context_at
@@ -42,11 +42,26 @@ def _carry_departures(run: RunFinding, driver: Driver) -> RunFinding:
     for graph in run.graphs:
         captured = graph.context.captured
         backward = by_name.get(f"backward_{captured.index}")
-        if graph.departures and graph.context.name == f"forward_{captured.index}" and backward is not None:
-            graph = replace(graph, consequence=backward_consequence(graph.context, graph.departures,
-                                                                    departure_values(graph), backward.context))
+        if graph.context.name == f"forward_{captured.index}" and backward is not None:
+            graph = _carried(graph, backward)
         graphs.append(graph)
     return replace(run, graphs=tuple(graphs))
+
+
+def _carried(graph: GraphFinding, backward: GraphFinding) -> GraphFinding:
+    """The departures' consequence in the backward; where they have none, by mechanism: a value the
+    forward saves that the whole compiled forward sets otherwise (a mask, a hinge's value), listed
+    with the gradient it flips (``departures.saved_value_consequence``)."""
+    consequence = None
+    if graph.departures:
+        consequence = backward_consequence(graph.context, graph.departures, departure_values(graph), backward.context)
+    if consequence is None and graph.whole_by == "compile" and graph.whole.compiled_values:
+        found = saved_value_consequence(graph.context, graph.whole.compiled_values, backward.context)
+        if found is not None:
+            departed, consequence = found
+            listed = [d for d in graph.departures if d.value != departed.value]
+            return replace(graph, departures=[departed, *listed], consequence=consequence)
+    return replace(graph, consequence=consequence)
 
 
 def _backend_rewrite(run: RunFinding, driver: Driver) -> RunFinding:
@@ -86,6 +101,20 @@ def _pre_grad(run: RunFinding, driver: Driver) -> RunFinding:
     with driver.progress.step("replaying the pre-grad passes eagerly"):
         rewrite = localise_pre_grad(run.captured, driver.options.judgement)
     return replace(run, pre_grad=replace(rewrite, by=run.model_attribution.name) if rewrite else None)
+
+
+def _capture_decomposition(run: RunFinding, driver: Driver) -> RunFinding:
+    """The program diverges and no captured graph does: is the captured aten graph itself wrong,
+    decomposed while AOT Autograd traced it? Each torch-level call against its trace, eagerly."""
+    with driver.progress.step("replaying each torch-level call against the aten graph it was traced to"):
+        return replace(run, pre_grad=localise_capture_decomposition(run.captured))
+
+
+def _unexplained_divergence(run: RunFinding, driver: Driver) -> bool:
+    """The program's compiled result differs (the model-level check, or a script's checked call:
+    script mode localises only a call that diverged) and nothing found says where."""
+    known = run.model_level == "mismatch" or (not run.model_level_check and driver.options.divergence_known)
+    return run.finding is None and run.pre_grad is None and known
 
 
 def _inside_hop(finding: GraphFinding, driver: Driver) -> GraphFinding:
@@ -186,4 +215,5 @@ RUN_PLAN: tuple[Step[RunFinding], ...] = (
          when=lambda r, d: _model_diverges(r, d) and r.pre_grad is None and d.options.runs("subsystem")),
     Step("pre_grad", _pre_grad, when=lambda r, d: _model_diverges(r, d) and r.model_attribution is not None
          and r.model_attribution.name in PRE_GRAD_PASSES),
+    Step("capture_decomposition", _capture_decomposition, when=_unexplained_divergence),
 )

@@ -30,7 +30,7 @@ from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dy
 from ..verdict.compiler import Compiler
 from ..localise.repro_inputs import repro_target
 from .repro import ReproSpec, repro_spec, torch_level_repro_spec, with_judgement
-from .wording import subsystem_sentence
+from .wording import not_reproducible_cause, subsystem_sentence
 
 SCHEMA_VERSION = 1
 
@@ -327,6 +327,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
     report["inputs_nonfinite"] = inputs_nonfinite(result.spec.inputs)
     report.update(result.scan)  # "batch" / "step" when a scan ran
     report.update(extra or {})
+    report["not_reproducible_cause"] = not_reproducible_cause(report)  # a script session decides its own
     return report
 
 
@@ -498,6 +499,9 @@ def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:
                ("source", culprit["source"] or "unknown"), ("model", result.spec.path.name)]
     notes = [f"The pass runs inside torch.compile: set {pass_name} as your job does (it is not renderable "
              "as code) and run this file; eager runs the graph as written."]
+    if pass_name == "decomposition at capture":
+        notes = ["torch.compile traces this call into the aten ops named above (AOT Autograd's decomposition); "
+                 "eager runs the op's own kernel. Run this file: it needs no setting."]
     if result.model_attribution is not None:
         notes += ["workaround:"] + [f"    {line}" for line in result.model_attribution.workaround.splitlines()]
     return torch_level_repro_spec(

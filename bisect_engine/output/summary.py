@@ -26,7 +26,10 @@ def culprit_lines(report: dict[str, Any]) -> list[str]:
     if not culprit:
         return []
     lines = [f"  culprit: {culprit['op']}  (node {culprit['node']}, graph {culprit['graph']}, {culprit['kind']})"]
-    if culprit["kind"] == "pre_grad":
+    if culprit["kind"] == "pre_grad" and culprit["pass"] == "decomposition at capture":
+        lines.append("  decomposed: AOT Autograd traced this call into aten ops that compute otherwise than the op "
+                     "eager runs (the captured graph is wrong before Inductor: each of its nodes matches its compile)")
+    elif culprit["kind"] == "pre_grad":
         lines.append(f"  pass:    {culprit['pass'] or 'a pre-grad pass'} rewrote it on the torch-level graph, before "
                      "Inductor's AOT Autograd (the rewrite below, replayed eagerly, changes the outputs)")
     if len(culprit["ops"]) > 1 and culprit["kind"] != "pre_grad":
@@ -158,6 +161,8 @@ def pre_grad_lines(report: dict[str, Any]) -> list[str]:
     if not pre_grad:
         return []
     by = "rewrite by the " + pre_grad["by"] if str(pre_grad.get("by")).startswith("backend ") else "pre-grad rewrite"
+    if pre_grad.get("by") == "decomposition at capture":
+        by = "the aten graph AOT Autograd traced (decomposed)"
     lines = [f"  {by} in the torch-level graph of {pre_grad['graph']} changes its outputs eagerly "
              f"(max abs diff {pre_grad['max_abs_diff']:.3g}); aten op: {pre_grad['aten_op'] or '?'}"]
     for node in pre_grad["rewritten"][:5]:
@@ -190,6 +195,10 @@ def verdict_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     if report["verdict"] == "not_reproducible":
         lines.append("  the model diverges under torch.compile, but no captured graph does on its own")
+        cause = report.get("not_reproducible_cause")
+        if cause:
+            lines.append(f"  cause:   {cause['cause']}: {cause['explanation']}")
+            lines.append(f"           evidence: {cause['evidence']}")
         if report.get("stale_artifact"):
             lines.append(f"  note: {report['stale_artifact']}")
     if report["verdict"] == "interrupted":

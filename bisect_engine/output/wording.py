@@ -111,3 +111,43 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
     if subsystem:
         sentence += f" Cause: {subsystem_sentence(subsystem)}"
     return sentence
+
+
+# ---- why a program's compiled result differs while no op is found (report key ``not_reproducible_cause``) --
+NOT_REPRODUCIBLE_CAUSES = {
+    "stale_cache": "the program's compile of the diverging graph was served from Inductor's on-disk cache, "
+                   "and a fresh compile of it matches: the cached artifact may be stale",
+    "backward_together": "the gradients differ, yet the forward and the backward graph each match compiled alone "
+                         "(the backward judged on eager's saved values): the difference is made where they meet "
+                         "(what the compiled forward saves for the backward) or by the real compile's partition",
+    "backward_not_reached": "the gradients differ, and no backward graph was captured to judge",
+    "recapture_matches": "an output of the program's compiled call differs, yet our recapture of that graph, "
+                         "compiled on the same call's inputs, matches: the program's compile differs from ours "
+                         "(its settings, a size or scale it specialised, state outside the graph)",
+    "model_level_only": "the model differs through torch.compile, yet every captured graph matches compiled alone "
+                        "(on its first call's inputs)",
+}
+
+
+def not_reproducible_cause(report: dict[str, Any], served_from_cache: bool = False) -> dict[str, Any] | None:
+    """Which of :data:`NOT_REPRODUCIBLE_CAUSES` a ``not_reproducible`` report is, from what the run
+    recorded (the diverging call's output, the graphs judged and how, a cache hit), never guessed:
+    ``{"cause", "evidence", "explanation"}``; None for every other verdict."""
+    if report.get("verdict") != "not_reproducible":
+        return None
+    divergence = (report.get("script") or {}).get("first_divergence_call") or {}
+    output = str(divergence.get("output") or "")
+    judged = ", ".join(f"{g.get('name')}: {g.get('whole')}" for g in report.get("graphs") or [])
+    kinds = {g.get("kind") for g in report.get("graphs") or []}
+    if served_from_cache:
+        cause = "stale_cache"
+    elif output.startswith("gradient of"):
+        cause = "backward_together" if "backward" in kinds else "backward_not_reached"
+    elif divergence:
+        cause = "recapture_matches"
+    else:
+        cause = "model_level_only"
+    where = (f"{divergence.get('graph')} call {divergence.get('graph_call')}: {output or '?'} "
+             f"({divergence.get('reason') or '?'})" if divergence else f"model-level check: {report.get('model_level')}")
+    return {"cause": cause, "evidence": f"{where}; judged alone: {judged or 'no graph'}",
+            "explanation": NOT_REPRODUCIBLE_CAUSES[cause]}

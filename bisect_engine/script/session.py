@@ -54,6 +54,7 @@ from .levels import (MAX_RECORD_FILES_VARIABLE, MAX_RECORD_VARIABLE,
 from ..progress import Progress
 from ..output.folder import FolderBusy, OutputError, OutputFolder
 from ..output.trace import emit_findings, note_trace, recording_trace
+from ..output.wording import not_reproducible_cause
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, aoti_compiled, log_to_stderr
 from .watch import EveryImport
@@ -847,8 +848,10 @@ class Session:
             # where the program's artifact was served from Inductor's on-disk cache (whose key does
             # not see a patched lowering or codegen; the engine's own compiles bypass it) is a stale
             # artifact a cause worth naming: without a cache hit, no such note.
-            if self._served_from_cache(self.divergence.graph):
+            cached = self._served_from_cache(self.divergence.graph)
+            if cached:
                 self.report["stale_artifact"] = STALE_ARTIFACT
+            self.report["not_reproducible_cause"] = not_reproducible_cause(self.report, cached)
         folder = self.output_folder()
         self.report["exported"] = self.exported or self.report.get("exported")  # AOTInductor packages' dynamic dims
         if self.out_dir == self.root and self.rank is None:  # the top level: one verdict for every process

@@ -17,6 +17,7 @@ import torch
 from ..verdict.candidate import GraphCandidate, Switch
 from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64
 from ..verdict.judgement import judge_against_eager, scale_floor
+from ..verdict.precision import op_base_name
 from ..verdict.fx_eval import values_of
 from ..verdict.graphs import value_nodes
 from .amplify import Amplifier, amplifiers, path_between, random_values
@@ -118,8 +119,12 @@ def backward_consequence(forward: GraphContext, departed: list[DepartedValue], c
     overrides = {d.value: compiled_values[d.value] for d in departed
                  if d.value in saved and d.value in inputs and d.value in compiled_values
                  and _same_kind(backward.eager_values.get(d.value), compiled_values[d.value])}
-    if not overrides:
-        return None
+    return _flipped(backward, overrides) if overrides else None
+
+
+def _flipped(backward: GraphContext, overrides: dict[str, Any]) -> Consequence | None:
+    """``backward`` replayed eagerly with ``overrides`` (saved values by name): the first gradient
+    that then differs materially from eager's, and the ops on its path that amplify it."""
     values = replay(backward, overrides)
     for output in backward.view.output_names():
         difference = backward.output_difference(output, values.get(output))
@@ -129,6 +134,91 @@ def backward_consequence(forward: GraphContext, departed: list[DepartedValue], c
             return Consequence(backward.name, roots, output, difference,
                                amplifiers(backward, roots + path, values, roots=len(roots)))
     return None
+
+
+def saved_value_consequence(forward: GraphContext, compiled_values: dict[str, Any],
+                            backward: GraphContext) -> tuple[DepartedValue, Consequence] | None:
+    """By mechanism, whatever forward op made it: each value the forward saves for the backward
+    (a bool mask, an integer index, a float the backward compares: ``clamp_min``'s, ``relu``'s,
+    a hinge's) that compiled computes otherwise than eager in any element, substituted alone
+    into one eager replay of the backward; the first that flips a gradient materially, listed
+    as a departure with that gradient. No compile; rounding-sized differences flip nothing."""
+    model_outputs = forward.captured.model_outputs
+    if model_outputs is None:
+        return None
+    inputs = {node.name for node in backward.view.graph_module.graph.nodes if node.op == "placeholder"}
+    for name in forward.view.output_names()[model_outputs:]:
+        eager: Any = backward.eager_values.get(name)
+        compiled: Any = compiled_values.get(name)
+        if name not in inputs or not _same_kind(eager, compiled) or not _read_as_mask(backward, name, eager) \
+                or torch.equal(eager, compiled):
+            continue
+        consequence = _flipped(backward, {name: compiled})
+        if consequence is None:
+            continue
+        forward.captured.check_inputs()
+        fp64 = values_of(forward.captured.graph_module, forward.captured.inputs, [name], upcast=True).get(name)
+        departure = closer_to_fp64(eager, fp64, compiled, forward.tolerance) or _plain_departure(eager, fp64, compiled)
+        elements = int((eager != compiled).sum())
+        return DepartedValue(name, _computed_by(forward, name), "graph", departure, elements), consequence
+    return None
+
+
+# Backward ops that turn a saved float into a mask: a comparison, a sign, relu's threshold.
+_MASKING = {"ge", "gt", "le", "lt", "eq", "ne", "sign", "threshold_backward", "where", "heaviside"}
+_VIEWS = {"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "clone", "alias", "squeeze",
+          "unsqueeze", "_to_copy", "convert_element_type"}
+
+
+def _read_as_mask(backward: GraphContext, name: str, eager: Any) -> bool:
+    """A saved value the backward reads as a mask: not a float (a bool mask, an integer index), a
+    float of 0s and 1s, or a float an op of the backward compares (through views and copies)."""
+    if not eager.is_floating_point() or (bool(((eager == 0) | (eager == 1)).all()) and bool((eager == 1).any())):
+        return True
+    frontier = [backward.view.nodes[name]] if name in backward.view.nodes else []
+    seen: set[Any] = set()
+    while frontier:
+        for user in frontier.pop().users:
+            if user in seen or user.op != "call_function":
+                continue
+            seen.add(user)
+            base = op_base_name(user.target)
+            if base in _MASKING:
+                return True
+            if base in _VIEWS:
+                frontier.append(user)
+    return False
+
+
+def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any]) -> bool:
+    """Whether a value the forward saves for the backward may flip a mask there: compiled sets a
+    bool or integer value otherwise than eager, or puts a float on the other side of zero (where
+    ``relu``, ``clamp_min(0)`` and a hinge's mask cut). Cheap (no replay): what keeps a clean
+    forward graph's values for :func:`saved_value_consequence`."""
+    model_outputs = forward.captured.model_outputs
+    if model_outputs is None:
+        return False
+    for name in forward.view.output_names()[model_outputs:]:
+        eager: Any = forward.eager_values.get(name)
+        compiled: Any = compiled_values.get(name)
+        if not _same_kind(eager, compiled):
+            continue
+        if not eager.is_floating_point():
+            if not torch.equal(eager, compiled):
+                return True
+        elif not torch.equal(eager >= 0, compiled >= 0) or not torch.equal(eager > 0, compiled > 0):
+            return True
+    return False
+
+
+def _plain_departure(eager: Any, fp64: Any, compiled: Any) -> Departure:
+    """A saved value compiled sets otherwise, not closer to fp64 by the ulp rule: its elements
+    against fp64's (rounded to its dtype), counted as for a mask."""
+    if not isinstance(fp64, torch.Tensor) or fp64.shape != eager.shape:
+        return Departure(0.0, 0.0, 0.0, 0.0, exact=True)
+    reference = fp64.detach().cpu().to(eager.dtype)
+    return Departure(0.0, 0.0, 0.0, 0.0, exact=True, compiled_wrong=int((compiled.cpu() != reference).sum()),
+                     eager_wrong=int((eager.cpu() != reference).sum()))
 
 
 def _same_kind(eager: Any, compiled: Any) -> bool:

@@ -22,9 +22,10 @@ from typing import Any, Callable, Sequence, cast
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
+from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..verdict.compare import Outcome
+from ..verdict.compare import Outcome, material_difference
 from ..verdict.judgement import PROGRAM, Oracle, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph
 from ..verdict.graphs import CapturedGraph, op_name, source_location
@@ -258,4 +259,89 @@ def localise_backend_rewrite(run: BackendRun, captured: Sequence[CapturedGraph],
             continue
         diffs = [float((a.double() - b.double()).abs().max()) for a, b in zip(before, after) if a.shape == b.shape and a.numel()]
         return PassRewrite(graph_name, tuple(nodes), max(diffs, default=float("nan")), None, by=f"backend {run.backend}")
+    return None
+
+
+# ---- a decomposition AOT Autograd applies while it traces (issue 37, miss (a)) --------------------
+CAPTURE_DECOMPOSITION = "decomposition at capture"  # PassRewrite.by: no pass, the trace itself
+_RANDOM_WORDS = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "poisson")
+
+
+def _call(node: fx.Node) -> Callable[..., Any] | None:
+    if node.op == "call_function":
+        return cast(Callable[..., Any], node.target)
+    if node.op == "call_method":
+        method = str(node.target)
+        return lambda receiver, *args, **kwargs: getattr(receiver, method)(*args, **kwargs)
+    return None
+
+
+def _traced_differs(node: fx.Node, values: dict[str, Any]) -> tuple[fx.GraphModule, float] | None:
+    """Node ``node`` of a torch-level graph, run as written on its real values, against the aten
+    graph ``make_fx`` traces of it (what AOT Autograd captures: composite ops decomposed) run
+    eagerly on the same values: the trace and the largest difference where they differ
+    materially (an integer or index value by equality), else None. Random ops never count."""
+    call = _call(node)
+    if call is None:
+        return None
+    args = fx.node.map_arg(node.args, lambda n: values[n.name])
+    kwargs = fx.node.map_arg(node.kwargs, lambda n: values[n.name])
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def as_written(*tensors: Any) -> Any:
+        filled = list(leaves)
+        for i, tensor in zip(positions, tensors):
+            filled[i] = tensor
+        call_args, call_kwargs = pytree.tree_unflatten(filled, spec)
+        return call(*call_args, **call_kwargs)
+
+    tensors = [leaves[i] for i in positions]
+    try:
+        with torch.no_grad():
+            with enable_python_dispatcher():  # as AOT Autograd traces: composite ops' Python kernels
+                traced = make_fx(as_written)(*[clone_value(t) for t in tensors])
+            if any(word in op_name(n) for n in traced.graph.nodes if n.op == "call_function" for word in _RANDOM_WORDS):
+                return None
+            direct = pytree.tree_leaves(as_written(*[clone_value(t) for t in tensors]))
+            decomposed = pytree.tree_leaves(traced(*[clone_value(t) for t in tensors]))
+    except Exception as error:  # noqa: BLE001 - a node that cannot be traced alone says nothing here
+        log.debug("could not trace %s alone: %s", node.name, error)
+        return None
+    pairs = [(a, b) for a, b in zip(direct, decomposed) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)]
+    differing = [difference for a, b in pairs if (difference := material_difference(a, b)).material]
+    if not differing or len(direct) != len(decomposed):
+        return None
+    return traced, max(d.max_abs for d in differing)
+
+
+def localise_capture_decomposition(captured: Sequence[CapturedGraph]) -> PassRewrite | None:
+    """The program diverges while every captured aten graph matches its compile: the aten graph may
+    already be wrong, decomposed while AOT Autograd traced it (a composite op whose Python
+    decomposition differs from the kernel eager runs: nearest interpolation's index arithmetic).
+    Each call of each Dynamo graph (the program as written) is run directly on its real values and
+    against its own ``make_fx`` trace; the first that differs materially is named, with the aten
+    ops its trace runs and a torch-level repro of that call alone. No compile."""
+    for graph in captured:
+        if graph.torch_level is None:
+            continue
+        original, inputs = graph.torch_level
+        try:
+            values = _node_values(original, inputs)
+        except Exception as error:  # noqa: BLE001 - cannot replay Dynamo's graph: say nothing of it
+            log.debug("could not run the torch-level graph of %s: %s", graph.name, error)
+            continue
+        for node in original.graph.nodes:
+            found = _traced_differs(node, values) if node.op in ("call_function", "call_method") else None
+            if found is None:
+                continue
+            traced, max_abs = found
+            ops = tuple(dict.fromkeys(op_name(n) for n in traced.graph.nodes if n.op == "call_function"))
+            output = next(n for n in reversed(traced.graph.nodes) if n.op == "output")
+            made = [a for a in pytree.tree_leaves(output.args[0]) if isinstance(a, fx.Node) and a.op == "call_function"]
+            headline = tuple(dict.fromkeys([*(op_name(n) for n in made), *ops]))
+            rewritten = RewrittenNode(node.name, _line(node), "traced by AOT Autograd as " + ", ".join(ops[:8]),
+                                      source_location(node)[0], headline)
+            return PassRewrite(graph.name, (rewritten,), max_abs, cut_torch_level(original, {node.name}, values),
+                               by=CAPTURE_DECOMPOSITION)
     return None

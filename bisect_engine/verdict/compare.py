@@ -465,6 +465,22 @@ def exact_zero_sign(verdict: TensorVerdict, eager: Any, compiled: Any) -> Tensor
                          reason=f"sign of zero: {flips} element(s) -0.0 where eager has +0.0 or the reverse")
 
 
+def exact_integer(verdict: TensorVerdict, eager: Any, compiled: Any) -> TensorVerdict:
+    """The exact rule on an integer or boolean value computed from integers and constants alone
+    (index arithmetic: ``floor(i / scale)``, an ``iota`` times a constant): such a value has one
+    right answer, eager's, whatever an fp64 run makes of the floats in between; a match only
+    because compiled agrees with fp64 (:func:`exact_closer_to_fp64`) is a mismatch, saying how many."""
+    if verdict.outcome is not Outcome.MATCH or not isinstance(eager, torch.Tensor) \
+            or not isinstance(compiled, torch.Tensor) or eager.is_floating_point() or eager.is_complex() \
+            or compiled.shape != eager.shape or compiled.dtype != eager.dtype:
+        return verdict
+    differing = int((eager.detach().cpu() != compiled.detach().cpu()).sum())
+    if not differing:
+        return verdict
+    return TensorVerdict(Outcome.MISMATCH, reason=f"exact: {differing} of {eager.numel()} element(s) differ from "
+                                                  "eager's (integer arithmetic, judged by equality)")
+
+
 # ---- Below tolerance: outputs that agree, yet compiled is clearly less accurate than eager -----
 # An output within the tolerance (compiled RMS <= RATIO x eager's + the 8-ulp floor) may still
 # carry a wrong op whose error the graph shrinks (a layer norm, a residual sum): a wrong gelu in

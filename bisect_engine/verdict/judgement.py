@@ -50,7 +50,7 @@ import torch
 
 if __package__:  # imported by the tool; inside a repro these names are defined above
     from .compare import (BITWISE, Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values,
-                          exact_zero_sign)
+                          exact_integer, exact_zero_sign)
     from .precision import MATMUL_OPERANDS, Precision, allowed_precision, op_base_name
 
 GRAPH, EAGER, PROGRAM, MODEL = "graph", "eager", "program", "model"
@@ -106,6 +106,8 @@ class OutputFacts:
     scale_floor: float = 0.0  # the scale of what the op that computed it combined
     random: bool = False  # a random op's draw
     bookkeeping: bool = False  # RNG state an attention kernel returns: a draw whatever the RNG rule
+    exact: bool = False  # an integer/bool value computed from integers and constants alone: eager's, exactly
+    sign_observed: bool = False  # a float whose zeros' sign a later op reads (signbit, copysign, atan2, a divisor)
 
 
 def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Sequence[Any] | None",
@@ -123,7 +125,7 @@ def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Seque
         return verdicts
     verdicts = [compare_random_draw(e, c) if f.bookkeeping or (f.random and not oracle.rng_strict) else v
                 for e, c, f, v in zip(eager, compiled, facts, verdicts)]
-    verdicts = exact_rules(oracle, eager, compiled, verdicts)
+    verdicts = exact_rules(oracle, eager, compiled, verdicts, facts)
     if scope == MODEL and oracle.reference == "fp64" and fp64 is not None:
         return upstream_gate(eager, fp64, compiled, verdicts)
     return verdicts
@@ -164,12 +166,18 @@ def upstream_same(eager: Any, compiled: Any, fp64: Any) -> bool:
 
 
 def exact_rules(oracle: Oracle, eager: Sequence[Any], compiled: Sequence[Any],
-                verdicts: "list[TensorVerdict]") -> "list[TensorVerdict]":
-    """The rules where the program is exact, after the ulp rule: under ``--oracle bitwise`` the sign
-    of a zero counts (``compare.exact_zero_sign``)."""
-    if oracle.kind != "bitwise":
-        return verdicts
-    return [exact_zero_sign(v, e, c) for e, c, v in zip(eager, compiled, verdicts)]
+                verdicts: "list[TensorVerdict]", facts: "Sequence[OutputFacts] | None" = None) -> "list[TensorVerdict]":
+    """The rules where the program is exact, after the ulp rule and under every oracle: the sign of
+    a zero where a later op observes it (``facts.sign_observed``), and everywhere under ``--oracle
+    bitwise`` (``compare.exact_zero_sign``); an integer value computed from integers and constants
+    alone equals eager's (``facts.exact``, ``compare.exact_integer``: never excused by fp64)."""
+    facts = list(facts) if facts is not None and len(facts) == len(verdicts) else [OutputFacts()] * len(verdicts)
+    judged = []
+    for e, c, v, f in zip(eager, compiled, verdicts, facts):
+        if oracle.kind == "bitwise" or f.sign_observed:
+            v = exact_zero_sign(v, e, c)
+        judged.append(exact_integer(v, e, c) if f.exact else v)
+    return judged
 
 
 def judge_against_eager(oracle: Oracle, eager: Any, value: Any, scale_floor: float = 0.0) -> "TensorVerdict":
@@ -219,10 +227,61 @@ def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "
     if len(upstream) != len(names):
         upstream = [None] * len(names)
     inherited = oracle.reference == "fp64"
+    exact = integer_arithmetic(nodes, values, names, outputs)
     return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above),
                         max(scale_floor(nodes, values, name, inherited), (noise or {}).get(name, 0.0)),
-                        name in random, name in bookkeeping)
+                        name in random, name in bookkeeping, name in exact, sign_observed(nodes, name, output))
             for name, output, above in zip(names, outputs, upstream)]
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex())
+
+
+def integer_arithmetic(nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]", names: Sequence[str],
+                       outputs: Sequence[Any]) -> "set[str]":
+    """The named integer/bool values computed from integers and constants alone: no floating
+    tensor the graph reads (an input, a parameter) reaches them. Index arithmetic (nearest
+    interpolation's ``floor(iota / scale)``, ``arange(n) * 10**9``) has one right answer, eager's;
+    a mask ``ge(x, 0)`` of a float ``x`` is not among them (compiled may set it closer to fp64)."""
+    wanted = [name for name, output in zip(names, outputs) if _integer(output) and name in nodes]
+    if not wanted:
+        return set()
+    floating: "set[torch.fx.Node]" = set()  # nodes a floating input or attribute reaches
+    for node in nodes[wanted[0]].graph.nodes:  # in topological order
+        value = values.get(node.name)
+        if (node.op in ("placeholder", "get_attr") and isinstance(value, torch.Tensor) and not _integer(value)) \
+                or any(source in floating for source in node.all_input_nodes):
+            floating.add(node)
+    return {name for name in wanted if nodes[name] not in floating}
+
+
+# Ops that read the sign of a zero, by the argument positions they read it at: -0.0 and +0.0 are
+# 0 ulps apart, yet these tell them apart (signbit, copysign's sign, atan2's quadrant, 1/-0 = -inf).
+_SIGN_READERS = {"signbit": (0,), "copysign": (1,), "atan2": (0, 1), "div": (1,), "true_divide": (1,),
+                 "reciprocal": (0,)}
+
+
+def sign_observed(nodes: "Mapping[str, torch.fx.Node]", name: str, value: Any = None) -> bool:
+    """Whether a later op of the graph reads the sign of value ``name``'s zeros (looking through
+    the views and copies that only reshape it): there a -0.0 against +0.0 is a difference the
+    program sees, under every oracle."""
+    node = nodes.get(name)
+    if node is None or (isinstance(value, torch.Tensor) and not value.is_floating_point()):
+        return False
+    frontier, seen = [node], set()
+    while frontier:
+        current = frontier.pop()
+        for user in current.users:
+            if user in seen or user.op != "call_function":
+                continue
+            seen.add(user)
+            base = op_base_name(user.target)
+            if base in _RESHAPES:
+                frontier.append(user)
+            elif any(i < len(user.args) and user.args[i] is current for i in _SIGN_READERS.get(base, ())):
+                return True
+    return False
 
 
 def upstream_units(oracle: Oracle, graph_module: "torch.fx.GraphModule", values: "Mapping[str, Any]") -> "list[float | None]":
