@@ -36,16 +36,19 @@ class FakeCompiler(Compiler):
         """A planted node fault is a lowering bug: forcing its op to the aten fallback fixes it.
         Dynamo's torch-level graph (the model-level check's compile) goes through AOT Autograd
         first, as Inductor's own entry point takes it, so the fault is planted in its aten graphs too."""
+        self.budget.check(self.compiles)
+        self.compiles += 1  # one compile, forward and backward at once
+        self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
         if not aten_graph:
             from torch._functorch.aot_autograd import aot_module_simplified
 
             def aten(graph: fx.GraphModule, example: Sequence[Any]) -> Callable[..., Any]:
-                return self.compile(graph, example, fallbacks=fallbacks)
+                return self._planted(graph, fallbacks)
 
             return aot_module_simplified(graph_module, list(example_inputs), fw_compiler=aten, bw_compiler=aten)
-        self.budget.check(self.compiles)
-        self.compiles += 1
-        self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
+        return self._planted(graph_module, fallbacks)
+
+    def _planted(self, graph_module: fx.GraphModule, fallbacks: Sequence[Any]) -> Callable[..., Any]:
         nodes = {n.name: n for n in graph_module.graph.nodes if n.op == "call_function"}
         if self.kernel is not None:
             faulty = {n for n in nodes.values() if kernel(n) == self.kernel and n.target not in fallbacks}
