@@ -61,16 +61,17 @@ def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
 def _ulp_rule_only(finding: GraphFinding) -> bool:
     """A finding every judgement behind which is the ulp rule's: no crash, no NaN/Inf, no harness
     failure, no exact rule (integers, bools, dtypes, shapes, a saturated fill) in the whole graph's,
-    the per-node check's, the window's verdict or a material difference."""
+    the per-node check's, the window's verdict or a material difference. Not an amplified finding:
+    it is judged by the material rule (eager against compiled) exactly where fp64 cannot arbitrate,
+    so ``same``, whose ``fp64_ref`` is that reference, passing says nothing about it (a cent turned
+    by an integer cast, ``repro_cases/amplified_round_cents.py``: ``same`` passes outputs O(1) apart)."""
     crashed = any(v is not None and v.outcome is Outcome.CRASH for v in (finding.whole, finding.window_verdict))
-    if finding.crash or crashed or finding.nan_problem or finding.compiled_nan or finding.harness_failed:
+    if finding.crash or crashed or finding.nan_problem or finding.compiled_nan or finding.harness_failed \
+            or finding.amplification is not None:
         return False
     verdicts = [v for s in (finding.whole, finding.window_verdict, finding.nodes.verdict if finding.nodes else None)
                 if s is not None for v in s.outputs.values()]
-    differences = [d for _, d in finding.material]
-    if finding.amplification is not None:
-        differences += [finding.amplification.output_difference]
-    return ulp_rule_only(verdicts, differences)
+    return ulp_rule_only(verdicts, [difference for _, difference in finding.material])
 
 
 def _gated(run: RunFinding, driver: Driver) -> bool:
