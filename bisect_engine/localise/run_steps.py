@@ -2,7 +2,8 @@
 
 The captured graphs in order (forward graphs in call order, then backward) until one has a finding;
 a finding by the ulp rule alone then passes the upstream gate (``localise/upstream.py``: the
-program's outputs must fail too, else it is listed and the graphs after it are judged on); with none, forward departures carried into the backward (one eager replay), the user's backend
+program's outputs must fail too, else it is listed and the graphs after it are judged on); with
+none, forward departures carried into the backward (one eager replay), the user's backend
 replayed against Dynamo's graph (script mode), and the model-level check through
 ``torch.compile``; a model that diverges when every graph matches has each graph's later calls
 judged, then the backend and the model-level subsystem searched. A finding, wherever found, gets
