@@ -23,18 +23,32 @@ class FakeCompiler(Compiler):
     longer chain is a fusion bug: its last node comes out wrong exactly when the whole chain is
     in the compiled graph with each node feeding the next."""
 
-    def __init__(self, chain: tuple[str, ...], kernel: tuple[Any, ...] | None = None, crash: bool = False):
+    def __init__(self, chain: tuple[str, ...], kernel: tuple[Any, ...] | None = None, crash: bool = False,
+                 fault: Callable[[Any], Any] = lambda value: value + 1.0):
         super().__init__()
         self.chain = chain
         self.kernel = kernel
         self.crash = crash  # the faulty kernel raises at compile time instead of computing +1
+        self.fault = fault  # what the faulty kernel computes from the right value (default: +1)
 
     def compile(self, graph_module: fx.GraphModule, example_inputs: Sequence[Any], *, fallbacks: Sequence[Any] = (),
-                **_: Any) -> Callable[..., Any]:
-        """A planted node fault is a lowering bug: forcing its op to the aten fallback fixes it."""
+                aten_graph: bool = True, **_: Any) -> Callable[..., Any]:
+        """A planted node fault is a lowering bug: forcing its op to the aten fallback fixes it.
+        Dynamo's torch-level graph (the model-level check's compile) goes through AOT Autograd
+        first, as Inductor's own entry point takes it, so the fault is planted in its aten graphs too."""
         self.budget.check(self.compiles)
-        self.compiles += 1
+        self.compiles += 1  # one compile, forward and backward at once
         self.by_stage[self.stage] = self.by_stage.get(self.stage, 0) + 1
+        if not aten_graph:
+            from torch._functorch.aot_autograd import aot_module_simplified
+
+            def aten(graph: fx.GraphModule, example: Sequence[Any]) -> Callable[..., Any]:
+                return self._planted(graph, fallbacks)
+
+            return aot_module_simplified(graph_module, list(example_inputs), fw_compiler=aten, bw_compiler=aten)
+        return self._planted(graph_module, fallbacks)
+
+    def _planted(self, graph_module: fx.GraphModule, fallbacks: Sequence[Any]) -> Callable[..., Any]:
         nodes = {n.name: n for n in graph_module.graph.nodes if n.op == "call_function"}
         if self.kernel is not None:
             faulty = {n for n in nodes.values() if kernel(n) == self.kernel and n.target not in fallbacks}
@@ -46,10 +60,12 @@ class FakeCompiler(Compiler):
         if self.crash and faulty:
             raise RuntimeError("planted compile error\nsecond line of the message")
 
+        fault = self.fault
+
         class Corrupting(fx.Interpreter):
             def run_node(self, node: fx.Node) -> Any:
                 result = super().run_node(node)
-                return result + 1.0 if node in faulty else result
+                return fault(result) if node in faulty else result
 
         return lambda *args: Corrupting(graph_module).run(*args)
 

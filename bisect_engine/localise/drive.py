@@ -16,6 +16,7 @@ from typing import Callable, Generic, TypeVar
 from ..search import Reporter
 from ..verdict.candidate import ModelCandidate, Switch
 from ..verdict.compiler import Compiler
+from ..verdict.graphs import is_random
 from .judge import Judge, RunSearch
 from .options import EngineOptions
 from .records import GraphFinding, RunFinding
@@ -107,8 +108,9 @@ def model_candidate(finding: RunFinding, options: EngineOptions) -> ModelCandida
     """The model-level check. Where a graph draws random numbers (dropout) and draws are data
     (``--rng data``), the compile falls back to aten's random ops, so compiled draws the same
     numbers as eager from the same seed: what is left to differ is the compiled arithmetic."""
-    if options.rng != "strict" and any(g.draws_random for g in finding.graphs):
-        return ModelCandidate(SAME_DRAWS)
+    if options.rng != "strict" and (any(g.draws_random for g in finding.graphs) or any(
+            is_random(node) for graph in finding.captured for node in graph.graph_module.graph.nodes)):
+        return ModelCandidate(SAME_DRAWS)  # every captured graph asked: judged or not yet (the upstream gate)
     return ModelCandidate()
 
 

@@ -10,7 +10,9 @@ has one, :func:`_capture`); :func:`run_captured` searches the captured graphs by
    culprit confirmed alone whose compiled value, replayed eagerly, fails the graph's outputs ends
    it with no whole-graph compile), else the whole graph (our recompile crashing: views as
    reshapes, or "harness" when the real compile works) → per-node (cached) → headline culprit →
-   confirm it alone → window; else the amplifying op;
+   confirm it alone → window; else the amplifying op; a finding by the ulp rule alone is the
+   headline only where the program's outputs (the model-level check, scope model) fail too, else
+   it is listed (``localise/upstream.py``);
 2. with no finding: forward departures carried into the backward (one eager replay); the model
    through ``torch.compile`` (``clean`` vs ``not_reproducible``), then each graph's later calls;
    the user's backend and the model-level subsystem;

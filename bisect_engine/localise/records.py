@@ -27,6 +27,7 @@ from ..verdict.kernels import Kernel
 from ..verdict.nonfinite import Nonfinite
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from .below_tolerance import BelowTolerance
+from .upstream import WithinUpstream
 
 if TYPE_CHECKING:
     from .judge import RunSearch
@@ -86,6 +87,9 @@ class GraphFinding:
     ended_by: str | None = None
     # every tensor value's digests, taken when a clean graph let go of its values (localise/release.py)
     digests: tuple[dict[str, Any], ...] | None = None
+    # a finding by the ulp rule alone whose program outputs pass at scope model (upstream's
+    # ``same``, or the end-to-end rule): listed with their errors, never the headline (localise/upstream.py)
+    within_upstream: WithinUpstream | None = None
 
     @property
     def eager_nan(self) -> str | None:
@@ -132,7 +136,7 @@ class GraphFinding:
 
     @property
     def has_finding(self) -> bool:
-        if self.cast_elision_explains:
+        if self.cast_elision_explains or self.within_upstream is not None:
             return False
         if self.harness_failed:
             return bool(self.culprit_nodes) or self.nan_problem

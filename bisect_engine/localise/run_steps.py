@@ -1,7 +1,9 @@
 """The run's search, as a plan of named steps over a :class:`RunFinding` (:data:`RUN_PLAN`).
 
 The captured graphs in order (forward graphs in call order, then backward) until one has a finding;
-with none, forward departures carried into the backward (one eager replay), the user's backend
+a finding by the ulp rule alone then passes the upstream gate (``localise/upstream.py``: the
+program's outputs must fail too, else it is listed and the graphs after it are judged on); with
+none, forward departures carried into the backward (one eager replay), the user's backend
 replayed against Dynamo's graph (script mode), and the model-level check through
 ``torch.compile``; a model that diverges when every graph matches has each graph's later calls
 judged, then the backend and the model-level subsystem searched. A finding, wherever found, gets
@@ -16,11 +18,14 @@ from ..strategies.departures import EAGER_ROUNDING, backward_consequence, saved_
 from ..strategies.pregrad import localise_backend_rewrite, localise_capture_decomposition, localise_pre_grad
 from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model, config_workaround
+from ..verdict.compare import Outcome
+from ..verdict.judgement import ulp_rule_only
 from ..verdict.sizes import context_at
 from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
 from .records import GraphFinding, RunFinding
+from .upstream import within_upstream
 
 log = logging.getLogger(__name__)
 replace = dataclasses.replace
@@ -28,10 +33,54 @@ PRE_GRAD_PASSES = {switch.name for switch in MODEL_PASSES}
 
 
 def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
+    """The captured graphs not yet judged, in order, until one has a finding."""
+    judged = {graph.context.captured.name for graph in run.graphs}
     for graph in run.captured:
-        if examine(graph, driver, driver.options).has_finding:
+        if graph.name not in judged and examine(graph, driver, driver.options).has_finding:
             break
     return driver.finding
+
+
+def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
+    """Never stricter than upstream (issue 36): a graph's finding made by the ulp rule alone is the
+    headline only where the program's own outputs fail too. The model-level check (one whole-model
+    compile through the run's search, cached: the run's later model-level check reuses it) judges
+    them at scope ``model``; where they pass, the finding is listed (``within_upstream``) and the
+    graphs after it are judged on, each finding of theirs gated alike."""
+    while run.finding is not None and _ulp_rule_only(run.finding):
+        with driver.progress.step(f"{run.finding.context.name}: do the program's outputs pass upstream's same?"):
+            program = driver.search.judge(model_candidate(run, driver.options))
+        driver.note(model_level=program.outcome.value)
+        listed = within_upstream(program)
+        if listed is None:  # the error reaches what the program returns: the headline stands
+            return driver.finding
+        driver.note(graphs=tuple(replace(g, within_upstream=listed) if g is run.finding else g for g in run.graphs))
+        run = _graphs(driver.finding, driver)
+    return driver.finding
+
+
+def _ulp_rule_only(finding: GraphFinding) -> bool:
+    """A finding every judgement behind which is the ulp rule's: no crash, no NaN/Inf, no harness
+    failure, no exact rule (integers, bools, dtypes, shapes, a saturated fill) in the whole graph's,
+    the per-node check's, the window's verdict or a material difference. Not an amplified finding:
+    it is judged by the material rule (eager against compiled) exactly where fp64 cannot arbitrate,
+    so ``same``, whose ``fp64_ref`` is that reference, passing says nothing about it (a cent turned
+    by an integer cast, ``repro_cases/amplified_round_cents.py``: ``same`` passes outputs O(1) apart)."""
+    crashed = any(v is not None and v.outcome is Outcome.CRASH for v in (finding.whole, finding.window_verdict))
+    if finding.crash or crashed or finding.nan_problem or finding.compiled_nan or finding.harness_failed \
+            or finding.amplification is not None:
+        return False
+    verdicts = [v for s in (finding.whole, finding.window_verdict, finding.nodes.verdict if finding.nodes else None)
+                if s is not None for v in s.outputs.values()]
+    return ulp_rule_only(verdicts, [difference for _, difference in finding.material])
+
+
+def _gated(run: RunFinding, driver: Driver) -> bool:
+    """The gate applies to a model file's own run under the default oracle: not in script mode
+    (each call's outputs were gated already), not on a scan's failing batch or step, nor where the
+    user asked for eager, bitwise equality or the strict per-node headline as the judge."""
+    return run.finding is not None and run.model_level_check and driver.options.oracle == "outputs" \
+        and not driver.options.divergence_known
 
 
 def _carry_departures(run: RunFinding, driver: Driver) -> RunFinding:
@@ -202,6 +251,7 @@ def _model_diverges(run: RunFinding, driver: Driver) -> bool:
 
 RUN_PLAN: tuple[Step[RunFinding], ...] = (
     Step("graphs", _graphs, stage="localise"),
+    Step("upstream_gate", _upstream_gate, stage="model_check", when=_gated),
     Step("departures_into_backward", _carry_departures, when=_none_found),
     Step("follow_up", _follow_up, when=_found),
     Step("backend_rewrite_of_script", _backend_rewrite, stage="subsystem",

@@ -195,6 +195,14 @@ def below_tolerance_json(result: RunResult) -> list[dict[str, Any]]:
     return listed
 
 
+def within_upstream_json(result: RunResult) -> list[dict[str, Any]]:
+    """Each graph finding made by the ulp rule alone whose program outputs (the model-level check,
+    scope model) pass, by upstream's ``same`` or the end-to-end rule: its culprit as the headline
+    would have read, with the program outputs' errors; listed, never the verdict."""
+    return [{**(culprit_json(result, graph) or {"graph": graph.context.name}), **graph.within_upstream.to_json()}
+            for graph in result.graphs if graph.within_upstream is not None]
+
+
 def differences(eager: Any, compiled: Any) -> dict[str, float]:
     """``max_abs_diff`` and ``max_rel_diff`` of compiled against eager, as ``torch.testing`` words
     them, over the entries finite on both sides (relative: where eager is not zero); empty when
@@ -308,6 +316,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         # the graphs the user's backend handed Inductor, captured inside it (None: not such a run)
         "backend_graphs": backend_graphs_json(result),
         "differences": differences_json(result),
+        # graphs' findings the upstream gate listed: the program's outputs pass (issue 36)
+        "within_upstream": within_upstream_json(result),
         "subsystem": _attribution(result),
         "budget": result.budget,
         "interrupted": result.interrupted,

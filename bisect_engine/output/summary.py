@@ -91,6 +91,26 @@ def below_tolerance_lines(report: dict[str, Any]) -> list[str]:
             "--oracle strict makes it the verdict"]
 
 
+def within_upstream_lines(report: dict[str, Any]) -> list[str]:
+    """A graph's finding the upstream gate listed: wrong by the ulp rule alone, while the program's
+    outputs pass (``within_upstream``; issue 36)."""
+    lines = []
+    for item in report.get("within_upstream") or []:
+        error = item.get("error") or {}
+        own = (f" ({ulps(error['compiled_rms_ulps'])} ulps RMS vs eager {ulps(error['eager_rms_ulps'])} at "
+               f"{error['output']})" if error else "")
+        failing = [o for o in item["program_outputs"] if o["reason"] == "upstream_same"]
+        worst = max(failing or item["program_outputs"], key=lambda o: o["compiled_rms_ulps"]
+                    if isinstance(o["compiled_rms_ulps"], (int, float)) else 0.0, default=None)
+        at = (f" ({worst['output']}: {ulps(worst['compiled_rms_ulps'])} ulps RMS vs eager "
+              f"{ulps(worst['eager_rms_ulps'])})" if worst else "")
+        why = ("within torch._dynamo.utils.same's tolerance" if item["reason"] == "upstream_same"
+               else "within the end-to-end tolerance")
+        lines.append(f"  listed:  {item.get('op', '?')} (node {item.get('node', '?')}, graph {item['graph']}) is wrong "
+                     f"on its own{own}, but the program's outputs are {why}{at}: not a divergence")
+    return lines
+
+
 def scan_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     for detail in (report.get("step_detail"), report.get("batch_detail")):
@@ -249,5 +269,5 @@ def kernel_lines(kernels: list[dict[str, Any]], with_repro: bool) -> list[str]:
 
 
 _SECTIONS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
-    culprit_lines, below_tolerance_lines, scan_lines, subsystem_lines, nan_lines, checks_lines, pre_grad_lines,
+    culprit_lines, below_tolerance_lines, within_upstream_lines, scan_lines, subsystem_lines, nan_lines, checks_lines, pre_grad_lines,
     backend_lines, verdict_lines, files_lines)

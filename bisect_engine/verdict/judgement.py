@@ -49,8 +49,8 @@ from typing import Any, Mapping, Sequence
 import torch
 
 if __package__:  # imported by the tool; inside a repro these names are defined above
-    from .compare import (BITWISE, Outcome, Tolerance, TensorVerdict, compare_random_draw, compare_values,
-                          exact_integer, exact_zero_sign)
+    from .compare import (BITWISE, Difference, Outcome, Tolerance, TensorVerdict, compare_random_draw,
+                          compare_values, exact_integer, exact_zero_sign)
     from .precision import MATMUL_OPERANDS, Precision, allowed_precision, op_base_name
 
 GRAPH, EAGER, PROGRAM, MODEL = "graph", "eager", "program", "model"
@@ -142,13 +142,22 @@ def upstream_gate(eager: Sequence[Any], fp64: Sequence[Any], compiled: Sequence[
     mismatch is the ulp rule's (no exact rule: integers, bools, dtypes, shapes, non-finite values)
     and :func:`upstream_same` passes the outputs together, those mismatches become matches that
     keep their errors and say why (``reason=UPSTREAM_SAME``)."""
-    failing = [v for v in verdicts if v.outcome is Outcome.MISMATCH]
-    if not failing or any(v.reason not in _FLOAT_RULES or v.new_nonfinite or v.lost_nonfinite for v in failing):
+    if not any(v.outcome is Outcome.MISMATCH for v in verdicts) or not ulp_rule_only(verdicts):
         return verdicts
     if not upstream_same(list(eager), list(compiled), list(fp64)):
         return verdicts
     return [replace(v, outcome=Outcome.MATCH, reason=UPSTREAM_SAME) if v.outcome is Outcome.MISMATCH else v
             for v in verdicts]
+
+
+def ulp_rule_only(verdicts: "Sequence[TensorVerdict]", differences: "Sequence[Difference]" = ()) -> bool:
+    """Every mismatch among ``verdicts`` is the ulp rule's, and every material difference among
+    ``differences`` the float one (``scale``): no exact rule failed (integers, bools, dtypes,
+    shapes, non-finite values, a saturated fill, the sign of a zero under bitwise), so upstream's
+    ``same`` may be the judge of it (:func:`upstream_gate`)."""
+    return all(v.outcome is not Outcome.MISMATCH
+               or (v.reason in _FLOAT_RULES and not v.new_nonfinite and not v.lost_nonfinite) for v in verdicts) \
+        and all(not d.material or d.reason == "scale" for d in differences)
 
 
 def upstream_same(eager: Any, compiled: Any, fp64: Any) -> bool:
