@@ -85,3 +85,29 @@ def test_a_kernel_that_aborts_kills_the_child_not_the_tool() -> None:
     finally:
         torch.set_num_threads(threads)
         isolated.close()
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_spawned_child_never_runs_an_unguarded_script_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             guarded: bool) -> None:
+    """Script mode runs the user's file as ``__main__``; ``spawn`` would run it again in each worker
+    or isolated child (issue 37's tail-store crash, a script without a main guard, crashed the
+    isolated child that way). While a child starts, an unguarded script's ``__main__`` is hidden;
+    a guarded one is kept (its definitions may be named by pickled jobs); both restored after."""
+    import multiprocessing.spawn
+    import sys
+    import types
+
+    from bisect_engine.localise.workers import main_not_rerun
+
+    script = tmp_path / "train.py"
+    body = "import torch\nprint(torch.compile(torch.sin)(torch.ones(3)))\n"
+    script.write_text(f"def main():\n    {body.splitlines()[1]}\nif __name__ == '__main__':\n    main()\n"
+                      if guarded else body)
+    user_main = types.ModuleType("__main__")
+    user_main.__file__, user_main.__spec__ = str(script), None  # as runpy.run_path leaves it
+    monkeypatch.setitem(sys.modules, "__main__", user_main)
+    with main_not_rerun():
+        data = multiprocessing.spawn.get_preparation_data("child")
+    assert ("init_main_from_path" in data) is guarded
+    assert sys.modules["__main__"] is user_main

@@ -34,7 +34,7 @@ from ..verdict.judgement import Oracle
 from ..verdict.oracle import SubgraphVerdict
 from .model_check import check_model_level
 from .workers import Job, JobResult, ProcessState, _apply, _op_name, _resolve, _start_worker, capability_probes, \
-    prepare_job, run_job
+    main_not_rerun, prepare_job, run_job
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,8 @@ class Isolated:
             model_path = str(spec.path) if spec is not None and getattr(spec, "path", None) else None
             self._process = context.Process(target=_serve, args=(theirs, self._folder, model_path,
                                                                  capability_probes()), daemon=True)
-            self._process.start()
+            with main_not_rerun():
+                self._process.start()
             theirs.close()
             self._connection = ours
         return self._process, self._connection
