@@ -111,3 +111,54 @@ def test_a_spawned_child_never_runs_an_unguarded_script_again(tmp_path: Path, mo
         data = multiprocessing.spawn.get_preparation_data("child")
     assert ("init_main_from_path" in data) is guarded
     assert sys.modules["__main__"] is user_main
+
+
+class _FakeChild:
+    """A child process and its pipe: it answers ``reply`` (pickled) or dies with ``exitcode``."""
+
+    def __init__(self, reply: object = None, exitcode: int = 0, alive: bool = False) -> None:
+        import pickle
+
+        self._data = pickle.dumps(reply) if reply is not None else None
+        self.exitcode, self._alive = exitcode, alive
+
+    def is_alive(self) -> bool:
+        return self._alive
+
+    def join(self, timeout: float | None = None) -> None:
+        self._alive = False
+
+    def send_bytes(self, blob: bytes) -> None:
+        pass
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self._data is not None
+
+    def recv_bytes(self) -> bytes:
+        data, self._data = self._data, None
+        assert data is not None
+        return data
+
+
+@pytest.mark.parametrize("reused", [True, False])
+def test_a_crash_counts_only_in_a_fresh_child(monkeypatch: pytest.MonkeyPatch, reused: bool) -> None:
+    """Heap corruption one candidate leaves in a reused child can abort it during the next
+    (issue 196681's tail store blamed a lone ``mul``): a crash in a reused child is judged again in
+    a fresh one, whose answer stands; a crash in a fresh child is the candidate's at once."""
+    children = [_FakeChild(exitcode=-int(signal.SIGABRT)), _FakeChild(reply="values")]
+    started: list[_FakeChild] = []
+
+    def child(self: isolate.Isolated) -> tuple[_FakeChild, _FakeChild]:
+        started.append(children.pop(0))
+        self._process = started[-1]
+        return started[-1], started[-1]
+
+    monkeypatch.setattr(isolate.Isolated, "_child", child)
+    evaluator = isolate.Isolated(judge=None)
+    evaluator._process = _FakeChild(alive=True) if reused else None
+    result, message = evaluator._run(b"job", "graph_0")
+    if reused:
+        assert (result, message, len(started)) == ("values", "", 2)
+    else:
+        assert result is None and "SIGABRT" in message and len(started) == 1
+    evaluator.close()
