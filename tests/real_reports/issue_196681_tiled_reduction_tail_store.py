@@ -7,10 +7,11 @@ the vector width, the tail block reduces with ``sum_masked_reduce(..., tail)`` b
 a full-width vector store, past the end of the output buffer: heap corruption (``SIGABRT``) or, when
 it does not crash, values overwritten in the next row.
 
-Check on torch 2.13.0+cpu: see the table in the issue-37 note; the compiled call aborts the
-process in glibc (``malloc_consolidate(): invalid chunk size`` / ``free(): invalid next size``) or
-returns wrong values; eager (and fp64) are finite and agree. Class: crash, the kernel of the
-``bmm`` reduction (matmul of the padded tensors). No edits.
+Check on torch 2.13.0+cpu: the script dies at the compiled call (``free(): invalid pointer``,
+SIGABRT, exit 134; under the tool once ``malloc_consolidate(): invalid chunk size``); eager runs
+and its result is finite (an fp64 reference has nothing to arbitrate: the compiled side never
+returns). Class: crash, in the reduction Inductor makes of the ``bmm`` (the matmul of the padded
+tensors). No edits.
 """
 REAL_REPORT = {
     "issue": 196681, "class": "crash",

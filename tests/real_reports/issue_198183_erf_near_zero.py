@@ -18,7 +18,9 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.erf.default",
     "cli_args": [],
-    "known_miss": None,
+    "known_miss": "clean: graph_1 is listed under within_upstream (compiled 5076 ulps RMS vs eager 0.81 "
+                  "against fp64) but passes torch._dynamo.utils.same (absolute errors ~1e-8, under its "
+                  "tol/10): the upstream gate (issue 36) keeps a real accuracy bug off the headline",
 }
 import torch
 
