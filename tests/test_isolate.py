@@ -85,3 +85,80 @@ def test_a_kernel_that_aborts_kills_the_child_not_the_tool() -> None:
     finally:
         torch.set_num_threads(threads)
         isolated.close()
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_spawned_child_never_runs_an_unguarded_script_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             guarded: bool) -> None:
+    """Script mode runs the user's file as ``__main__``; ``spawn`` would run it again in each worker
+    or isolated child (issue 37's tail-store crash, a script without a main guard, crashed the
+    isolated child that way). While a child starts, an unguarded script's ``__main__`` is hidden;
+    a guarded one is kept (its definitions may be named by pickled jobs); both restored after."""
+    import multiprocessing.spawn
+    import sys
+    import types
+
+    from bisect_engine.localise.workers import main_not_rerun
+
+    script = tmp_path / "train.py"
+    body = "import torch\nprint(torch.compile(torch.sin)(torch.ones(3)))\n"
+    script.write_text(f"def main():\n    {body.splitlines()[1]}\nif __name__ == '__main__':\n    main()\n"
+                      if guarded else body)
+    user_main = types.ModuleType("__main__")
+    user_main.__file__, user_main.__spec__ = str(script), None  # as runpy.run_path leaves it
+    monkeypatch.setitem(sys.modules, "__main__", user_main)
+    with main_not_rerun():
+        data = multiprocessing.spawn.get_preparation_data("child")
+    assert ("init_main_from_path" in data) is guarded
+    assert sys.modules["__main__"] is user_main
+
+
+class _FakeChild:
+    """A child process and its pipe: it answers ``reply`` (pickled) or dies with ``exitcode``."""
+
+    def __init__(self, reply: object = None, exitcode: int = 0, alive: bool = False) -> None:
+        import pickle
+
+        self._data = pickle.dumps(reply) if reply is not None else None
+        self.exitcode, self._alive = exitcode, alive
+
+    def is_alive(self) -> bool:
+        return self._alive
+
+    def join(self, timeout: float | None = None) -> None:
+        self._alive = False
+
+    def send_bytes(self, blob: bytes) -> None:
+        pass
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self._data is not None
+
+    def recv_bytes(self) -> bytes:
+        data, self._data = self._data, None
+        assert data is not None
+        return data
+
+
+@pytest.mark.parametrize("reused", [True, False])
+def test_a_crash_counts_only_in_a_fresh_child(monkeypatch: pytest.MonkeyPatch, reused: bool) -> None:
+    """Heap corruption one candidate leaves in a reused child can abort it during the next
+    (issue 196681's tail store blamed a lone ``mul``): a crash in a reused child is judged again in
+    a fresh one, whose answer stands; a crash in a fresh child is the candidate's at once."""
+    children = [_FakeChild(exitcode=-int(signal.SIGABRT)), _FakeChild(reply="values")]
+    started: list[_FakeChild] = []
+
+    def child(self: isolate.Isolated) -> tuple[_FakeChild, _FakeChild]:
+        started.append(children.pop(0))
+        self._process = started[-1]
+        return started[-1], started[-1]
+
+    monkeypatch.setattr(isolate.Isolated, "_child", child)
+    evaluator = isolate.Isolated(judge=None)
+    evaluator._process = _FakeChild(alive=True) if reused else None
+    result, message = evaluator._run(b"job", "graph_0")
+    if reused:
+        assert (result, message, len(started)) == ("values", "", 2)
+    else:
+        assert result is None and "SIGABRT" in message and len(started) == 1
+    evaluator.close()

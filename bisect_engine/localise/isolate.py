@@ -7,8 +7,9 @@ gets an :class:`Isolated` evaluator (an :class:`~bisect_engine.search.Ahead` tha
 candidate synchronously): each graph candidate (the per-node check too, as its stitched subgraph)
 is sent as a worker :class:`~bisect_engine.localise.workers.Job` to one spawned child (a fresh
 interpreter: a forked one would inherit the OpenMP pool and hang), compiled and run there, and
-judged here from the values it sends back. A child killed by a crash signal is the candidate's
-``CRASH`` verdict naming the signal (``NativeCrash: ...``): the crash halving of
+judged here from the values it sends back. A child killed by a crash signal (a fresh child: a
+crash in a reused one is judged again in a fresh one, as heap corruption an earlier candidate left
+can abort a later one) is the candidate's ``CRASH`` verdict naming the signal (``NativeCrash: ...``): the crash halving of
 ``strategies/nodes.py`` then names the op that crashes alone, as for a compile that raises. The
 next candidate gets a fresh child (one Inductor cache folder for them all). A child killed otherwise (SIGKILL: the OOM killer, a user) or
 exiting by itself is our harness: :class:`~bisect_engine.errors.WorkerDied`, never a verdict.
@@ -34,7 +35,7 @@ from ..verdict.judgement import Oracle
 from ..verdict.oracle import SubgraphVerdict
 from .model_check import check_model_level
 from .workers import Job, JobResult, ProcessState, _apply, _op_name, _resolve, _start_worker, capability_probes, \
-    prepare_job, run_job
+    main_not_rerun, prepare_job, run_job
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,19 @@ class Isolated:
         return result.verdict
 
     def _run(self, blob: bytes, label: str) -> tuple[Any, str]:
-        """The job's result, or None and the native crash that killed the child."""
+        """The job's result, or None and the native crash that killed the child. A crash counts
+        only in a fresh child: heap corruption an earlier candidate left in a reused child (an
+        out-of-bounds store that did not abort at once) can abort it during a later, innocent
+        one, so a crash in a child that had served other jobs is judged again in a fresh one."""
+        reused = self._process is not None and self._process.is_alive()
+        result, message = self._run_once(blob, label)
+        if result is None and reused:
+            log.warning("%s: the crash came in a child that had judged other candidates; judging it again "
+                        "in a fresh child", label)
+            result, message = self._run_once(blob, label)
+        return result, message
+
+    def _run_once(self, blob: bytes, label: str) -> tuple[Any, str]:
         process, connection = self._child()
         connection.send_bytes(blob)
         while process.is_alive() or connection.poll(0):
@@ -199,7 +212,8 @@ class Isolated:
             model_path = str(spec.path) if spec is not None and getattr(spec, "path", None) else None
             self._process = context.Process(target=_serve, args=(theirs, self._folder, model_path,
                                                                  capability_probes()), daemon=True)
-            self._process.start()
+            with main_not_rerun():
+                self._process.start()
             theirs.close()
             self._connection = ours
         return self._process, self._connection

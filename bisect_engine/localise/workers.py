@@ -25,19 +25,23 @@ On a multi-GPU machine one worker per GPU would take its own ``CUDA_VISIBLE_DEVI
 """
 from __future__ import annotations
 
+import ast
 import logging
 import multiprocessing
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import threading
 import time
+import types
+from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Iterator
 
 import torch
 
@@ -119,6 +123,42 @@ class JobResult:
 _FOLDER = ""
 _BASE: dict[str, dict[str, Any]] = {}
 _UNAVAILABLE = ""
+
+
+def _guards_main(path: str) -> bool:
+    """Whether the script at ``path`` keeps its program under ``if __name__ == "__main__":``
+    (what a spawned child's import of it runs is then only its definitions)."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        test = node.test if isinstance(node, ast.If) else None
+        if isinstance(test, ast.Compare) and len(test.comparators) == 1 and isinstance(test.ops[0], ast.Eq) and \
+                {ast.unparse(test.left), ast.unparse(test.comparators[0])} == {"__name__", "'__main__'"}:
+            return True
+    return False
+
+
+@contextmanager
+def main_not_rerun() -> Iterator[None]:
+    """Start spawned children (workers, the isolated evaluator) without running the user's program
+    again in them: ``spawn`` imports the parent's ``__main__`` file in each child, and in script
+    mode that is the user's script (``runpy`` runs it as ``__main__``); one without a
+    ``__name__ == "__main__"`` guard would run whole in every child (its compiles, prints, and a
+    native crash that killed the tool). While a child starts, such a script's ``__main__`` is a stub
+    without a file; a guarded script keeps it (the child imports its definitions, which pickled
+    jobs may name). Restored when the child has started."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or getattr(main, "__spec__", None) is not None or not path or _guards_main(path):
+        yield
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _start_worker(folder: str, model_path: str | None, probes: tuple[str, ...] = (), cache: str | None = None) -> None:
@@ -329,7 +369,8 @@ class WorkerPool:
             if idle <= 0:
                 break
             if pending.future is None:
-                pending.future = self._pool().submit(run_job, pending.blob)
+                with main_not_rerun():
+                    pending.future = self._pool().submit(run_job, pending.blob)
                 self.submitted += 1
                 idle -= 1
 
@@ -344,7 +385,8 @@ class WorkerPool:
                     self.ready_s = max(self.ready_s or 0.0, time.perf_counter() - started)
 
             for _ in range(self.workers):
-                self._pool().submit(_ready).add_done_callback(ready)
+                with main_not_rerun():
+                    self._pool().submit(_ready).add_done_callback(ready)
 
     def take(self, candidate: Candidate) -> SubgraphVerdict | None:
         pending = self._pending.pop(default_key(candidate), None)
