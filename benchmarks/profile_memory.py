@@ -60,6 +60,8 @@ class Profile:
         self.census_step = census_step_mb * MB
         self.last_census = census_from_mb * MB - self.census_step
         self.censuses: list[tuple[int, str, list[tuple[str, float, int]], float]] = []
+        self.totals: dict[str, list[float]] = {}  # stage name -> [calls, seconds, peak MB], every call
+        self.quiet: set[str] = set()  # stages called per output or per node: totals only, no row each
         self.stop = False
 
     @contextlib.contextmanager
@@ -68,16 +70,21 @@ class Profile:
         self.peaks.append(rss())
         start, started = rss(), time.perf_counter()
         index = len(self.rows)
-        self.rows.append((name, 0, 0, 0, 0.0))
+        if name not in self.quiet:
+            self.rows.append((name, 0, 0, 0, 0.0))
         try:
             yield
         finally:
             peak = max(self.peaks.pop(), rss())
             if self.peaks:
                 self.peaks[-1] = max(self.peaks[-1], peak)
-            self.rows[index] = ("  " * (len(self.stack) - 1) + name, start // MB, peak // MB, rss() // MB,
-                                time.perf_counter() - started)
-            print("stage", *self.rows[index], file=sys.stderr, flush=True)
+            seconds = time.perf_counter() - started
+            total = self.totals.setdefault(name, [0, 0.0, 0])
+            total[0], total[1], total[2] = total[0] + 1, total[1] + seconds, max(total[2], peak // MB)
+            if name not in self.quiet:
+                self.rows[index] = ("  " * (len(self.stack) - 1) + name, start // MB, peak // MB, rss() // MB,
+                                    seconds)
+                print("stage", *self.rows[index], file=sys.stderr, flush=True)
             self.stack.pop()
 
     def sample(self) -> None:
@@ -161,7 +168,9 @@ def describe(holder: Any, child: Any) -> str:
     return type(holder).__name__
 
 
-def wrap(profile: Profile, owner: Any, name: str, label: str) -> None:
+def wrap(profile: Profile, owner: Any, name: str, label: str, quiet: bool = False) -> None:
+    if quiet:
+        profile.quiet.add(label)
     original = getattr(owner, name)
     is_static = isinstance(owner.__dict__.get(name), (staticmethod, classmethod))
     if is_static:
@@ -214,6 +223,12 @@ def instrument(profile: Profile) -> None:
     wrap(profile, departures, "find_departures", "departures")
     wrap(profile, model_check, "check_model_level", "model-level check")
     wrap(profile, pipeline, "capture", "capture (pipeline)")
+    # per call totals only (called per output / per subgraph): where the judging time goes
+    wrap(profile, oracle, "stream_graph", "fp64 run, streamed (each)", quiet=True)
+    wrap(profile, oracle, "run_graph", "eager/fp64 run, held (each)", quiet=True)
+    wrap(profile, oracle, "judge_outputs", "comparison: judge_outputs (each)", quiet=True)
+    wrap(profile, oracle, "output_facts", "output facts (each)", quiet=True)
+    wrap(profile, oracle, "run_compiled", "compiled run (each)", quiet=True)
     original = oracle.GraphContext.from_captured.__func__
 
     def from_captured(cls: Any, *args: Any, **kwargs: Any) -> Any:
@@ -232,6 +247,8 @@ def main() -> int:
     parser.add_argument("--census-step", type=int, default=150, help="MB of RSS growth between censuses")
     parser.add_argument("--census-from", type=int, default=1500, help="MB of RSS of the first census")
     parser.add_argument("--verify-runs", type=int, default=0)
+    parser.add_argument("--order", choices=("auto", "whole", "per-node"), default="auto",
+                        help="which check a graph gets first: localise/order.py's rule, or forced")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="profile-memory-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(work / "inductor"))
@@ -246,6 +263,9 @@ def main() -> int:
 
     profile = Profile(args.census_step, args.census_from)
     instrument(profile)
+    if args.order != "auto":  # this script only: the rule's threshold set so it always answers one way
+        from bisect_engine.localise import order
+        order.NODES_PER_COPY = float("inf") if args.order == "whole" else 0.0
 
     class Staged(Progress):
         @contextlib.contextmanager
@@ -266,6 +286,9 @@ def main() -> int:
     print("\n| stage | RSS in MB | peak MB | out MB | s |\n|---|---|---|---|---|")
     for name, start, peak, end, seconds in profile.rows:
         print(f"| {name} | {start} | {peak} | {end} | {seconds:.1f} |")
+    print("\n| stage (every call, inclusive) | calls | s | peak MB |\n|---|---|---|---|")
+    for name, (calls, seconds, peak) in sorted(profile.totals.items(), key=lambda item: -item[1][1]):
+        print(f"| {name} | {calls:.0f} | {seconds:.1f} | {peak:.0f} |")
     for census_taken in profile.censuses[-3:]:
         print_census(*census_taken)
     return 0

@@ -11,9 +11,12 @@ in a fresh child process with a cold Inductor cache (its own ``TORCHINDUCTOR_CAC
 
 Each child runs under an RSS watchdog: the RSS of its whole process group is sampled every 0.1 s
 and the group is killed above ``--cap-gb`` (default 12), so nothing reaches the machine's OOM
-killer (a killed run reads "killed at cap"). Peak RSS is the child's own ``ru_maxrss``
-(``os.wait4``: exact, the main process) and the sampled peak of the group (verification runs
-included).
+killer (a killed run reads "killed at cap"). Peak RSS (``peak_mb``) is the largest one process of
+the group reached: the child's ``ru_maxrss`` (``os.wait4``: its own and its reaped descendants', so
+the supervised run's worker on a normal exit) or, where larger, the largest ``VmHWM`` (the kernel's
+own high-water mark, exact) of any member seen while it ran: a run killed at the cap leaves its
+supervisor no time to reap the worker, whose peak only ``VmHWM`` saw. ``group_peak_mb`` is the
+sampled peak of the group's summed RSS (compile workers and verification runs included).
 
 Series (``--series``, comma separated):
   params    pre-norm MLP blocks (LayerNorm, Linear W->4W, GELU, Linear 4W->W, residual), 2 blocks,
@@ -200,20 +203,27 @@ def size_of(label: str) -> int:
     return int(digits) if digits else 0
 
 
-def group_rss(pgid: int) -> int:
-    """The summed RSS (bytes) of every process in process group ``pgid``."""
-    total = 0
+def group_rss(pgid: int) -> tuple[int, int]:
+    """The summed RSS (bytes) of every process in process group ``pgid``, and the largest
+    high-water mark (``VmHWM``, bytes) among them."""
+    total, high = 0, 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid:
-                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            if int(fields[2]) != pgid:
+                continue
+            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{entry}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        high = max(high, int(line.split()[1]) * 1024)
+                        break
         except (OSError, IndexError, ValueError):
             continue
-    return total
+    return total, high
 
 
 def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: float, cwd: str,
@@ -225,13 +235,13 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
     sink = log.open("w+b") if log else tempfile.TemporaryFile()
     child = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT,
                              start_new_session=True)
-    peak_group, killed = 0, ""
+    peak_group, peak_process, killed = 0, 0, ""
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid:
             break
-        rss = group_rss(child.pid)
-        peak_group = max(peak_group, rss)
+        rss, high = group_rss(child.pid)
+        peak_group, peak_process = max(peak_group, rss), max(peak_process, high)
         if rss > cap_bytes or time.monotonic() - start > timeout_s:
             killed = "killed at cap" if rss > cap_bytes else "killed at timeout"
             os.killpg(child.pid, signal.SIGKILL)
@@ -242,7 +252,7 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
     output = sink.read().decode(errors="replace")
     sink.close()
     return {"rc": os.waitstatus_to_exitcode(status), "seconds": round(time.monotonic() - start, 1),
-            "peak_mb": round(usage.ru_maxrss / 1024), "group_peak_mb": round(peak_group / MB), "killed": killed,
+            "peak_mb": round(max(usage.ru_maxrss * 1024, peak_process) / MB), "group_peak_mb": round(peak_group / MB), "killed": killed,
             "tail": output[-2000:]}
 
 

@@ -442,3 +442,24 @@ def test_a_precision_the_user_allowed_reaches_the_outputs_computed_through_it() 
     mm_alone = context.subgraph(["mm"], isolate=True)
     assert context.output_facts(["mm"], [context.eager_values["mm"]], mm_alone.graph_module)[0].unit == TF32
     assert GraphContext.from_captured(context.captured).output_facts([relu], value, whole.graph_module)[0].unit is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_all_finite_path_measures_what_the_masks_measure(seed: int) -> None:
+    """Every entry finite and no fill: judged without masks. The same values with a NaN beside them
+    in all three (not usable, nothing new) take the masked path and must measure the same errors;
+    a transposed (non-contiguous) layout of the same values too."""
+    generator = torch.Generator().manual_seed(seed)
+    ref = torch.randn(48, 40, dtype=torch.float64, generator=generator)
+    eager = (ref * (1 + 1e-7 * torch.randn(ref.shape, dtype=torch.float64, generator=generator))).float()
+    compiled = (ref * (1 + 1e-5 * torch.randn(ref.shape, dtype=torch.float64, generator=generator))).float()
+    plain = compare_tensor(eager, ref, compiled)
+    nan = torch.tensor([float("nan")])
+    masked = compare_tensor(torch.cat([eager.reshape(-1), nan.float()]), torch.cat([ref.reshape(-1), nan.double()]),
+                            torch.cat([compiled.reshape(-1), nan.float()]))
+    transposed = compare_tensor(eager.t().contiguous().t(), ref.t().contiguous().t(), compiled.t().contiguous().t())
+    assert plain.outcome is Outcome.MISMATCH and plain.compiled_rms_ulps > 0
+    for other in (masked, transposed):
+        assert (other.outcome, other.reason, other.new_nonfinite) == (plain.outcome, plain.reason, 0)
+        assert (other.compiled_rms_ulps, other.eager_rms_ulps, other.compiled_max_ulps, other.eager_max_ulps) == \
+            (plain.compiled_rms_ulps, plain.eager_rms_ulps, plain.compiled_max_ulps, plain.eager_max_ulps)

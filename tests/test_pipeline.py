@@ -153,6 +153,19 @@ def test_a_deep_stack_of_identical_layers_keeps_the_per_node_check_first() -> No
     assert report["verdict"] == "clean" and compiler.by_stage == {"localise": 2, "model_check": 1}
 
 
+@pytest.mark.parametrize(("rows", "expected"), [(4, False), (32768, True)])
+def test_a_deep_stack_of_large_values_is_compiled_whole_first(rows: int, expected: bool) -> None:
+    # judging every node alone reads every node's value: at 8 M elements (32 nodes of 32768 x 8)
+    # that costs more than the per-node check saves in compiles, so the whole graph goes first
+    from bisect_engine.localise.order import whole_first
+    from bisect_engine.verdict.oracle import GraphContext
+    torch.manual_seed(0)
+    with torch.no_grad():
+        graphs, _ = capture(Stack().eval(), (torch.randn(rows, 8),))
+    assert whole_first(GraphContext.from_captured(graphs[0]), EngineOptions()) is expected
+    assert whole_first(GraphContext.from_captured(graphs[0]), EngineOptions(divergence_known=True)) is False
+
+
 @pytest.mark.parametrize("limit", [1, 2, 3, 4])
 def test_max_compiles_caps_every_stage_and_the_report_says_which(spec, captured, limit: int) -> None:
     compiler = FakeCompiler(("relu",), _relu_kernel(captured))

@@ -139,43 +139,22 @@ def _compare_floating(
     eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor, tolerance: Tolerance, unit_roundoff: float | None = None,
     scale_floor: float = 0.0,
 ) -> TensorVerdict:
-    ref = fp64.detach().cpu().to(torch.float64).reshape(eager.shape)
-    eager64 = eager.detach().cpu().to(torch.float64)
-    compiled64 = compiled.detach().cpu().to(torch.float64)
-    ref_finite = torch.isfinite(ref)
-    eager_finite = torch.isfinite(eager64)
-    compiled_finite = torch.isfinite(compiled64)
-    # Compiled turns non-finite where eager and fp64 are finite, or is a different non-finite
-    # (NaN, +Inf, -Inf) where eager agrees with fp64's non-finite value.
-    ref_class, eager_class, compiled_class = _finite_class(ref), _finite_class(eager64), _finite_class(compiled64)
-    # A compiled value made finite where both eager and fp64 are non-finite is a difference too, but
-    # no NaN/Inf the compiler made: counted apart (``lost_nonfinite``), so NaN forensics ignore it.
-    changed = ~ref_finite & (eager_class == ref_class) & (compiled_class != ref_class)
-    new_nonfinite = int((~compiled_finite & eager_finite & ref_finite).sum() + (changed & ~compiled_finite).sum())
-    lost_nonfinite = int((changed & compiled_finite).sum())
-    usable = ref_finite & eager_finite & compiled_finite
-    if usable.sum() == 0:
-        differs = new_nonfinite or lost_nonfinite
-        return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
-                             reason="nonfinite" if differs else "", lost_nonfinite=lost_nonfinite)
-    # Saturated fills (an attention mask of finfo.min, as HF eager attention writes it) are finite
-    # but not data: left in the scale, one such entry makes it 1e38 and every real error vanishes.
-    # They are judged apart, each relative to its own magnitude.
-    saturated = usable & (ref.abs() >= saturation(eager.dtype))
-    saturated_wrong = 0
-    if bool(saturated.any()):
-        ref_s = ref[saturated]
-        allowed = (tolerance.ratio * (eager64[saturated] - ref_s).abs()
-                   + tolerance.max_floor_ulps * rounding_unit(eager.dtype) * ref_s.abs())
-        saturated_wrong = int(((compiled64[saturated] - ref_s).abs() > allowed).sum())
-        usable = usable & ~saturated
-    if usable.sum() == 0:
-        differs = new_nonfinite or lost_nonfinite or saturated_wrong
-        reason = "nonfinite" if new_nonfinite or lost_nonfinite else "saturated" if saturated_wrong else ""
-        return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
-                             reason=reason, lost_nonfinite=lost_nonfinite)
-    del ref_class, eager_class, compiled_class, changed, ref_finite, eager_finite, compiled_finite
-    ref_used, compiled_used, eager_used = _used(usable, ref, compiled64, eager64)
+    # Widened into row-major memory: the flat views below are then views, never copies (the same
+    # elements in the same order as a non-contiguous value flattened or indexed by a mask).
+    ref = _widened(fp64).reshape(eager.shape)
+    eager64, compiled64 = _widened(eager), _widened(compiled)
+    new_nonfinite = lost_nonfinite = saturated_wrong = 0
+    if _all_finite(ref, eager64, compiled64) and not _any_saturated(ref, eager.dtype):
+        # The common case, every entry usable: no masks (what the masks below would find, in a few
+        # reductions instead of some thirty passes over the values).
+        ref_used, compiled_used, eager_used = ref.reshape(-1), compiled64.reshape(-1), eager64.reshape(-1)
+    else:
+        masked = _masked(ref, eager64, compiled64, eager.dtype, tolerance)
+        if isinstance(masked, TensorVerdict):
+            return masked
+        usable, new_nonfinite, lost_nonfinite, saturated_wrong = masked
+        ref_used, compiled_used, eager_used = _used(usable, ref, compiled64, eager64)
+        del usable
     del ref, compiled64, eager64  # the used values only from here (a large tensor's peak)
     # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
     # still gives a finite, meaningful error. ``scale_floor``: the scale of what the op combined
@@ -196,6 +175,64 @@ def _compare_floating(
     reason = (_mismatch_reason(tolerance, **verdict) or ("nonfinite" if lost_nonfinite else "")
               or ("saturated" if saturated_wrong else ""))
     return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, lost_nonfinite=lost_nonfinite, **verdict)
+
+
+def _widened(value: torch.Tensor) -> torch.Tensor:
+    """``value`` in fp64 on the host, row-major (itself where it already is)."""
+    return value.detach().cpu().to(torch.float64, memory_format=torch.contiguous_format)
+
+
+def _all_finite(*values: torch.Tensor) -> bool:
+    """Every entry of every value finite. A sum is NaN or infinite wherever an entry is; a sum
+    that overflows a finite fp64 range only sends the caller to the masks, which decide exactly."""
+    return all(value.numel() and math.isfinite(float(value.sum())) for value in values)
+
+
+def _any_saturated(ref: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Some finite entry of ``ref`` at a fill's magnitude (``|ref| >= saturation(dtype)``)."""
+    low, high = torch.aminmax(ref)
+    limit = saturation(dtype)
+    return float(high) >= limit or float(low) <= -limit
+
+
+def _masked(ref: torch.Tensor, eager64: torch.Tensor, compiled64: torch.Tensor, dtype: torch.dtype,
+            tolerance: Tolerance) -> TensorVerdict | tuple[torch.Tensor, int, int, int]:
+    """Where some entry is NaN/Inf or a saturated fill: the verdict when no entry is usable, else
+    the usable entries' mask and the counts of new and lost non-finite values and wrong fills."""
+    ref_finite = torch.isfinite(ref)
+    eager_finite = torch.isfinite(eager64)
+    compiled_finite = torch.isfinite(compiled64)
+    # Compiled turns non-finite where eager and fp64 are finite, or is a different non-finite
+    # (NaN, +Inf, -Inf) where eager agrees with fp64's non-finite value.
+    ref_class, eager_class, compiled_class = _finite_class(ref), _finite_class(eager64), _finite_class(compiled64)
+    # A compiled value made finite where both eager and fp64 are non-finite is a difference too, but
+    # no NaN/Inf the compiler made: counted apart (``lost_nonfinite``), so NaN forensics ignore it.
+    changed = ~ref_finite & (eager_class == ref_class) & (compiled_class != ref_class)
+    new_nonfinite = int((~compiled_finite & eager_finite & ref_finite).sum() + (changed & ~compiled_finite).sum())
+    lost_nonfinite = int((changed & compiled_finite).sum())
+    usable = ref_finite & eager_finite & compiled_finite
+    del ref_class, eager_class, compiled_class, changed, ref_finite, eager_finite, compiled_finite
+    if usable.sum() == 0:
+        differs = new_nonfinite or lost_nonfinite
+        return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
+                             reason="nonfinite" if differs else "", lost_nonfinite=lost_nonfinite)
+    # Saturated fills (an attention mask of finfo.min, as HF eager attention writes it) are finite
+    # but not data: left in the scale, one such entry makes it 1e38 and every real error vanishes.
+    # They are judged apart, each relative to its own magnitude.
+    saturated = usable & (ref.abs() >= saturation(dtype))
+    saturated_wrong = 0
+    if bool(saturated.any()):
+        ref_s = ref[saturated]
+        allowed = (tolerance.ratio * (eager64[saturated] - ref_s).abs()
+                   + tolerance.max_floor_ulps * rounding_unit(dtype) * ref_s.abs())
+        saturated_wrong = int(((compiled64[saturated] - ref_s).abs() > allowed).sum())
+        usable = usable & ~saturated
+    if usable.sum() == 0:
+        differs = new_nonfinite or lost_nonfinite or saturated_wrong
+        reason = "nonfinite" if new_nonfinite or lost_nonfinite else "saturated" if saturated_wrong else ""
+        return TensorVerdict(Outcome.MISMATCH if differs else Outcome.MATCH, new_nonfinite=new_nonfinite,
+                             reason=reason, lost_nonfinite=lost_nonfinite)
+    return usable, new_nonfinite, lost_nonfinite, saturated_wrong
 
 
 def _used(usable: torch.Tensor, *values: torch.Tensor) -> tuple[torch.Tensor, ...]:
