@@ -204,3 +204,44 @@ def test_against_eager_a_rounding_eager_made_upstream_of_a_sub_is_not_floored_aw
         verdicts[kind] = judge_outputs(oracle, GRAPH, [values["sub"]], [fp64], [fused], facts)[0].outcome
         assert (facts[0].scale_floor > 1.0) == (kind == "outputs")
     assert verdicts == {"outputs": Outcome.MATCH, "eager": Outcome.MISMATCH}
+
+
+def _group_norm_graph() -> tuple[fx.Graph, dict[str, fx.Node]]:
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    norm = graph.call_function(torch.ops.aten.native_group_norm.default, (x, None, None, 7, 7, 1, 1, 1e-5),
+                               name="native_group_norm")
+    items = [graph.call_function(__import__("operator").getitem, (norm, i), name=f"getitem_{i}") for i in range(3)]
+    graph.output((items[0],))
+    return graph, {node.name: node for node in graph.nodes}
+
+
+def _group_norm_values(x: torch.Tensor) -> dict[str, object]:
+    out = torch.ops.aten.native_group_norm.default(x, None, None, 7, 7, 1, 1, 1e-5)
+    return {"x": x, "native_group_norm": out, **{f"getitem_{i}": out[i] for i in range(3)}}
+
+
+def test_a_normalised_constant_row_is_judged_at_the_scale_its_rounding_lives_at() -> None:
+    """pytorch#181694: GroupNorm of a constant row has zero variance, rstd = 1/sqrt(eps) ~ 316, and
+    its output is the mean's rounding times rstd. Eager's own error is millions of ulps at that
+    output's scale; a compiled mean one rounding away is not a bug (closed upstream: noise). Judged
+    at RMS(x) * RMS(rstd) it matches; a real error (a mean 1% off) still fails, and a centred input's
+    floor stays at its output's own scale."""
+    from bisect_engine.verdict.judgement import GRAPH, Oracle, judge_outputs, output_facts
+
+    graph, nodes = _group_norm_graph()
+    x = torch.full((7, 7), 0.99999500003749969)  # BatchNorm1d(7).eval() of ones
+    values = _group_norm_values(x)
+    fp64 = torch.ops.aten.native_group_norm.default(x.double(), None, None, 7, 7, 1, 1, 1e-5)[0]
+    mean, rstd = values["getitem_1"], values["getitem_2"]
+    one_rounding = (x - (mean + torch.finfo(torch.float32).eps).view(7, 1)) * rstd.view(7, 1)
+    wrong_mean = (x - (mean * 0.99).view(7, 1)) * rstd.view(7, 1)
+    oracle = Oracle()
+    facts = output_facts(oracle, nodes, values, ["getitem_0"])
+    eager = values["getitem_0"]
+    judged = [judge_outputs(oracle, GRAPH, [eager], [fp64], [compiled], facts)[0].outcome
+              for compiled in (one_rounding, wrong_mean)]
+    assert judged == [Outcome.MATCH, Outcome.MISMATCH]
+    centred = torch.randn(7, 7, generator=torch.Generator().manual_seed(0))
+    floor = output_facts(oracle, nodes, _group_norm_values(centred), ["getitem_0"])[0].scale_floor
+    assert 0.5 < floor < 2.0  # ~ RMS of a normalised output: no looser than the value's own scale

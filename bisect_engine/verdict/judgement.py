@@ -208,6 +208,8 @@ _SUMS = {"sum", "nansum"}
 # Duplicate-index sums: the rows that land on one output are summed in whatever order the kernel
 # (atomics, threads) takes, run to run. (op, the source argument's position)
 _ACCUMULATES = {"index_add": 3, "scatter_add": 3, "index_put": 2, "_unsafe_index_put": 2, "_index_put_impl": 2}
+# Normalisations (op, its weight's position): output 0 is (x - mean) * rstd * w + b.
+_NORMS = {"native_layer_norm": 2, "native_group_norm": 1}
 
 
 def order_factor(terms: float) -> float:
@@ -335,7 +337,23 @@ def scale_floor(nodes: "Mapping[str, torch.fx.Node]", values: "Mapping[str, Any]
     upstream and compiled skipped (``(x + 32) - 32`` in bf16, fused in fp32) is what the user
     asked to see. A reordered reduction or matmul has no right order: its floor stays."""
     node = computed_by(nodes, name)
-    return combined_scale(node, values, inherited) if node is not None else 0.0
+    if node is None or op_base_name(node.target) in _NORMS and _output_index(nodes, name) not in (None, 0):
+        return 0.0  # a normalisation's mean and rstd: no floor of their own
+    return combined_scale(node, values, inherited)
+
+
+def _output_index(nodes: "Mapping[str, torch.fx.Node]", name: str) -> "int | None":
+    """Which output of a multi-output op value ``name`` is (through reshapes), None for a single one."""
+    node = nodes.get(name)
+    for _ in range(8):
+        if node is None or not node.args or not isinstance(node.args[0], torch.fx.Node):
+            return None
+        if node.target is operator.getitem:
+            return node.args[1] if isinstance(node.args[1], int) else None
+        if op_base_name(node.target) not in _RESHAPES:
+            return None
+        node = node.args[0]
+    return None
 
 
 def producer(nodes: "Mapping[str, torch.fx.Node]", name: str) -> "torch.fx.Node | None":
@@ -366,6 +384,21 @@ def _rms(value: Any) -> float:
     return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
 
 
+def _normalised_scale(node: "torch.fx.Node", args: "list[Any]", out: Any, values: "Mapping[str, Any]") -> float:
+    """A normalisation's output, (x - mean) * rstd * w + b: the mean's rounding lives at x's scale,
+    multiplied by rstd: RMS(x) * RMS(rstd) * RMS(w). Where a row (group) of x is nearly constant its
+    variance is ~0, rstd ~ 1/sqrt(eps) and the output is rounding residue: measured at its own scale,
+    eager's error too reads as millions of ulps (pytorch#181694, GroupNorm of a constant row). Where x
+    is centred (the usual case) this is ~RMS(output): no looser than the output's own scale."""
+    rstd = out[2] if isinstance(out, (tuple, list)) and len(out) > 2 else next(
+        (values.get(user.name) for user in node.users if user.target is operator.getitem and user.args[1:2] == (2,)), None)
+    if not isinstance(rstd, torch.Tensor):
+        return 0.0
+    position = _NORMS[op_base_name(node.target)]
+    weight = args[position] if len(args) > position else None
+    return _rms(args[0]) * _rms(rstd) * (_rms(weight) if isinstance(weight, torch.Tensor) else 1.0)
+
+
 def _magnitude(value: Any) -> float:
     if isinstance(value, torch.Tensor):
         return _rms(value)
@@ -380,7 +413,7 @@ def _accumulating(name: str, node: "torch.fx.Node", args: "list[Any]") -> bool:
 
 
 def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]", inherited: bool = True) -> float:
-    """For a sum, mean, matmul, add or sub: the scale its rounding lives at, that of the terms it adds up.
+    """For a sum, mean, matmul, add, sub or normalisation: the scale its rounding lives at, that of the terms it adds up.
     A mean of a normalised tensor cancels to ~0; measured at the scale of the result, one rounding
     reads as millions of ulps (eager's own error too), and a reordered reduction looks wrong. The
     floor is RMS(x) for a mean, max(RMS(x)*sqrt(n), RMS(sum))*n**(1/4) for a sum of n terms (its
@@ -403,6 +436,8 @@ def combined_scale(node: "torch.fx.Node", values: "Mapping[str, Any]", inherited
         if isinstance(source, torch.Tensor) and source.is_floating_point():
             terms = source.numel() / max(out.numel(), 1) + 1.0  # rows summed into each output, and its own
             return max(max(_rms(source), _rms(args[0])) * math.sqrt(terms), _rms(out)) * order_factor(terms)
+    if name in _NORMS and args and isinstance(args[0], torch.Tensor):
+        return _normalised_scale(node, args, out, values)
     if name in MATMUL_OPERANDS:
         first, second = MATMUL_OPERANDS[name]
         left = args[first] if len(args) > second else None

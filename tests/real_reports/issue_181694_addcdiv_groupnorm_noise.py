@@ -16,10 +16,11 @@ REAL_REPORT = {
     "verdict": "clean",
     "op": None,
     "cli_args": [],
-    "known_miss": "false alarm: divergent on aten.native_group_norm.default (per-node check, output 0 "
-                  "of a zero-variance row: compiled 1.7e7 ulps RMS vs eager 2.0e6 against fp64, |diff| "
-                  "3.4e-5); the mean's rounding inside the op, amplified by rstd = 1/sqrt(eps), gets no "
-                  "noise floor there (issue 36's noise model)",
+    "known_miss": "false alarm: divergent, an amplified finding on aten.native_group_norm.default "
+                  "(the op alone now matches: its output is judged at RMS(x) * RMS(rstd); but t / clamp(t, 1e-6) "
+                  "turns the zero-variance row's rounding into O(1) outputs, eager's as far from fp64 as "
+                  "compiled's, and the material rule the amplified search uses has no noise floor there: the "
+                  "noise model counts a floor only where a value cancelled, not where it is noise of its own size)",
 }
 import torch
 import torch.nn as nn
