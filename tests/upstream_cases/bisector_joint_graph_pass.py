@@ -8,8 +8,8 @@ from torch._inductor.custom_graph_pass import CustomGraphPass
 
 DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
-EXPECTED = {
 SUITE = "full"  # BISECT_CORPUS=all (make test time): bisector_pre_grad_pass covers a planted pass
+EXPECTED = {
     "verdict": "divergent", "op": "aten.add.Tensor", "graph": "forward_0", "kind": "node",
     "subsystem": {"kind": "pass", "name": "joint_custom_post_pass"},
 }

@@ -19,8 +19,8 @@ PLANTED = {"config": {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
                       "cpp.inject_log1p_bug_TESTING_ONLY": "accuracy"}}
 # upstream strict accuracy -> log1p
 CLI_ARGS = ["--oracle", "strict"]
-EXPECTED = {"verdict": "divergent", "op": "aten.log1p.default", "graph": "forward_0", "kind": "node",
 SUITE = "full"  # BISECT_CORPUS=all (make test time): --oracle strict is covered in-process (test_upstream_gate, test_pipeline)
+EXPECTED = {"verdict": "divergent", "op": "aten.log1p.default", "graph": "forward_0", "kind": "node",
             "subsystem": {"kind": "lowering", "name": "aten.log1p.default"},
             "findings": {"aten.log1p.default": False, "aten.relu.default": True}}
 
