@@ -19,6 +19,8 @@ plant()
 
 DEVICES = ["cpu"]
 PLANTED = None
+# BISECT_CORPUS=all (make test's time): test_amplify names round.decimals on the same cents graph in process
+SUITE = "full"
 
 EXPECTED = {"verdict": "divergent", "op": "aten.round.decimals", "graph": "forward_0", "kind": "amplified",
             "amplifier": "aten._to_copy.default"}

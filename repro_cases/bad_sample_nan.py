@@ -9,6 +9,8 @@ from torch import nn
 
 DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
+# BISECT_CORPUS=all (make test's time): test_budget_scans' bad-sample twin covers the batch and sample scan
+SUITE = "full"
 EXPECTED = {
     "verdict": "nan", "op": "aten.log.default", "graph": "forward_0",
     "nan_eager_op": "aten.log.default", "batch": {"index": 3, "samples": [2]},

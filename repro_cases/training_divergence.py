@@ -15,6 +15,8 @@ from torch._inductor import decomposition
 aten = torch.ops.aten
 DEVICES = ["cpu", "cuda"]  # the e2e suite runs this case on each (BISECT_TEST_DEVICE)
 PLANTED = {"config": {}}
+# BISECT_CORPUS=all (make test's time): test_budget_scans' step twin covers the step scan in process
+SUITE = "full"
 EXPECTED = {
     "verdict": "divergent", "op": "aten.hardsigmoid.default", "graph": "forward_0", "kind": "node",
     "step": 3,

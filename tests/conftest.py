@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,17 @@ def _probes() -> "tuple[str, ...]":
 # Wall seconds of each end-to-end case (tests/test_e2e.py fills it): printed after the run, so the
 # suite's time can be budgeted case by case (make test must stay under 15 minutes on 2 cores).
 E2E_SECONDS: dict[str, float] = {}
+# Wall seconds of every background job (the end-to-end cases' own, above, among them), by key.
+JOB_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """BISECT_TEST_TIMES=FILE: each test phase's seconds appended to FILE as it ends (a run cut short
+    by a timeout still says where its time went; ``--durations`` prints only at the end)."""
+    path = os.environ.get("BISECT_TEST_TIMES")
+    if path:
+        with open(path, "a") as times:
+            times.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -98,6 +110,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "end-to-end cases, wall seconds (two at a time)")
         for stem, seconds in sorted(E2E_SECONDS.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{seconds:7.1f}  {stem}")
+    if JOB_SECONDS:
+        terminalreporter.write_sep("-", f"background jobs, wall seconds ({WORKERS} at a time; "
+                                        f"{sum(JOB_SECONDS.values()):.0f} s in all)")
+        if _TIMELINE:
+            start = _TIMELINE.get("pool started", 0.0)
+            terminalreporter.write_line("  " + ", ".join(f"{name} at {at - start:.0f} s"
+                                                         for name, at in sorted(_TIMELINE.items(), key=lambda i: i[1])))
+        for key, seconds in sorted(JOB_SECONDS.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{seconds:7.1f}  {key}")
 
 
 @dataclass(frozen=True)
@@ -142,9 +163,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     _import_before_threads()
     pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="background-run")
+    _TIMELINE["pool started"] = time.perf_counter()
     _POOLS.append(pool)
     for job in sorted(jobs, key=lambda job: -job.cost):
-        _FUTURES[job.key] = pool.submit(job.run)
+        _FUTURES[job.key] = pool.submit(_timed, job)
+
+
+def _timed(job: Job) -> Any:
+    started = time.perf_counter()
+    try:
+        return job.run()
+    finally:
+        JOB_SECONDS[job.key] = time.perf_counter() - started
+        _TIMELINE["last job ended"] = time.perf_counter()
+
+
+# When the pool started, when its last job ended and when a test first waited for it: which of
+# the two (the pool or the in-process tests) sets the suite's wall time.
+_TIMELINE: dict[str, float] = {}
 
 
 def _import_before_threads() -> None:
@@ -174,7 +210,11 @@ def parse_python(source: str) -> "ast.Module":
 def background_result(key: str, run: Callable[[], Any]) -> Any:
     """The background run's result (waited for), or ``run()`` here when it was never started."""
     future = _FUTURES.get(key)
-    return future.result() if future is not None else run()
+    if future is None:
+        return run()
+    if not future.done():
+        _TIMELINE.setdefault("a test first waited", time.perf_counter())
+    return future.result()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -109,3 +109,43 @@ def test_training_steps_are_candidates_of_the_search_within_the_budget() -> None
     assert compiler.compiles == 0 and _scanned(search) == []  # the first step's compile is refused
     assert result.budget == ("--max-compiles 0 reached (0 compiles) during the scan stage; "
                              "raise the limit for a complete answer")
+
+
+class LogFeatures(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(5, 3)
+
+    def forward(self, counts: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.log(counts + 1.0))
+
+
+def test_a_bad_sample_is_named_by_its_batch_and_sample_and_its_nan_localised() -> None:
+    """The in-process twin of repro_cases/bad_sample_nan.py (BISECT_CORPUS=all): one corrupt count in
+    sample 2 of batch 3 makes eager and compiled take the log of a negative number."""
+    torch.manual_seed(1)
+    batches = [(torch.rand(4, 5) * 10,) for _ in range(5)]
+    batches[3][0][2, 1] = -3.0
+    torch.manual_seed(0)
+    spec = ModelSpec(Path("bad_sample.py"), LogFeatures().eval(), batches[0], None, lambda: batches)
+    result, search = _scan(spec, FakeCompiler(("nothing",)))
+    assert result.scan["batch"]["index"] == 3 and result.scan["batch"]["samples"] == [2], result.scan
+    made = result.finding.eager_nonfinite if result.finding is not None else None
+    assert made is not None and made.made_by == "model" and made.origin is not None, result.finding
+    assert result.finding.context.view.nodes[made.origin].target is torch.ops.aten.log.default, made
+
+
+def test_a_fault_that_fires_only_on_large_activations_is_found_at_its_training_step() -> None:
+    """The in-process twin of repro_cases/training_divergence.py (BISECT_CORPUS=all): the batches grow
+    with the step, and the planted relu is wrong only above 3, so steps 0-1 agree and step 2 parts."""
+    compiler = FakeCompiler(("relu",), fault=lambda value: torch.where(value > 3.0, torch.zeros_like(value), value))
+    torch.manual_seed(0)
+    model = Scaled()
+    torch.manual_seed(1)
+    batches = [((torch.rand(8, 6) * 2 - 1) * (step + 1),) for step in range(5)]
+    spec = ModelSpec(Path("steps.py"), model, batches[0], lambda out: out.square().mean(), lambda: batches,
+                     get_optimizer=lambda p: torch.optim.SGD(p, lr=0.05))
+    result, search = _scan(spec, compiler)
+    assert result.scan["step"] > 0, result.scan  # the steps before it agree: the fault had not fired
+    assert result.scan["step_detail"]["step"] == result.scan["step"], result.scan
+    assert result.finding is not None and result.finding.culprit_nodes == ("relu",)
