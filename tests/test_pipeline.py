@@ -332,3 +332,42 @@ def test_a_clean_graph_lets_go_of_its_values_and_keeps_its_digests(spec, capture
     assert {e["node"]: e["eager"] for e in entries} == expected
     compiled = [e for e in entries if e["compiled"] is not None]  # taken before the values were dropped
     assert compiled and all(e["compiled"] == e["eager"] for e in compiled)  # no bug: the same bits
+
+
+class PaddedBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        return x + torch.tanh(self.lin(x)).masked_fill(pad[..., None], 0.0)
+
+
+class SharedInALoop(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = PaddedBlock()
+
+    def forward(self, x: torch.Tensor, pads: torch.Tensor) -> torch.Tensor:
+        for i in range(pads.shape[0]):
+            x = self.block(x, pads[i])
+            torch._dynamo.graph_break()
+        return x
+
+
+def test_a_graph_called_again_in_a_loop_is_named_on_the_call_that_diverges() -> None:
+    """The in-process twin of repro_cases/models/loop_reuse_masked_fill_decomp.py (BISECT_CORPUS=all):
+    one Dynamo graph called three times; the first call's mask is all False, so the planted fault
+    (filled positions come out 1, not 0) shows only from the second call on."""
+    torch.manual_seed(0)
+    pads = torch.zeros(3, 2, 6, dtype=torch.bool)
+    pads[1, 1, 4:] = True
+    pads[2, 0, 3:] = True
+    spec = ModelSpec(Path("loop.py"), SharedInALoop().eval(), (torch.randn(2, 6, 8), pads), None, None)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        graphs, _ = capture(spec.model, spec.inputs)
+    compiler = FakeCompiler(("masked_fill",), fault=lambda value: torch.where(value == 0, torch.ones_like(value), value))
+    result, report = _run(spec, graphs, compiler)
+    assert (report["verdict"], report["culprit"]["op"], report["culprit"]["graph"]) == \
+        ("divergent", "aten.masked_fill.Scalar", "forward_0_call2"), [g["name"] for g in report["graphs"]]

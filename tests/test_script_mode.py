@@ -970,6 +970,9 @@ def _repro_without(run: Run, key: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.e2e
+@pytest.mark.skipif(not ALL_CORPUS, reason="BISECT_CORPUS=all (make test's time): a hook's graph is judged in process "
+                                           "(test_a_graph_that_registers_a_tensor_hook_is_checked), localisation and "
+                                           "the repro through the CLI by cli_relu")
 def test_a_bug_beside_a_tensor_hook_is_found_with_its_repro(tmp_path: Path) -> None:
     run = _own_run(tmp_path, "hooks_relu.py", "--bug")
     assert run.exit_code == 1, run.stderr
