@@ -247,8 +247,44 @@ def determinism_file(model_path: str | Path, out_dir: Path, device: str | None =
     """``bisect-accuracy run MODEL --question determinism``: every captured graph run several times
     on the same inputs, eager and compiled; the first op whose own values change run to run named
     with its side, and its repro written (and run in a fresh interpreter when ``verify``)."""
-    from .localise.determinism import RUNS, check_graph
     from .localise.env_record import capture_graphs
+    import torch._inductor.config as inductor_config
+
+    started = time.monotonic()
+    spec = load_model_spec(model_path, device)
+
+    def checking() -> Any:
+        return _both(inductor_config.patch({**spec.inductor_config}), user_compile_options(spec))
+
+    return _determinism(lambda: capture_graphs(spec, seed), checking, {}, out_dir, force, seed, verify, runs, started)
+
+
+def determinism_script(script: Path, argv: tuple[str, ...], out_dir: Path, force: bool = False, seed: int = 0,
+                       verify: bool = True, runs: int | None = None) -> dict[str, Any]:
+    """``bisect-accuracy run SCRIPT --question determinism``: the script run once, unmodified, with
+    the first call of each graph it compiles captured (``script/env_script.run_capturing``, as
+    ``record`` does), then each graph judged as a model file's are (:func:`determinism_file`),
+    under the Inductor options the script compiled it with."""
+    from .script.env_script import run_capturing
+
+    started = time.monotonic()
+    graphs = run_capturing(script, argv)
+    return _determinism(lambda: graphs.captured, contextlib.nullcontext, graphs.patches, out_dir, force, seed,
+                        verify, runs, started, graphs.not_recorded)
+
+
+@contextlib.contextmanager
+def _both(first: Any, second: Any) -> Iterator[None]:
+    with first, second:
+        yield
+
+
+def _determinism(graphs: Any, checking: Any, patches: dict[str, dict[str, Any]], out_dir: Path, force: bool,
+                 seed: int, verify: bool, runs: int | None, started: float,
+                 not_recorded: list[str] | None = None) -> dict[str, Any]:
+    """The determinism question over captured ``graphs`` (a callable: captured inside ``checking()``,
+    the context each graph is checked under; ``patches``: a graph's own Inductor options by name)."""
+    from .localise.determinism import RUNS, check_graph
     from .output.report import SCHEMA_VERSION
     from .output.determinism import determinism_key, first_finding, run_repro, verdict_of, write_repro
     from .verdict.compiler import Compiler
@@ -256,16 +292,15 @@ def determinism_file(model_path: str | Path, out_dir: Path, device: str | None =
     from .verdict.oracle import GraphContext
     import torch._inductor.config as inductor_config
 
-    started = time.monotonic()
-    spec = load_model_spec(model_path, device)
     with OutputFolder(Path(out_dir), force) as folder:
-        compiler, graphs, contexts = Compiler(), [], {}
-        with inductor_config.patch({**spec.inductor_config}), user_compile_options(spec):
-            for graph in capture_graphs(spec, seed):
+        compiler, checked, contexts = Compiler(), [], {}
+        with checking():
+            for graph in graphs():
                 contexts[graph.name] = GraphContext.from_captured(graph, Oracle(seed=seed))
-                graphs.append(check_graph(contexts[graph.name], compiler, runs or RUNS))
+                with inductor_config.patch(patches.get(graph.name, {})):
+                    checked.append(check_graph(contexts[graph.name], compiler, runs or RUNS))
         repro = None
-        first = first_finding(graphs)
+        first = first_finding(checked)
         if first is not None:
             context, op = contexts[first[0].name], first[1]
             node = context.view.nodes[op.node]
@@ -273,8 +308,11 @@ def determinism_file(model_path: str | Path, out_dir: Path, device: str | None =
                                {source.name: context.eager_values[source.name] for source in node.all_input_nodes})
             repro = run_repro(path) if verify else {"path": str(path), "exit_code": None, "output": "not run",
                                                      "seconds": 0.0}
-        report = {"schema": SCHEMA_VERSION, "verdict": verdict_of(graphs), "question": "determinism",
-                  "determinism": determinism_key(graphs, repro, time.monotonic() - started),
-                  "not_checked": [f"{g.name}: {g.error}" for g in graphs if g.error],
+        verdict = verdict_of(checked)
+        if not_recorded and verdict == "clean":  # a graph the script compiled and we did not check
+            verdict = "incomplete"
+        report = {"schema": SCHEMA_VERSION, "verdict": verdict, "question": "determinism",
+                  "determinism": determinism_key(checked, repro, time.monotonic() - started),
+                  "not_checked": [f"{g.name}: {g.error}" for g in checked if g.error] + list(not_recorded or []),
                   "stats": {"compiles": compiler.compiles}}
         return folder.write_report(report)

@@ -120,7 +120,7 @@ def _isolate_from_hook() -> None:
 @click.option("--ray-address", default=None,
               help="With --executor ray: the cluster to join [default: ray.init() starts a local one].")
 @click.option("--question", type=click.Choice(["accuracy", "determinism"]), default="accuracy", show_default=True,
-              help="Model files: accuracy (compiled vs eager) or determinism (which op makes two identical runs "
+              help="Model files and scripts: accuracy (compiled vs eager) or determinism (which op makes two identical runs "
                    "differ, eager or compiled; OUT/determinism/repro.py exits 1 when its two runs differ).")
 @click.option("--memory-budget", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Model files: GiB of memory this run may hold; past it the run stops with what it learned "
@@ -157,7 +157,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
             click.echo("bisect-accuracy: error: --device is for model files; a plain script places its own "
                        "tensors", err=True)
             sys.exit(EXIT_USAGE)
-        refused = {k: v for k, v in MODEL_FILE_ONLY.items() if k != "oracle" or oracle not in SCRIPT_ORACLES}
+        refused = {k: v for k, v in MODEL_FILE_ONLY.items()
+                   if (k != "oracle" or oracle not in SCRIPT_ORACLES) and k != "question"}
         _refuse_typed(context, refused, "model files; script mode judges each compiled call by its own rule "
                       "(outputs vs eager and fp64, the program's own random draws and seed, real inputs; "
                       "--oracle bitwise is honoured)")
@@ -166,6 +167,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
                                   stop_on_divergence=stop_on_divergence, verify_runs=verify_runs,
                                   stage=stage_for(chosen, stage), max_compiles=max_compiles, timeout_s=timeout_s,
                                   force=force, trace=trace, oracle=oracle)
+        if question == "determinism":
+            sys.exit(_run_determinism(model_file, out_dir, None, force, 0, quiet, script_args))
         sys.exit(_run_script(model_file, script_args, settings, quiet, verbose))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -294,13 +297,20 @@ def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, de
 
 
 def _run_determinism(model_file: Path, out_dir: Path, device: str | None, force: bool, seed: int,
-                     quiet: bool) -> int:
+                     quiet: bool, script_args: tuple[str, ...] | None = None) -> int:
     """``--question determinism``: its report, its summary lines, exit 0 (runs equal), 1 (runs
-    differ), 4 (a graph not checked)."""
-    from .api import determinism_file
+    differ), 4 (a graph not checked). ``script_args`` (a plain script, run once with its graphs
+    captured): the script's arguments."""
+    from .api import determinism_file, determinism_script
     from .output.determinism import summary_lines
 
-    report = _guarded(lambda: determinism_file(model_file, out_dir, device, force, seed))
+    if script_args is not None:
+        from .verdict.inductor_adapter import check_cache_dir
+
+        _guarded(check_cache_dir)  # before the script imports Inductor
+        report = _guarded(lambda: determinism_script(model_file, script_args, out_dir, force))
+    else:
+        report = _guarded(lambda: determinism_file(model_file, out_dir, device, force, seed))
     for line in summary_lines(report):
         click.echo(line)
     click.echo(f"  report:  {report['report_path']}")

@@ -107,3 +107,15 @@ def test_a_model_that_diverges_only_as_a_whole_gets_an_issue_body_that_says_so()
     assert body is not None
     assert "every captured graph matches on its own" in body and "larger budget" not in body
     assert render_bug_report(load("clean"), "v", None) is None
+
+
+def test_findings_the_upstream_gate_listed_are_named_as_not_divergences() -> None:
+    listed = {"op": "aten.erf.default", "node": "erf", "graph": "forward_1", "source": "model.py:12",
+              "reason": "end_to_end", "error": {"compiled_rms_ulps": 10.5, "eager_rms_ulps": 0.48}}
+    plain = render_bug_report(load("divergent"), "", SHORT_REPRO)
+    assert "Listed, not divergences" not in plain
+    body = render_bug_report({**load("divergent"), "within_upstream": [listed]}, "", SHORT_REPRO)
+    assert "**Listed, not divergences**" in body
+    assert ("- aten.erf.default (node erf, graph forward_1, model.py:12) is wrong on its own (10.5 ulps RMS vs "
+            "eager's 0.48), but the program's outputs are within the end-to-end tolerance") in body
+    assert body.index("Listed, not divergences") < body.index("### Versions")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,7 +98,6 @@ def test_an_exhausted_compile_budget_is_reported_not_hidden(tmp_path: Path) -> N
     (["--oracle", "eager"], "--oracle is for model files"),
     # --oracle bitwise is honoured in script mode: only --seed is named
     (["--oracle", "bitwise", "--seed", "1"], "error: --seed is for model files"),
-    (["--question", "determinism"], "--question is for model files"),
 ])
 def test_script_mode_refuses_the_options_it_does_not_honour(tmp_path: Path, options: list[str], named: str) -> None:
     """Script mode judges each compiled call by its own rule: an option it would ignore is refused
@@ -107,6 +107,19 @@ def test_script_mode_refuses_the_options_it_does_not_honour(tmp_path: Path, opti
     assert result.returncode == 2, result.stdout + result.stderr
     assert named in result.stderr and "Traceback" not in result.stderr
     assert not marker.exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="a CLI process that imports torch: "
+                    "BISECT_CORPUS=all; test_determinism's test_a_scripts_graphs_are_asked_the_question_as_a_model_files_are "
+                    "covers the path")
+def test_script_mode_asks_the_determinism_question_of_the_graphs_the_script_compiles(tmp_path: Path) -> None:
+    """``--question determinism`` runs the script (once, its graphs captured): one that compiles
+    nothing is told so (exit 2, one line), never called clean."""
+    marker = tmp_path / "ran"
+    result = _run(tmp_path, f"open({str(marker)!r}, 'w').write('x')\n", "--question", "determinism")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert marker.exists() and "compiled nothing" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_script_mode_takes_those_options_at_their_defaults(tmp_path: Path) -> None:

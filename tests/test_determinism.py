@@ -191,3 +191,67 @@ def test_a_worker_reruns_only_where_a_second_run_differs() -> None:
     counter = iter(range(100))
     changing = _reruns(lambda: (torch.full((3,), float(next(counter))),), 0, (torch.full((3,), -1.0),))
     assert len(changing) == RUNS - 1
+
+
+def test_a_scripts_graphs_are_asked_the_question_as_a_model_files_are(tmp_path: Path, monkeypatch) -> None:
+    """``run SCRIPT --question determinism`` (``api.determinism_script``): the graphs the script's
+    one run captured (here handed in: ``run_capturing`` is ``record``'s path, tested there) go
+    through the model file's loop (its ``check_graph`` faked here: the loop's own test above runs
+    it), each under the Inductor options the script compiled it with; a graph the script compiled
+    and we could not capture is listed as not checked and never lets the run be clean."""
+    import torch._inductor.config as inductor_config
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine import api
+    from bisect_engine.localise import determinism
+    from bisect_engine.script import env_script
+    from bisect_engine.verdict.graphs import CapturedGraph
+
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    graph = CapturedGraph("forward_0", "forward", 0, make_fx(lambda v: torch.sin(v).cos())(x), [x], True)
+    seen: list[tuple[str, int]] = []
+
+    def check_graph(context, compiler, runs):  # type: ignore[no-untyped-def]
+        seen.append((context.name, inductor_config.cpp.simdlen))
+        op = RunToRun("sin", "aten.sin.default", "compiled", "sin", runs - 1) if differs else None
+        return GraphDeterminism(context.name, runs, compiled_differs=differs, op=op)
+
+    monkeypatch.setattr(determinism, "check_graph", check_graph)
+    for differs, verdict in ((True, "nondeterministic"), (False, "incomplete")):
+        graphs = env_script.ScriptGraphs([graph], {"forward_0": {"cpp.simdlen": 1}}, ["graph_1: compiled by eager"], 2)
+        monkeypatch.setattr(env_script, "run_capturing", lambda script, argv: graphs)
+        out = tmp_path / verdict
+        report = api.determinism_script(tmp_path / "script.py", (), out, verify=False, runs=3)
+        assert report["verdict"] == verdict and report["question"] == "determinism"
+        assert report["not_checked"] == ["graph_1: compiled by eager"]
+        assert "  NOT CHECKED: graph_1: compiled by eager" in summary_lines(report)
+        assert (out / "determinism" / "repro.py").exists() == differs
+    assert seen == [("forward_0", 1), ("forward_0", 1)]  # the script's own options applied
+
+
+POOLING_SCRIPT = '''
+import torch
+
+def pool(rows, segment):
+    return torch.zeros(32, 16).index_add(0, segment, rows) * 2.0 + 1.0
+
+torch.manual_seed(1)
+rows, segment = torch.randn(400_000, 16), torch.randint(0, 32, (400_000,))
+print(torch.compile(pool)(rows, segment).sum().item())
+'''
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="a fresh process, 60-90 s under load: BISECT_CORPUS=all; test_a_scripts_graphs_are_asked_the_question_as_a_model_files_are covers the path")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: Inductor's duplicate-index sum is then deterministic")
+def test_a_scripts_compiled_duplicate_index_sum_is_named(tmp_path: Path) -> None:
+    script = tmp_path / "pool.py"
+    script.write_text(POOLING_SCRIPT)
+    environ = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "2"}
+    result = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(script), "--question",
+                             "determinism", "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=600, env=environ)
+    assert result.returncode == 1, result.stdout + result.stderr
+    key = json.loads((tmp_path / "out" / "report.json").read_text())["determinism"]
+    assert key["op"]["op"] == "aten.index_add.default" and key["side"] == "compiled"
+    assert key["repro"]["exit_code"] == 1, key["repro"]

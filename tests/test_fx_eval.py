@@ -263,3 +263,15 @@ def test_an_overridden_placeholder_still_consumes_its_input() -> None:
                        overrides={names[0]: torch.tensor([5.0, 5.0])})
     assert torch.equal(values[names[1]], torch.tensor([10.0, 20.0]))
     assert torch.equal(values["add"], torch.tensor([15.0, 25.0]))
+
+
+def test_upcast_widens_a_factory_on_the_default_dtype() -> None:
+    """``aten.full`` without ``dtype`` makes the default dtype (float32) even in the fp64 run; an op
+    that refuses mixed dtypes after it (mm with an fp64 weight) then fell back to float32: the
+    reference was float32's rounding. Widened, the product is fp64's, exactly."""
+    w = torch.randn(4, 4, generator=torch.Generator().manual_seed(6))
+    graph_module = make_fx(lambda w: (torch.mm(torch.full((3, 4), 1 / 3), w),))(w)
+    values = interpret(graph_module, [w], upcast=True)
+    assert values["full"].dtype == torch.float64
+    assert torch.equal(values["mm"], torch.mm(torch.full((3, 4), 1 / 3).double(), w.double()))
+    assert not torch.equal(values["mm"], torch.mm(torch.full((3, 4), 1 / 3), w).double())  # fp32's differs

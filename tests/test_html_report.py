@@ -150,3 +150,26 @@ def test_log_axis_and_ticks() -> None:
     assert axis.y(10.0 ** 8) == 0.0 and axis.y(0.1) == 100.0 and axis.y(0.0) == 100.0
     assert LogAxis.spanning([], 0.0, 1.0).decades() == [-1, 0, 1, 2]
     assert [nice_step(n) for n in (7, 26, 200, 2000)] == [1, 5, 20, 200]
+
+
+LISTED = {"op": "aten.erf.default", "node": "erf", "graph": "forward_1", "source": "model.py:12", "kind": "node",
+          "reason": "upstream_same", "error": {"outcome": "mismatch", "compiled_rms_ulps": 10.5, "eager_rms_ulps": 0.48,
+                                               "reason": "rms"}, "program_outputs": []}
+
+
+def test_a_finding_the_upstream_gate_listed_is_shown_beside_the_verdict() -> None:
+    """``within_upstream`` (model files) and a script's graphs' listings: visible in the page, after
+    the cards and before the profile; a report without any has no such section."""
+    assert 'id="within-upstream"' not in render_html(load("clean"))
+    report = {**load("clean"), "within_upstream": [LISTED],
+              "script": {"graphs": [{"graph": "graph_3", "within_upstream": [
+                  {"call": 2, "output": "output 0", "compiled_rms_ulps": 96.0, "eager_rms_ulps": 1.5}]}]}}
+    page = render_html(report)
+    section = page.index('id="within-upstream"')
+    assert page.index('id="verdict"') < section < page.index('id="profile"')
+    assert "aten.erf.default (node erf, graph forward_1, model.py:12) is wrong on its own (10.5 ulps RMS" in page
+    assert "within torch._dynamo.utils.same&#x27;s tolerance: listed, not a divergence" in page
+    assert "graph_3 call 2, output 0: 96 ulps RMS (eager 1.5)" in page
+    assert '<a href="#within-upstream">' in page
+    hostile = render_html({**report, "within_upstream": [{**LISTED, "op": HOSTILE}]})
+    assert HOSTILE not in hostile

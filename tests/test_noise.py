@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.verdict.compare import closer_to_fp64, material_difference, rounding_unit
+from bisect_engine.verdict.compare import Outcome, closer_to_fp64, material_difference, rounding_unit
 from bisect_engine.verdict.graphs import CapturedGraph
+from bisect_engine.verdict.judgement import MODEL, Oracle, judge_outputs
 from bisect_engine.verdict import noise
 from bisect_engine.verdict.noise import CANCELLED, noise_floors
 from bisect_engine.verdict.oracle import GraphContext
@@ -188,3 +189,57 @@ def test_the_gate_never_passes_an_exact_rule() -> None:
     nan = compiled[0].clone()
     nan[0] = float("nan")
     assert judge_outputs(Oracle(), MODEL, eager, fp64, [nan])[0].reason == "nonfinite"
+
+
+def _constant_row_group_norm(w1, b1, rm1, rv1, gw, gb, w2, b2, rm2, rv2):
+    # pytorch#181694: GroupNorm of a constant row is rounding residue times rstd ~ 316; the
+    # addcdiv's t / clamp(t, 1e-6) turns that residue into O(1) outputs of either sign
+    x = torch.ones([7, 7])
+    t = torch.nn.functional.batch_norm(x, rm1, rv1, w1, b1, False, 0.1, 1e-5)
+    t = torch.nn.functional.group_norm(t, 1, gw, gb, 1e-5)
+    t = torch.addcdiv(t, t, torch.clamp(t, min=1e-6))
+    return torch.nn.functional.batch_norm(t, rm2, rv2, w2, b2, False, 0.1, 1e-5)
+
+
+def _norm_parameters() -> list[torch.Tensor]:
+    return [torch.ones(7), torch.zeros(7), torch.zeros(7), torch.ones(7), torch.ones(7), torch.zeros(7),
+            torch.ones(7), torch.zeros(7), torch.zeros(7), torch.ones(7)]
+
+
+def test_a_program_whose_output_is_its_own_rounding_is_floored_after_a_default_dtype_factory() -> None:
+    """pytorch#181694: the graph starts with ``aten.ones`` (no dtype: float32 in the fp64 run too)
+    and a batch_norm with fp64 parameters refused it, so the noise run claimed no floor for any
+    value of the graph. Widened, the noisy run moves the output by O(1), as far as compiled's
+    difference (31.5): noise; a graph with no such value keeps its plain rule (test above)."""
+    inputs = _norm_parameters()
+    context = _context(_constant_row_group_norm, *inputs)
+    (name,) = context.view.output_names()
+    eager = context.eager_values[name]
+    floor = context.noise_floor(name)
+    assert floor > CANCELLED * float(eager.double().square().mean().sqrt())
+    compiled = torch.full_like(eager, -31.5)  # the residue's other sign: t / 1e-6 where eager had t / t
+    assert material_difference(eager, compiled).material  # what the tool said before: divergent
+    assert not context.output_difference(name, compiled).material
+
+
+def test_a_script_call_whose_output_is_its_own_rounding_matches_and_a_wrong_one_does_not() -> None:
+    """Script mode judges a call's outputs with the noise model's floors where the plain rule fails
+    (``call_check.call_floors``): the 181694 program as Dynamo hands it over (torch-level ops) is
+    noise; a tanh graph off by 1% (no value cancels: no floor) still diverges."""
+    from bisect_engine.script.call_check import call_floors, judge_call, reference_outputs
+
+    inputs = _norm_parameters()
+    graph_module = torch.fx.symbolic_trace(_constant_row_group_norm)
+    references = reference_outputs(graph_module, inputs)
+    (eager,) = references.eager
+    compiled = torch.full_like(eager, -31.5)
+    plain = judge_outputs(Oracle(), MODEL, references.eager, references.fp64, [compiled])
+    assert plain[0].outcome is Outcome.MISMATCH  # without the floors: a false divergence
+    assert judge_call(graph_module, references, [compiled], inputs).outcome is Outcome.MATCH
+
+    x = torch.randn(64, 64, generator=torch.Generator().manual_seed(7))
+    tanh = torch.fx.symbolic_trace(lambda v: torch.tanh(v @ v))
+    references = reference_outputs(tanh, [x])
+    assert call_floors(tanh, references) == [0.0]
+    wrong = references.eager[0] * 1.01
+    assert judge_call(tanh, references, [wrong], [x]).outcome is Outcome.MISMATCH

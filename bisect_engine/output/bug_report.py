@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from ..verdicts import FINDINGS, Verdict
-from .wording import culprit_ops, short_number, subsystem_sentence, ulps
+from .wording import culprit_ops, short_number, subsystem_sentence, ulps, within_upstream_sentences
 
 GITHUB_BODY_LIMIT = 65_536  # characters GitHub accepts in an issue body
 INLINE_REPRO_LIMIT = 20_000  # characters: a longer repro is attached, with an excerpt inline
@@ -157,6 +157,7 @@ def render_bug_report(report: dict[str, Any], versions: str, repro_text: str | N
         _repro_block(report, repro_text),
         _kernels_block(report),
         _subsystem_block(report),
+        _within_upstream_block(report),
         "### Versions",
         _fence(_clip(versions.strip() or "(not collected)", VERSIONS_LIMIT), ""),
         "<sub>Found and reduced by bisect-accuracy; the full report is report.json / report.html.</sub>",
@@ -313,6 +314,15 @@ def _subsystem_block(report: dict[str, Any]) -> str:
     if subsystem.get("workaround"):
         block += f"\n\nWorkaround until it is fixed:\n\n{_fence(subsystem['workaround'], 'python')}"
     return block
+
+
+def _within_upstream_block(report: dict[str, Any]) -> str:
+    """Other findings the upstream gate listed (issue 36): named, so nobody files them as bugs."""
+    sentences = within_upstream_sentences(report)
+    if not sentences:
+        return ""
+    return "**Listed, not divergences** (within upstream's `torch._dynamo.utils.same` against fp64)\n\n" + \
+        "\n".join(f"- {sentence}" for sentence in sentences)
 
 
 def _clip(text: str, limit: int) -> str:

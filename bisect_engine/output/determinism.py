@@ -72,6 +72,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  {graph['name']}: {state}" + (f": {graph['error']}" if graph["error"] else ""))
         if sides and graph["op"] is None and not graph["error"]:
             lines.append("    no op alone changes run to run (the graph's fusion or threading does): not localised")
+    judged = {f"{graph['name']}: {graph['error']}" for graph in key["graphs"] if graph["error"]}
+    lines += [f"  NOT CHECKED: {item}" for item in report.get("not_checked") or [] if item not in judged]
     if key["op"]:
         op = key["op"]
         lines.append(f"  first op whose runs differ: {op['op']} ({op['node']} in {op['graph']}), {op['side']} side, "

@@ -3,7 +3,8 @@
 :func:`render_html` is pure (same report, same bytes) and torch-free: inline CSS, JavaScript and
 SVG, nothing fetched, so it opens from ``file://`` anywhere. Every string that comes from the
 report (file names, op names, messages, code) is HTML-escaped. Order: the verdict and a one-line
-answer; cards for the culprit, the Inductor subsystem and the repro; each graph's divergence
+answer; cards for the culprit, the Inductor subsystem and the repro; findings the upstream gate
+listed (``within_upstream``); each graph's divergence
 profile with its sortable, filterable node table; NaN forensics; kernels; the repro's runs;
 the bug report; statistics and the environment.
 """
@@ -15,7 +16,7 @@ from typing import Any
 from ..verdicts import LOCALISED as FINDINGS
 from .html_assets import SCRIPT, STYLE
 from .profile import NodeRow, node_rows, profile_svg
-from .wording import answer, headline, short_number, subsystem_sentence, ulps
+from .wording import answer, headline, short_number, subsystem_sentence, ulps, within_upstream_sentences
 
 EMBED_REPRO_LIMIT = 100_000  # characters: a longer repro is linked, not embedded
 
@@ -30,6 +31,7 @@ def render_html(report: dict[str, Any], repro_text: str | None = None, bug_repor
     body = "".join([
         _answer_block(report, bug_report),
         _cards(report),
+        _within_upstream_section(report),
         _profiles(report),
         _nan_section(report.get("nan")),
         _kernels_section((report.get("culprit") or {}).get("kernels")),
@@ -48,6 +50,17 @@ def render_html(report: dict[str, Any], repro_text: str | None = None, bug_repor
             f"<script>{SCRIPT}</script></body></html>\n")
 
 
+def _within_upstream_section(report: dict[str, Any]) -> str:
+    """Findings the upstream gate listed (issue 36): beside the verdict, where users read."""
+    sentences = within_upstream_sentences(report)
+    if not sentences:
+        return ""
+    items = "".join(f"<li>{esc(sentence)}</li>" for sentence in sentences)
+    return (f'<section id="within-upstream"><h2>Listed, within upstream&#39;s tolerance</h2>'
+            f"<p>Wrong by the tool&#39;s ulp rule alone, while the program&#39;s outputs pass "
+            f"<code>torch._dynamo.utils.same</code> against fp64: not a divergence.</p><ul>{items}</ul></section>")
+
+
 def verdict_class(verdict: Any) -> str:
     if verdict in FINDINGS:
         return "v-bad"
@@ -60,9 +73,9 @@ def _answer_block(report: dict[str, Any], bug_report: str | None) -> str:
     meta = [f"model <code>{esc(model)}</code>", f"{len(report.get('graphs') or [])} graph(s)",
             f"{esc(stats.get('compiles', '?'))} Inductor compiles in {esc(stats.get('seconds', '?'))} s",
             f"torch {esc((report.get('environment') or {}).get('torch', '?'))}"]
-    links = [("profile", "profile"), ("nan", "NaN/Inf"), ("kernels", "kernels"), ("repro", "repro"),
+    links = [("within-upstream", "listed"), ("profile", "profile"), ("nan", "NaN/Inf"), ("kernels", "kernels"), ("repro", "repro"),
              ("bug-report", "bug report"), ("stats", "stats"), ("environment", "environment")]
-    present = {"nan": report.get("nan"), "kernels": (report.get("culprit") or {}).get("kernels"),
+    present = {"within-upstream": within_upstream_sentences(report), "nan": report.get("nan"), "kernels": (report.get("culprit") or {}).get("kernels"),
                "repro": report.get("repro"), "bug-report": bug_report}
     nav = " ".join(f'<a href="#{anchor}">{words}</a>' for anchor, words in links
                    if present.get(anchor, True))

@@ -151,3 +151,25 @@ def not_reproducible_cause(report: dict[str, Any], served_from_cache: bool = Fal
              f"({divergence.get('reason') or '?'})" if divergence else f"model-level check: {report.get('model_level')}")
     return {"cause": cause, "evidence": f"{where}; judged alone: {judged or 'no graph'}",
             "explanation": NOT_REPRODUCIBLE_CAUSES[cause]}
+
+
+def within_upstream_sentences(report: dict[str, Any]) -> list[str]:
+    """A sentence per finding the upstream gate listed (``within_upstream``; a script's graphs'
+    ``within_upstream``): wrong by the tool's ulp rule alone while the program's outputs pass
+    ``torch._dynamo.utils.same`` (or the end-to-end tolerance), so never a divergence (issue 36)."""
+    sentences = []
+    for item in report.get("within_upstream") or []:
+        error = item.get("error") or {}
+        own = (f" ({ulps(error.get('compiled_rms_ulps'))} ulps RMS vs eager's {ulps(error.get('eager_rms_ulps'))})"
+               if error else "")
+        why = ("within torch._dynamo.utils.same's tolerance" if item.get("reason") == "upstream_same"
+               else "within the end-to-end tolerance")
+        sentences.append(f"{item.get('op', '?')} (node {item.get('node', '?')}, graph {item.get('graph', '?')}, "
+                         f"{item.get('source') or 'source unknown'}) is wrong on its own{own}, but the program's "
+                         f"outputs are {why}: listed, not a divergence.")
+    for graph in (report.get("script") or {}).get("graphs") or []:
+        for item in graph.get("within_upstream") or []:
+            sentences.append(f"{graph.get('graph', '?')} call {item.get('call', '?')}, {item.get('output', '?')}: "
+                             f"{ulps(item.get('compiled_rms_ulps'))} ulps RMS (eager {ulps(item.get('eager_rms_ulps'))}), "
+                             "within torch._dynamo.utils.same's tolerance: listed, not a divergence.")
+    return sentences

@@ -7,23 +7,27 @@ own backward against eager's and fp64's, for fixed cotangents (:func:`weighted_s
 
 A graph that draws random numbers is detected by the global random state moving during the eager
 run: its draws differ between eager and Inductor, so a mismatch there is inconclusive, not a
-divergence (script mode then asks the engine, which feeds eager's draws to both sides). Nothing
-here writes files; the caller owns the random state.
+divergence (script mode then asks the engine, which feeds eager's draws to both sides). A call
+whose outputs fail the rule is judged again with the noise model's floors (:func:`call_floors`:
+an output the program's own rounding moves as far as compiled's difference is noise, not a
+divergence). Nothing here writes files; the caller owns the random state.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..verdict.compare import Outcome, TensorVerdict, worst
-from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, judge_outputs
+from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, OutputFacts, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
+from ..verdict.noise import model_floors
 
 log = logging.getLogger(__name__)
 
@@ -175,10 +179,32 @@ def judge_call(graph_module: fx.GraphModule, references: References, compiled_ou
     # its result: judged at the end-to-end tolerance, as the whole model is (issue 36: a vectorised
     # erf a few dozen ulps off, feeding ``.item()``, is no divergence of the program).
     verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values)
+    if len(verdicts) == len(names) and worst(verdicts).outcome is Outcome.MISMATCH:
+        # The noise run only where it can change the verdict (its floors only loosen the rule).
+        floors = call_floors(graph_module, references) + [0.0] * (len(names) - len(references.eager))
+        verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values,
+                                 [OutputFacts(scale_floor=floor) for floor in floors])
     if len(verdicts) != len(names):
         return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
     outputs = dict(zip(names, verdicts))
     return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+
+
+def call_floors(graph_module: fx.GraphModule, references: References) -> list[float]:
+    """The noise model's floor of each output of the call (:func:`~bisect_engine.verdict.noise.model_floors`):
+    the graph's fp64 run once more with every op's result rounded at random, as a model file's
+    outputs get theirs. None (0.0 each) without an fp64 reference, for a call that writes its inputs
+    (the fp64 run's inputs are written already) or draws random numbers (the global random state is
+    the program's); the random state is put back after the run."""
+    if references.fp64 is None or references.mutated or references.random:
+        return [0.0] * len(references.eager)
+    graph_module = without_hook_registrations(graph_module)
+    states = _rng_states()
+    try:
+        return model_floors(lambda: run_graph(graph_module, clone_value(references.fp64_inputs), upcast=True),
+                            references.fp64, references.eager)
+    finally:
+        _set_rng_states(states)
 
 
 # -- gradients ------------------------------------------------------------------------------------
@@ -198,7 +224,7 @@ def weighted_sum(outputs: Sequence[Any]) -> torch.Tensor | None:
     total: torch.Tensor | None = None
     for output in outputs:
         if isinstance(output, torch.Tensor) and output.requires_grad and output.is_floating_point():
-            cotangent = torch.randn(output.shape, generator=generator).to(device=output.device, dtype=output.dtype)
+            cotangent = torch.randn(output.shape, generator=generator, dtype=torch.float32).to(device=output.device, dtype=output.dtype)
             term = (output * cotangent).sum()
             total = term if total is None else total + term
     return total
@@ -229,10 +255,39 @@ def check_gradients(graph_module: fx.GraphModule, compiled: Callable[..., Any], 
         return None
     try:
         module64 = copy.deepcopy(graph_module).to(torch.float64)
-        fp64_grads = _gradients(module64, to_fp64(clone_value(list(inputs))), positions) or eager_grads
+        with _default_dtype(torch.float64):  # a factory in the graph (``torch.ones``) makes fp64 too
+            fp64_grads = _gradients(module64, to_fp64(clone_value(list(inputs))), positions)
     except Exception as error:  # noqa: BLE001 - eager is then the reference
         log.debug("fp64 gradients failed: %s", error)
-        fp64_grads = eager_grads
-    verdicts = judge_outputs(oracle, PROGRAM, eager_grads, fp64_grads, compiled_grads)
+        fp64_grads = None
+    verdicts = judge_outputs(oracle, PROGRAM, eager_grads, fp64_grads or eager_grads, compiled_grads)
+    if fp64_grads and worst(verdicts).outcome is Outcome.MISMATCH:
+        # The noise model's floors (as for the call's outputs, :func:`call_floors`): the fp64
+        # gradients once more with every op's result rounded at random.
+        floors = _gradient_floors(module64, inputs, positions, fp64_grads, eager_grads)
+        verdicts = judge_outputs(oracle, PROGRAM, eager_grads, fp64_grads, compiled_grads,
+                                 [OutputFacts(scale_floor=floor) for floor in floors])
     outputs = {f"gradient of {input_label(graph_module, i)}": v for i, v in zip(positions, verdicts)}
     return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+
+
+def _gradient_floors(module64: fx.GraphModule, inputs: Sequence[Any], positions: list[int],
+                     fp64_grads: list[Any], eager_grads: list[Any]) -> list[float]:
+    """Each gradient's noise floor (``verdict/noise.model_floors``); the random state put back."""
+    states = _rng_states()
+    try:
+        with _default_dtype(torch.float64):
+            return model_floors(lambda: _gradients(module64, to_fp64(clone_value(list(inputs))), positions) or [],
+                                fp64_grads, eager_grads)
+    finally:
+        _set_rng_states(states)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)

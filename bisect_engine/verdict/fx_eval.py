@@ -119,8 +119,8 @@ class _EagerInterpreter(fx.Interpreter):
 
     def _run_fp64(self, node: fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(node)
-        try:
-            return self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs)))
+        try:  # a factory on the default dtype (``aten.ones`` without ``dtype``) widened too
+            return to_fp64(self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs))))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
             log.debug("fp64 failed for %s: %s", node.name, error)
             args = fx.node.map_arg(node.args, self._in_model_dtype)

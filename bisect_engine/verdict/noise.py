@@ -120,7 +120,10 @@ def _units(recorded: Any) -> Any:
 
 
 def _call(target: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
-    return target(*args, **_fp64_kwargs(kwargs))
+    """The op in fp64; a floating result it still makes below fp64 (a factory on the default dtype:
+    ``aten.ones`` without ``dtype``) widened, so the ops after it run in fp64 too (a normalisation
+    refuses an fp32 input with fp64 weights: the whole run after it would claim no floor)."""
+    return to_fp64(target(*args, **_fp64_kwargs(kwargs)))
 
 
 def _clean_exact(clean: Any, noisy: Any) -> Any:

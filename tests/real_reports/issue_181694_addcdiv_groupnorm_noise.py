@@ -16,11 +16,7 @@ REAL_REPORT = {
     "verdict": "clean",
     "op": None,
     "cli_args": [],
-    "known_miss": "false alarm: divergent, an amplified finding on aten.native_group_norm.default "
-                  "(the op alone now matches: its output is judged at RMS(x) * RMS(rstd); but t / clamp(t, 1e-6) "
-                  "turns the zero-variance row's rounding into O(1) outputs, eager's as far from fp64 as "
-                  "compiled's, and the material rule the amplified search uses has no noise floor there: the "
-                  "noise model counts a floor only where a value cancelled, not where it is noise of its own size)",
+    "known_miss": None,
 }
 import torch
 import torch.nn as nn
