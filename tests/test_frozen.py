@@ -128,6 +128,78 @@ def test_the_repro_holds_the_frozen_inputs_as_constants() -> None:
     assert "CONSTANT_INPUTS = " not in script and "def frozen_copy(" not in script
 
 
+class ArangeTimesConstant(nn.Module):
+    """pytorch#175966's function: the int64 constant is made inside the compiled function."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.arange(0, 11, device=x.device, dtype=torch.int64) * torch.tensor([int(1e9)], dtype=torch.int64)
+
+
+@functools.lru_cache(maxsize=None)
+def _arange_times_constant() -> GraphContext:
+    graphs, _ = capture(ArangeTimesConstant(), (torch.zeros(1),))
+    return GraphContext.from_captured(graphs[0])
+
+
+def test_a_tensor_made_inside_the_compiled_function_is_a_constant_of_every_cut() -> None:
+    """AOT Autograd traces ``torch.tensor([1e9])`` to a ``get_attr`` attribute, which Inductor lowers
+    as a constant (and inlines into the arange's index arithmetic, where it wraps at 2**31). Before,
+    every cut took it as an input: the whole graph compiled right alone, and the run ended
+    ``not_reproducible``. Now it and what is computed from it alone are constants, compiled as
+    plain attributes (no freezing: not parameters)."""
+    context = _arange_times_constant()
+    attribute = next(n.name for n in context.captured.graph_module.graph.nodes if n.op == "get_attr")
+    assert context.captured.frozen == () and not context.constants_frozen
+    assert attribute in context.constants and "lift_fresh_copy" in context.constants
+    assert "mul" not in context.constants and "arange" not in context.constants
+    whole = context.whole()
+    assert [whole.input_names[i] for i in context.constant_positions(whole.input_names)] == [attribute]
+    cut = context.subgraph(["mul"], isolate=True)
+    assert [cut.input_names[i] for i in context.constant_positions(cut.input_names)] == ["lift_fresh_copy"]
+
+
+def test_graph_constants_reach_inductor_as_constants_not_inputs() -> None:
+    """What Compiler.compile hands ``compile_fx`` (a copy of the frozen copy): the constant stays a
+    plain attribute through ``GraphModule``'s copy (which makes every tensor attribute a buffer, and
+    AOT Autograd lifts buffers as inputs), so the graph Inductor lowers reads it through ``get_attr``.
+    No Inductor compile: the inner compile only records the graph."""
+    import copy as copying
+
+    from torch._inductor.compile_fx import compile_fx
+
+    from bisect_engine.verdict.frozen import CONSTANT_PREFIX, graph_constants_kept
+
+    context = _arange_times_constant()
+    whole = context.whole()
+    inputs = [context.eager_values[name] for name in whole.input_names]
+    positions = context.constant_positions(whole.input_names)
+    frozen = frozen_copy(whole.graph_module, positions, inputs, parameters=False)
+    assert not list(frozen.named_parameters()) and not list(frozen.named_buffers())
+    assert list(copying.deepcopy(frozen).named_buffers())  # the copy's own rule, which the next line undoes
+    kept = graph_constants_kept(copying.deepcopy(frozen))
+    assert not list(kept.named_buffers()) and any(k.startswith(CONSTANT_PREFIX) for k in vars(kept))
+    lowered: list[torch.fx.GraphModule] = []
+
+    def record(graph_module: torch.fx.GraphModule, _inputs: Any, **_kwargs: Any) -> Any:
+        lowered.append(graph_module)
+        return lambda args: [torch.zeros(11, dtype=torch.int64)]
+
+    with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
+        compile_fx(kept, [inputs[i] for i in kept_inputs(len(inputs), positions)], inner_compile=record)
+    ops = [n.op for n in lowered[0].graph.nodes]
+    assert "placeholder" not in ops and "get_attr" in ops  # before: the constant was the graph's one input
+
+
+def test_the_repro_holds_graph_constants_as_plain_attributes() -> None:
+    context = _arange_times_constant()
+    whole = context.whole()
+    spec = with_judgement(repro_spec(whole, context.eager_values, title="t", finding=[], environment={},
+                                     config={}, unrenderable_config=[]), context, whole)
+    assert spec.constants == (0,) and not spec.constants_frozen
+    script = render(spec).script
+    assert "CONSTANTS_FROZEN = False" in script and "def graph_constants_kept(" in script
+
+
 def test_freezing_given_only_in_options_freezes_nothing_so_we_do_not_either() -> None:
     """``torch.compile(options={"freezing": True})`` patches the config after Dynamo traced the
     parameters as inputs: torch's own compile freezes nothing (checked here, one small compile each

@@ -162,3 +162,38 @@ def test_a_crash_counts_only_in_a_fresh_child(monkeypatch: pytest.MonkeyPatch, r
     else:
         assert result is None and "SIGABRT" in message and len(started) == 1
     evaluator.close()
+
+
+def test_a_child_imports_a_model_file_never_a_script(tmp_path: Path) -> None:
+    """A worker or isolated child imports the model file as the tool did (what it registers in
+    Inductor at import); a plain script's top level is the program, so it is never imported there
+    (pytorch#196681: each isolated child ran the script again, failed to start, and every candidate
+    read as a crash with no text: the graph's first node was blamed and its repro did not crash)."""
+    from types import SimpleNamespace
+
+    from bisect_engine.localise.workers import model_file_path
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint(torch.compile(torch.sin)(torch.ones(3)))\n")
+    model = tmp_path / "model.py"
+    model.write_text("def get_model():\n    return None\n\ndef get_inputs():\n    return ()\n")
+    assert model_file_path(SimpleNamespace(path=script)) is None
+    assert model_file_path(SimpleNamespace(path=model)) == str(model)
+    assert model_file_path(None) is None and model_file_path(SimpleNamespace(path=None)) is None
+
+
+def test_a_child_that_cannot_start_is_our_harness_never_a_crash_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that answers "unavailable" compiled nothing: before, ``take`` turned its empty
+    outputs into a CRASH verdict with an empty message; now it is ``WorkerDied`` (exit 3)."""
+    from types import SimpleNamespace
+
+    from bisect_engine.errors import WorkerDied
+    from bisect_engine.localise.workers import JobResult
+
+    monkeypatch.setattr(isolate, "prepare_job", lambda judge, candidate, isolating: (b"job", "mul", None, [], False))
+    monkeypatch.setattr(isolate.Isolated, "_run",
+                        lambda self, blob, label: (JobResult(None, "", 0, 0.0, unavailable="importing x raised"), ""))
+    evaluator = isolate.Isolated(judge=SimpleNamespace(contexts={"forward_0": None}))
+    with pytest.raises(WorkerDied, match="could not start"):
+        evaluator.take(SimpleNamespace(graph="forward_0"))  # type: ignore[arg-type]
+    evaluator.close()

@@ -154,6 +154,9 @@ class CaptureBackend:
         forward = [g for g in self.graphs if g.kind == "forward" and g.called]
         backward = [g for g in self.graphs if g.kind == "backward" and g.called]
         for graph in forward:
+            if graph.model_outputs is None:
+                graph.model_outputs = _outputs_before_saved(graph, backward)
+        for graph in forward:
             if graph.index < len(self.dynamo_inputs) and self.dynamo_graphs[graph.index] is not None:
                 graph.torch_level = (self.dynamo_graphs[graph.index], self.dynamo_inputs[graph.index])
         return forward + backward
@@ -219,6 +222,23 @@ def _lifted_parameters(graph_module: fx.GraphModule) -> int:
     graph's ``get_attr`` tensors: a module Dynamo did not inline, as under ``freezing``)."""
     return (len(dict(graph_module.named_parameters(remove_duplicate=False)))
             + len(dict(graph_module.named_buffers(remove_duplicate=False))))
+
+
+def _outputs_before_saved(forward: CapturedGraph, backward: list[CapturedGraph]) -> int | None:
+    """A training forward's model outputs counted from its backward graph, where no tracing context
+    holds AOT's metadata (a Dynamo graph re-run outside Dynamo: script mode): AOT Autograd's forward
+    returns the model's outputs, then what it saves, and the backward takes exactly what was saved,
+    then one tangent per model output that needs one (``tangents_<n>``). None without a backward."""
+    partner = next((g for g in backward if g.index == forward.index), None)
+    if partner is None:
+        return None
+    placeholders = [n.name for n in partner.graph_module.graph.nodes if n.op == "placeholder"]
+    saved = [name for name in placeholders if not name.startswith("tangents_")]
+    output = next(n for n in reversed(forward.graph_module.graph.nodes) if n.op == "output")
+    returned = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    count = len(returned) - len(saved)
+    names = [getattr(value, "name", None) for value in returned[count:]] if count >= 0 else []
+    return count if count >= 0 and names == saved else None
 
 
 def _model_outputs(kind: str) -> int | None:

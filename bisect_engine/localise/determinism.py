@@ -69,7 +69,8 @@ def check_graph(context: GraphContext, compiler: Compiler, runs: int = RUNS) -> 
     inputs = reference_inputs(whole, context.eager_values)
     try:
         compiled = compiler.compile(whole.graph_module, inputs, label=f"determinism {context.name}",
-                                    constants=context.constant_positions(whole.input_names))
+                                    constants=context.constant_positions(whole.input_names),
+                                    constants_frozen=context.constants_frozen)
         _, compiled_changes = differing_runs(lambda: run_compiled(compiled, inputs), runs, context.seed)
     except Exception as error:  # our compile or run: this graph is not checked, never clean
         return GraphDeterminism(context.name, runs, error=f"{type(error).__name__}: {error}")
@@ -95,7 +96,8 @@ def first_changing_op(context: GraphContext, compiler: Compiler, runs: int = RUN
     subgraph = build_subgraph(context.view, names, isolate=True, outputs="all")
     inputs = reference_inputs(subgraph, context.eager_values)
     compiled = compiler.compile(subgraph.graph_module, inputs, label=f"determinism {context.name} per node",
-                                constants=context.constant_positions(subgraph.input_names))
+                                constants=context.constant_positions(subgraph.input_names),
+                                constants_frozen=context.constants_frozen)
     by_side = {
         "eager": differing_runs(lambda: _eager_outputs(subgraph.graph_module, inputs, subgraph.output_names),
                                 runs, context.seed)[0],

@@ -35,7 +35,7 @@ from ..verdict.judgement import Oracle
 from ..verdict.oracle import SubgraphVerdict
 from .model_check import check_model_level
 from .workers import Job, JobResult, ProcessState, _apply, _op_name, _resolve, _start_worker, capability_probes, \
-    main_not_rerun, prepare_job, run_job
+    main_not_rerun, model_file_path, prepare_job, run_job
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,8 @@ class Isolated:
         if result is None:
             self.crashes += 1
             return context.verdict_from(subgraph, inputs, None, own_inputs, error)
+        if result.unavailable:  # the child could not start as the tool did: our harness, never a crash verdict
+            raise WorkerDied(f"the child process judging {label} could not start: {result.unavailable}")
         self._count(result)
         outputs = list(result.outputs) if result.outputs is not None else None
         return context.verdict_from(subgraph, inputs, outputs, own_inputs, result.error)
@@ -208,8 +210,7 @@ class Isolated:
         if self._process is None or not self._process.is_alive():
             context = multiprocessing.get_context("spawn")
             ours, theirs = context.Pipe()
-            spec = getattr(self.judge, "spec", None)
-            model_path = str(spec.path) if spec is not None and getattr(spec, "path", None) else None
+            model_path = model_file_path(getattr(self.judge, "spec", None))
             self._process = context.Process(target=_serve, args=(theirs, self._folder, model_path,
                                                                  capability_probes()), daemon=True)
             with main_not_rerun():

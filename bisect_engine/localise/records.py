@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..load.capture import BackendRun
 from ..load.model_file import ModelSpec
 from ..strategies.amplify import Amplification
-from ..strategies.departures import Consequence, DepartedValue, ElidedCast
+from ..strategies.departures import Consequence, DepartedValue, ElidedCast, LayoutMisread
 from ..strategies.nodes import NodeCheck, Reach
 from ..strategies.pregrad import PassRewrite
 from ..strategies.sizes import SizeSweep
@@ -67,6 +67,9 @@ class GraphFinding:
     elided_cast: ElidedCast | None = None
     # a forward departure that the backward turns into materially different gradients (no compile)
     consequence: Consequence | None = None
+    # a value the forward saves that compiled lays out otherwise (equal values), which a backward op
+    # misreads: the gradients it changes and that op (departures.saved_layout_consequence, no compile)
+    layout_misread: LayoutMisread | None = None
     # A culprit in a graph with symbolic sizes: "dynamic-only" | "static-too" (one static compile),
     # each symbol of its inputs swept (one symbolic compile each), and the graph at the smallest
     # failing size of the headline sweep (the repro's inputs come from there)

@@ -20,7 +20,7 @@ import torch.fx as fx
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import digest
 from ..verdict.graphs import op_name, source_location, value_nodes
-from ..strategies.departures import saved_masks_differ
+from ..strategies.departures import saved_layouts_differ, saved_masks_differ
 from ..verdict.oracle import SubgraphVerdict
 from .drive import Driver
 from .records import GraphFinding
@@ -75,8 +75,9 @@ def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...]) -> bool:
     captured = graph.context.captured
     forward = f"forward_{captured.index}"
     if graph.context.name == forward and graph.whole_by == "compile" \
-            and saved_masks_differ(graph.context, graph.whole.compiled_values):
-        return False  # departures.saved_value_consequence reads them with the backward
+            and (saved_masks_differ(graph.context, graph.whole.compiled_values)
+                 or saved_layouts_differ(graph.context, graph.whole.compiled_values)):
+        return False  # departures.saved_value_consequence / saved_layout_consequence read them with the backward
     return not (graph.context.name == f"backward_{captured.index}"
                 and any(g.context.name == forward and (g.departures or g.context.eager_values) for g in others))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..strategies.departures import EAGER_ROUNDING, backward_consequence, saved_value_consequence
+from ..strategies.departures import EAGER_ROUNDING, backward_consequence, saved_layout_consequence, saved_value_consequence
 from ..strategies.pregrad import localise_backend_rewrite, localise_capture_decomposition, localise_pre_grad
 from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model, config_workaround
@@ -100,7 +100,8 @@ def _carry_departures(run: RunFinding, driver: Driver) -> RunFinding:
 def _carried(graph: GraphFinding, backward: GraphFinding) -> GraphFinding:
     """The departures' consequence in the backward; where they have none, by mechanism: a value the
     forward saves that the whole compiled forward sets otherwise (a mask, a hinge's value), listed
-    with the gradient it flips (``departures.saved_value_consequence``)."""
+    with the gradient it flips (``departures.saved_value_consequence``); else a saved value compiled
+    lays out otherwise that a backward op misreads (``departures.saved_layout_consequence``)."""
     consequence = None
     if graph.departures:
         consequence = backward_consequence(graph.context, graph.departures, departure_values(graph), backward.context)
@@ -110,6 +111,9 @@ def _carried(graph: GraphFinding, backward: GraphFinding) -> GraphFinding:
             departed, consequence = found
             listed = [d for d in graph.departures if d.value != departed.value]
             return replace(graph, departures=[departed, *listed], consequence=consequence)
+        misread = saved_layout_consequence(graph.context, graph.whole.compiled_values, backward.context)
+        if misread is not None:
+            return replace(graph, layout_misread=misread)
     return replace(graph, consequence=consequence)
 
 

@@ -161,6 +161,20 @@ def main_not_rerun() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
+def model_file_path(spec: Any) -> str | None:
+    """The file a worker imports as the tool did (what it registers in Inductor at import): a
+    model file's path; None for a plain script (script mode's spec names the user's program, whose
+    top level *is* the program: importing it would run it again, its compiles and a native crash
+    included; pytorch#196681's isolated children all failed so, and every candidate read as a
+    crash with no text) or a spec without a file."""
+    from ..load.contract import defines_model_contract
+
+    path = getattr(spec, "path", None) if spec is not None else None
+    if not path or not defines_model_contract(Path(path)):
+        return None
+    return str(path)
+
+
 def _start_worker(folder: str, model_path: str | None, probes: tuple[str, ...] = (), cache: str | None = None) -> None:
     """Each worker: its own Inductor cache folder (seeded with the tool's CPU-capability probes),
     one compile thread, dies with the tool; it imports the model file as the tool did, so what the
@@ -449,8 +463,7 @@ class WorkerPool:
         return self._executor
 
     def _model_path(self) -> str | None:
-        spec = getattr(self.judge, "spec", None)
-        return str(spec.path) if spec is not None and getattr(spec, "path", None) else None
+        return model_file_path(getattr(self.judge, "spec", None))
 
     def _count(self, result: JobResult) -> None:
         """The worker's compiles join the run's, under the stage the search judges them in."""

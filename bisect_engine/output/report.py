@@ -316,6 +316,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         # the graphs the user's backend handed Inductor, captured inside it (None: not such a run)
         "backend_graphs": backend_graphs_json(result),
         "differences": differences_json(result),
+        # a saved value the compiled forward lays out otherwise that a backward op misreads (issue 37)
+        "saved_layout": saved_layout_json(result),
         # graphs' findings the upstream gate listed: the program's outputs pass (issue 36)
         "within_upstream": within_upstream_json(result),
         "subsystem": _attribution(result),
@@ -540,6 +542,23 @@ def differences_json(result: RunResult) -> list[dict[str, Any]]:
                 entry["backward"] = _consequence_json(result, graph.consequence)
             found.append(entry)
     return found
+
+
+def saved_layout_json(result: RunResult) -> list[dict[str, Any]] | None:
+    """Each value a forward saves that the compiled forward lays out otherwise (equal values, other
+    strides) and that an op of the backward misreads: eager's backward replayed on it alone gives
+    other gradients (``departures.saved_layout_consequence``); None when there is none."""
+    found = []
+    for graph in result.graphs:
+        misread = graph.layout_misread
+        if misread is None:
+            continue
+        backward = next(g for g in result.graphs if g.context.name == misread.consequence.graph)
+        found.append({**describe_node(result, graph, misread.node), "value": misread.value,
+                      "eager_strides": list(misread.eager_strides), "compiled_strides": list(misread.compiled_strides),
+                      "reader": describe_node(result, backward, misread.reader),
+                      "backward": _consequence_json(result, misread.consequence)})
+    return found or None
 
 
 def cast_elision_json(result: RunResult) -> list[dict[str, Any]]:

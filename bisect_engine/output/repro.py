@@ -81,6 +81,9 @@ class ReproSpec:
     # The positions of the inputs the job's compile froze into constants (``freezing``: parameters
     # and what is computed from them alone); the repro compiles them as parameters. () : none.
     constants: tuple[int, ...] = ()
+    # False: those constants are the graph's own (tensors the compiled function made), compiled as
+    # plain attributes without freezing (CONSTANTS_FROZEN).
+    constants_frozen: bool = True
     # The finding came from an AOTInductor package: the repro exports the cut and compiles it with
     # aoti_compile_and_package (then aoti_load_package), as the user's program did (COMPILE_WITH).
     aot_inductor: bool = False
@@ -257,6 +260,16 @@ _CONSTANTS = '''
 # are parameters of the module compiled, frozen the same way (max-autotune's C++ GEMM template,
 # for one, is chosen only for a constant weight).
 CONSTANT_INPUTS = {positions}
+CONSTANTS_FROZEN = True
+'''
+
+_GRAPH_CONSTANTS = '''
+# These inputs are constants of the graph Inductor compiled: tensors the compiled function made
+# itself (AOT Autograd traces them to attributes, not inputs), and values computed from them alone.
+# Here they are plain attributes of the module compiled, so Inductor holds them as constants too
+# (it inlines a small one into the kernel's arithmetic).
+CONSTANT_INPUTS = {positions}
+CONSTANTS_FROZEN = False
 '''
 
 _DATA_DEPENDENT = '''
@@ -316,7 +329,8 @@ if __name__ == "__main__":
                             RNG_STRICT, SEED, INPUT_RECIPES, symbolic=globals().get("SYMBOLIC_SHAPES"),
                             oracle=globals().get("ORACLE"), facts=globals().get("OUTPUT_FACTS"),
                             constants=globals().get("CONSTANT_INPUTS"),
-                            compile_with=globals().get("COMPILE_WITH"))
+                            compile_with=globals().get("COMPILE_WITH"),
+                            constants_frozen=globals().get("CONSTANTS_FROZEN", True))
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -404,7 +418,8 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
                               input_names=list(spec.input_names)) if spec.downstream_code else "")
         + _embedded(compare) + _embedded(precision) + _embedded(judgement) + _embedded(fx_eval) + _embedded(recipes_module)
         + (_embedded(shapes_module) if spec.symbolic else "")
-        + (_CONSTANTS.format(positions=list(spec.constants)) + _embedded(frozen_module) if spec.constants else "")
+        + ((_CONSTANTS if spec.constants_frozen else _GRAPH_CONSTANTS).format(positions=list(spec.constants))
+           + _embedded(frozen_module) if spec.constants else "")
         + _embedded(repro_runtime)
         + _judgement_block(spec)
         + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN_PRE_GRAD if spec.expect == "pre_grad" else _MAIN)
@@ -438,7 +453,7 @@ def with_judgement(spec: ReproSpec, context: Any, subgraph: Subgraph | None = No
         spec.title.replace("(fp64 reference)", "(eager's values as the reference)")
     constants = tuple(context.constant_positions(spec.input_names))
     return dataclasses.replace(spec, oracle=context.oracle.pinned(), output_facts=facts, title=title,
-                               constants=constants)
+                               constants=constants, constants_frozen=context.constants_frozen)
 
 
 def _shapes_literal(signature: tuple[Any, ...] | None) -> str:

@@ -27,7 +27,7 @@ if __package__:  # imported by the tool itself; inside a repro these names are d
     from ..verdict.fx_eval import clone_value, interpret, run_graph, to_fp64
     from ..verdict.recipes import random_inputs
     from ..verdict.shapes import fake_inputs
-    from ..verdict.frozen import frozen_copy, kept_inputs
+    from ..verdict.frozen import frozen_copy, graph_constants_kept, kept_inputs
 
 EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_CANNOT_RUN = 1, 0, 125
 # The verdict line the tool's verification reads: "reproduced" needs this line *and* exit 1, so a
@@ -52,22 +52,26 @@ def load_inputs(inputs_b64, inputs_file, script_path, recipes=None, seed=0):
     return torch.load(io.BytesIO(zlib.decompress(blob)), weights_only=True)
 
 
-def compile_with_inductor(graph_module, inputs, inductor_config, seed, example_inputs=None, constants=None):
+def compile_with_inductor(graph_module, inputs, inductor_config, seed, example_inputs=None, constants=None,
+                          constants_frozen=True):
     """``example_inputs``: what Inductor compiles for (symbolic fake inputs); default ``inputs``.
     ``constants``: the positions of the inputs the job's compile froze (``freezing``): compiled as
-    the module's parameters, under no_grad, so Inductor folds them into constants as it did."""
+    the module's parameters, under no_grad, so Inductor folds them into constants as it did;
+    ``constants_frozen=False``: the graph's own constants, compiled as plain attributes."""
     from torch._inductor.compile_fx import compile_fx
 
     if constants:
         kept = kept_inputs(len(inputs), constants)
-        graph_module = frozen_copy(graph_module, constants, inputs)
+        graph_module = frozen_copy(graph_module, constants, inputs, parameters=constants_frozen)
         inputs = [inputs[i] for i in kept]
         example_inputs = None if example_inputs is None else [example_inputs[i] for i in kept]
     # A fresh compile every time: no FX-graph or AOT-autograd cache entry may answer for it.
     fresh = {"use_pre_grad_passes": False, "fx_graph_cache": False, "fx_graph_remote_cache": False}
     with torch._inductor.config.patch({**fresh, **inductor_config}), \
             torch._functorch.config.patch(enable_autograd_cache=False), torch.set_grad_enabled(not constants):
-        compiled = compile_fx(copy.deepcopy(graph_module), list(inputs if example_inputs is None else example_inputs))
+        module = copy.deepcopy(graph_module)  # frozen.py is embedded only where there are constants
+        compiled = compile_fx(graph_constants_kept(module) if constants else module,
+                              list(inputs if example_inputs is None else example_inputs))
         torch.manual_seed(seed)
         with torch.no_grad():
             outputs = compiled(*[clone_value(v) for v in inputs])
@@ -189,7 +193,7 @@ def crash_in_child(script_path):
 
 def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_names, expect, script_path,
                rng_strict=False, seed=0, recipes=None, symbolic=None, oracle=None, facts=None, constants=None,
-               compile_with=None):
+               compile_with=None, constants_frozen=True):
     if expect == "crash":
         status = crash_in_child(script_path)
         if status is not None:
@@ -210,7 +214,8 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         if compile_with == "aot_inductor":
             compiled = compile_with_aot_inductor(graph_module, inputs, inductor_config, seed)
         else:
-            compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed, fakes, constants)
+            compiled = compile_with_inductor(graph_module, inputs, inductor_config, seed, fakes, constants,
+                                             constants_frozen)
     except Exception as error:
         if expect == "crash":
             return say_verdict(True, f"Inductor raised {type(error).__name__}: {error}")

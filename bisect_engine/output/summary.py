@@ -164,6 +164,12 @@ def nan_lines(report: dict[str, Any]) -> list[str]:
 def checks_lines(report: dict[str, Any]) -> list[str]:
     """What was not compiled, and where our own recompile needed a fallback."""
     lines = differences_lines(report.get("differences") or [])
+    for misread in report.get("saved_layout") or []:
+        reader, backward = misread.get("reader") or {}, misread.get("backward") or {}
+        lines.append(f"  saved layout: {misread['value']} (saved by {misread.get('op')}) is laid out "
+                     f"{misread['compiled_strides']} compiled, {misread['eager_strides']} eager, same values; "
+                     f"{reader.get('op')} (node {reader.get('node')}, {reader.get('graph')}) misreads it: "
+                     f"{backward.get('gradient_of') or backward.get('output')} differs")
     for skipped in report.get("not_checked") or []:
         if skipped["check"] == "whole_graph_compile":
             lines.append(f"  not compiled: {skipped['graph']} as a whole; the culprit's compiled value, replayed "

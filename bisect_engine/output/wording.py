@@ -117,6 +117,9 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
 NOT_REPRODUCIBLE_CAUSES = {
     "stale_cache": "the program's compile of the diverging graph was served from Inductor's on-disk cache, "
                    "and a fresh compile of it matches: the cached artifact may be stale",
+    "saved_layout": "the gradients differ, yet the forward and the backward graph each match compiled alone: the "
+                    "compiled forward saves a value for the backward laid out otherwise (the same values, other "
+                    "strides), and a backward op reads the layout, not the values (see saved_layout)",
     "backward_together": "the gradients differ, yet the forward and the backward graph each match compiled alone "
                          "(the backward judged on eager's saved values): the difference is made where they meet "
                          "(what the compiled forward saves for the backward) or by the real compile's partition",
@@ -141,6 +144,8 @@ def not_reproducible_cause(report: dict[str, Any], served_from_cache: bool = Fal
     kinds = {g.get("kind") for g in report.get("graphs") or []}
     if served_from_cache:
         cause = "stale_cache"
+    elif output.startswith("gradient of") and report.get("saved_layout"):
+        cause = "saved_layout"
     elif output.startswith("gradient of"):
         cause = "backward_together" if "backward" in kinds else "backward_not_reached"
     elif divergence:
@@ -149,6 +154,10 @@ def not_reproducible_cause(report: dict[str, Any], served_from_cache: bool = Fal
         cause = "model_level_only"
     where = (f"{divergence.get('graph')} call {divergence.get('graph_call')}: {output or '?'} "
              f"({divergence.get('reason') or '?'})" if divergence else f"model-level check: {report.get('model_level')}")
+    if cause == "saved_layout":
+        misread = report["saved_layout"][0]
+        where += (f"; {misread.get('value')} (saved by {misread.get('op')}) strides {misread.get('eager_strides')} eager, "
+                  f"{misread.get('compiled_strides')} compiled, misread by {(misread.get('reader') or {}).get('op')}")
     return {"cause": cause, "evidence": f"{where}; judged alone: {judged or 'no graph'}",
             "explanation": NOT_REPRODUCIBLE_CAUSES[cause]}
 

@@ -307,3 +307,67 @@ def compiled_outputs(context: GraphContext, search: GraphSearch) -> dict[str, An
     if verdict.outcome is Outcome.CRASH or not verdict.compiled_values:
         return {}
     return {n: verdict.compiled_values[n] for n in context.view.output_names() if n in verdict.compiled_values}
+
+
+@dataclass(frozen=True)
+class LayoutMisread:
+    """A value the forward saves for the backward that the compiled forward lays out otherwise:
+    the same values, other strides (pytorch#197888: ``adaptive_max_pool3d``'s indices channels_last
+    where eager's are contiguous). Eager's backward replayed on it alone gives materially other
+    gradients, so an op of the backward reads the layout, not the values: ``reader``, the first
+    backward node whose output changes while every input it reads holds eager's values. No compile."""
+
+    value: str  # the saved value (the backward input of that name)
+    node: str  # the forward op that computed it
+    eager_strides: tuple[int, ...]
+    compiled_strides: tuple[int, ...]
+    reader: str  # the backward node that misreads it
+    consequence: Consequence
+
+
+def _laid_out_otherwise(eager: Any, compiled: Any) -> bool:
+    return _same_kind(eager, compiled) and eager.dim() > 1 and eager.stride() != compiled.stride()
+
+
+def saved_layouts_differ(forward: GraphContext, compiled_values: dict[str, Any]) -> bool:
+    """Whether the compiled forward lays a value it saves for the backward out otherwise than eager
+    (cheap, no replay): what keeps a clean forward graph's values for :func:`saved_layout_consequence`."""
+    model_outputs = forward.captured.model_outputs
+    return model_outputs is not None and any(
+        _laid_out_otherwise(forward.eager_values.get(name), compiled_values.get(name))
+        for name in forward.view.output_names()[model_outputs:])
+
+
+def saved_layout_consequence(forward: GraphContext, compiled_values: dict[str, Any],
+                             backward: GraphContext) -> LayoutMisread | None:
+    """Each value the forward saves that compiled lays out otherwise with equal values, substituted
+    alone (its strides kept) into one eager replay of the backward; the first that changes a
+    gradient materially, with the backward op whose output its layout alone changes."""
+    model_outputs = forward.captured.model_outputs
+    if model_outputs is None:
+        return None
+    inputs = {node.name for node in backward.view.graph_module.graph.nodes if node.op == "placeholder"}
+    for name in forward.view.output_names()[model_outputs:]:
+        eager: Any = backward.eager_values.get(name)
+        compiled: Any = compiled_values.get(name)
+        if name not in inputs or not _laid_out_otherwise(eager, compiled) or not torch.equal(eager, compiled):
+            continue
+        consequence = _flipped(backward, {name: compiled})
+        reader = _layout_reader(backward, replay(backward, {name: compiled})) if consequence is not None else None
+        if consequence is None or reader is None:
+            continue
+        return LayoutMisread(name, _computed_by(forward, name), tuple(eager.stride()), tuple(compiled.stride()),
+                             reader, consequence)
+    return None
+
+
+def _layout_reader(backward: GraphContext, values: dict[str, Any]) -> str | None:
+    """The first backward node (graph order) whose output differs from eager's in ``values``: its
+    inputs still hold eager's values (only a layout was substituted), so it reads the layout."""
+    for node in backward.view.compute_nodes:
+        for value in value_nodes(node):
+            eager, replayed = backward.eager_values.get(value.name), values.get(value.name)
+            if isinstance(eager, torch.Tensor) and isinstance(replayed, torch.Tensor) \
+                    and not (eager.shape == replayed.shape and torch.equal(eager, replayed)):
+                return node.name
+    return None

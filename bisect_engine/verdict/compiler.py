@@ -21,7 +21,7 @@ from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
-from .frozen import frozen_copy, kept_inputs
+from .frozen import frozen_copy, graph_constants_kept, kept_inputs
 from .kernels import OutputCode
 from .shapes import (ShapeMismatch, data_dependent, fake_inputs, forget_unbacked_bindings, shape_signature,
                      static_signature)
@@ -91,6 +91,7 @@ class Compiler:
         output_code: list[OutputCode] | None = None,
         shapes: str = "as_captured",
         constants: Sequence[int] = (),
+        constants_frozen: bool = True,
     ) -> Callable[..., Any]:
         """Compile with Inductor; ``fallbacks`` are ops forced to their aten kernels.
 
@@ -104,9 +105,11 @@ class Compiler:
         ``constants``: the inputs the user's compile froze (see :mod:`~bisect_engine.verdict.frozen`):
         compiled as parameters holding the values in ``example_inputs``, under no_grad, so Inductor
         freezes them as it froze the user's; the callable returned still takes every input.
+        ``constants_frozen=False``: they are the graph's own constants (tensors the compiled function
+        made), compiled as plain attributes, which Inductor holds as constants without ``freezing``.
         """
         if constants and torch._guards.detect_fake_mode(list(example_inputs)) is None:  # real values to freeze
-            return self._compile_frozen(graph_module, list(example_inputs), constants, label=label,
+            return self._compile_frozen(graph_module, list(example_inputs), constants, constants_frozen, label=label,
                                         config_patches=config_patches, decompositions=decompositions,
                                         fallbacks=fallbacks, aten_graph=aten_graph, output_code=output_code,
                                         shapes=shapes)
@@ -127,7 +130,7 @@ class Compiler:
         start = time.perf_counter()
         try:
             with forced_fallbacks(fallbacks), functorch_config.patch({**functorch_patches, "enable_autograd_cache": False}):
-                copied = copy.deepcopy(graph_module)
+                copied = graph_constants_kept(copy.deepcopy(graph_module))
                 compiled = compile_fx(
                     copied if example is example_inputs_list else forget_unbacked_bindings(copied),
                     example,
@@ -159,10 +162,11 @@ class Compiler:
             self.seconds += time.perf_counter() - start
 
     def _compile_frozen(self, graph_module: fx.GraphModule, inputs: list[Any], constants: Sequence[int],
-                        **options: Any) -> Callable[..., Any]:
+                        frozen: bool, **options: Any) -> Callable[..., Any]:
         kept = kept_inputs(len(inputs), constants)
         with torch.no_grad():  # Inductor freezes only a compile without grad, as Dynamo does
-            compiled = self.compile(frozen_copy(graph_module, constants, inputs), [inputs[i] for i in kept], **options)
+            compiled = self.compile(frozen_copy(graph_module, constants, inputs, parameters=frozen),
+                                    [inputs[i] for i in kept], **options)
 
         def called(*args: Any) -> Any:
             return compiled(*[args[i] for i in kept])

@@ -280,11 +280,20 @@ class Subgraph:
     node_names: tuple[str, ...]
 
 
+def tensor_constant_names(view: GraphView) -> frozenset[str]:
+    """The graph's own tensor constants: its ``get_attr`` tensors (what AOT Autograd traced a
+    tensor made inside the compiled function to, ``_tensor_constant0``), which Inductor lowers as
+    constants; subgraph modules excepted."""
+    return frozenset(node.name for node in view.graph_module.graph.nodes
+                     if node.op == "get_attr" and isinstance(attribute_at(view.graph_module, str(node.target)), torch.Tensor))
+
+
 def constant_names(view: GraphView, frozen: Iterable[str]) -> frozenset[str]:
-    """The values the user's compile holds as constants: the ``frozen`` placeholders and every
-    value computed from them alone (a weight's transpose; freezing folds it), random ops excepted.
-    Every cut or per-node copy takes these as frozen constants (:mod:`~bisect_engine.verdict.frozen`)."""
-    constants = set(frozen)
+    """The values the user's compile holds as constants: the ``frozen`` placeholders, the graph's
+    own tensor constants (:func:`tensor_constant_names`) and every value computed from them alone
+    (a weight's transpose; freezing folds it), random ops excepted. Every cut or per-node copy
+    takes these as constants (:mod:`~bisect_engine.verdict.frozen`)."""
+    constants = set(frozen) | tensor_constant_names(view)
     if not constants:
         return frozenset()
     for node in view.compute_nodes:

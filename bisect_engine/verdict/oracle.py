@@ -120,6 +120,13 @@ class GraphContext:
     def constant_positions(self, input_names: Sequence[str]) -> list[int]:
         return [i for i, name in enumerate(input_names) if name in self.constants]
 
+    @property
+    def constants_frozen(self) -> bool:
+        """Whether the constants are parameters frozen by the user's ``freezing`` (then every
+        constant is compiled as a parameter, and Inductor freezes them all); else they are the
+        graph's own tensor constants, compiled as plain attributes."""
+        return bool(self.captured.frozen)
+
     def release_values(self) -> None:
         """Let go of every value this context holds (its eager values, its replays): the graph is
         judged and nothing later reads them (``localise/release.py``)."""
@@ -175,6 +182,7 @@ class GraphContext:
                 subgraph.graph_module, inputs, label=label,
                 config_patches=config_patches, decompositions=decompositions, fallbacks=fallbacks,
                 output_code=code, shapes=shapes, constants=self.constant_positions(subgraph.input_names),
+                constants_frozen=self.constants_frozen,
             )
             torch.manual_seed(self.seed)
             compiled_outputs = run_compiled(compiled, inputs)
@@ -227,7 +235,8 @@ class GraphContext:
             # Every placeholder its own tensor: a value fed to two copies must not look aliased.
             example = [clone_value(v) for v in copies.inputs(self.view, self.eager_values, 0)]
             compiled = compiler.compile(copies.graph_module, example, label=label,
-                                        constants=copies.positions(self.view, self.constants))
+                                        constants=copies.positions(self.view, self.constants),
+                                        constants_frozen=self.constants_frozen)
             del example  # copies for the compile only: gone before the compiled values come
 
             def run() -> list[Any]:

@@ -10,15 +10,18 @@ Check on torch 2.13.0+cpu: eager and aot_eager give 0, 1e9, ..., 1e10; inductor 
 CPU kernel wraps too (the last elements, in the vector tail, do not). Exact integers: the int64
 product is the reference. Class: a real compiler bug.
 Edit: ``device='cuda'`` -> ``device='cpu'`` for ``x`` (the bug is in shared index arithmetic).
+The op: the kernel computes ``VectorizedN<int64_t,2>::arange(1000000000L*x0, 1000000000)``, the
+arange's lowering (``prims.iota``) with the constant's multiply folded into its step; the multiply
+alone compiles right, and with ``prims.iota`` falling back to aten the program agrees, so the tool's
+window ``arange`` + ``mul`` named by the arange, with the iota lowering as the subsystem, is the
+thread's diagnosis.
 """
 REAL_REPORT = {
     "issue": 175966, "class": "real_bug",
     "verdict": "divergent",
-    "op": "aten.mul.Tensor",
+    "op": "aten.arange.start",
     "cli_args": [],
-    "known_miss": "not_reproducible: the program's graph_1 differs exactly (the wrap), but the aten graph "
-                  "captured from it compiles right alone (the int64 constant made inside the compiled "
-                  "function is an input there); issue 37 item 1, int rules with helper bugs3",
+    "known_miss": None,
 }
 import torch
 

@@ -18,9 +18,11 @@ REAL_REPORT = {
     "verdict": "crash",
     "op": "aten.bmm.default",
     "cli_args": [],
-    "known_miss": "crash, but not localised: the isolated rerun survives the abort and says crash, yet "
-                  "the crash search blames the graph's first node (aten.mul.Tensor, crash text empty) and "
-                  "lists every other node as crashing alone; its repro exits 0 (compiles and runs)",
+    "known_miss": "crash, localised to a window that ends in the bmm (mul_2 ... constant_pad_nd x2 ... "
+                  "_unsafe_view, bmm; NativeCrash SIGABRT; subsystem cpp.simdlen=1, the vectorised tail), "
+                  "named by its first node (aten.mul.Tensor); the repro of that window exits 0 (the "
+                  "out-of-bounds store did not abort there). Before: every child imported the script and "
+                  "failed to start, so each node read as a crash with no text",
 }
 import torch
 import torch.nn.functional as F

@@ -21,9 +21,10 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.adaptive_max_pool3d_backward.default",
     "cli_args": [],
-    "known_miss": ("not_reproducible: each graph judged alone gets eager's saved indices (contiguous); "
-                   "the channels_last indices of the compiled forward that make the fallback kernel wrong "
-                   "never reach the backward's check (a saved tensor's layout, not its values, departs)"),
+    "known_miss": ("not_reproducible, cause saved_layout: the report names the op (saved_layout: getitem_1, "
+                   "saved by adaptive_max_pool3d, channels_last compiled, contiguous eager, same values, misread "
+                   "by aten.adaptive_max_pool3d_backward.default), but a layout misread is no finding yet: its "
+                   "repro needs the backward op run on both layouts, not compiled vs eager on one"),
 }
 import torch, torch.nn.functional as F
 
