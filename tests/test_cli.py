@@ -20,6 +20,23 @@ def _run(tmp_path: Path, source: str | None, *extra: str) -> subprocess.Complete
     )
 
 
+def _in_process(tmp_path: Path, source: str | None, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (click's runner): a refusal that ends before any compile
+    needs no interpreter of its own (each took ~6 CPU-seconds to import torch); the supervisor, the
+    console script's exit and a traceback's absence at process level are tested by the subprocess
+    runs around it (``_run``)."""
+    from click.testing import CliRunner
+
+    from bisect_engine.cli import main
+
+    model = tmp_path / "model.py"
+    if source is not None:
+        model.write_text(source)
+    result = CliRunner().invoke(main, ["run", str(model), "--out", str(tmp_path / "out"), "-q", *extra])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return subprocess.CompletedProcess(["bisect-accuracy"], result.exit_code, result.stdout, result.stderr)
+
+
 def torch_has_cuda() -> bool:
     import torch
 
@@ -45,7 +62,7 @@ GOOD_INPUTS = "import torch\ndef get_inputs():\n    return (torch.ones(3),)\n"
     ],
 )
 def test_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path: Path, source: str | None, message: str) -> None:
-    result = _run(tmp_path, source)
+    result = _in_process(tmp_path, source)
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
@@ -62,7 +79,7 @@ def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
      ("meta" if torch_has_cuda() else "cuda", "device is available here")],
 )
 def test_a_device_that_cannot_run_the_model_is_a_usage_error(tmp_path: Path, device: str, message: str) -> None:
-    result = _run(tmp_path, GOOD_INPUTS + "def get_model():\n    return torch.nn.ReLU()\n", "--device", device)
+    result = _in_process(tmp_path, GOOD_INPUTS + "def get_model():\n    return torch.nn.ReLU()\n", "--device", device)
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
