@@ -134,8 +134,10 @@ def harness_fallback(graph: CapturedGraph, context: GraphContext, whole: Subgrap
 def _outputs(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """NaN/Inf in eager's model outputs, and the outputs where eager and compiled differ materially."""
     context, whole = finding.context, finding.whole
+    with driver.progress.step(f"{context.name}: outputs that differ materially from eager's"):
+        material = material_outputs(context, whole.compiled_values, finding.model_outputs or list(whole.outputs))
     return replace(finding, eager_nonfinite=outputs_problem(context.view, context.eager_values, finding.model_outputs),
-                   material=material_outputs(context, whole.compiled_values, finding.model_outputs or list(whole.outputs)))
+                   material=material)
 
 
 def _compiled_problem(finding: GraphFinding) -> bool:
