@@ -220,7 +220,19 @@ def instrument(profile: Profile) -> None:
     wrap(profile, oracle.GraphContext, "judge_nodes", "judge_nodes (per-node)")
     wrap(profile, oracle.GraphContext, "replay", "eager replay")
     wrap(profile, oracle, "noise_floors", "noise model (fp64 clean + noisy runs)")
+    from bisect_engine.localise import graph_steps, run_steps
     wrap(profile, departures, "find_departures", "departures")
+    # the names graph_steps / run_steps imported (a module attribute wrapped there is not what they call)
+    wrap(profile, graph_steps, "find_departures", "departures")
+    wrap(profile, graph_steps, "follows_eager_with", "eager rounding (emulate_precision_casts)")
+    wrap(profile, graph_steps, "material_outputs", "material outputs")
+    wrap(profile, run_steps, "backward_consequence", "departures carried into the backward")
+    wrap(profile, run_steps, "saved_value_consequence", "saved values into the backward")
+    from bisect_engine.localise import judge as judge_module
+    wrap(profile, judge_module, "check_model_level", "model-level check")
+    wrap(profile, model_check, "_noise_floors", "model-level noise model (second fp64 model)")
+    from bisect_engine import api as api_module
+    wrap(profile, api_module, "write_outputs", "report, views and repro written")
     wrap(profile, model_check, "check_model_level", "model-level check")
     wrap(profile, pipeline, "capture", "capture (pipeline)")
     # per call totals only (called per output / per subgraph): where the judging time goes

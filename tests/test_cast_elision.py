@@ -136,3 +136,29 @@ def test_a_clean_forward_keeps_its_values_only_where_a_saved_value_crosses_zero(
     eager = forward.eager_values[saved]
     assert saved_masks_differ(forward, {saved: torch.full((2,), -0.0031, dtype=torch.bfloat16)})  # 0 -> below 0
     assert not saved_masks_differ(forward, {saved: eager.clone()})
+
+
+def test_the_eager_rounding_switch_compiles_only_where_it_can_change_the_code() -> None:
+    """``emulate_precision_casts`` on a CPU graph with no fp16/bf16 value: the whole graph's own
+    compile answers (a cached verdict, no compile); with a bf16 value the switch is compiled."""
+    from bisect_engine.strategies.departures import EAGER_ROUNDING, follows_eager_with, rounding_switch_inert
+    from bisect_engine.verdict.candidate import NO_SWITCH
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.oracle import SubgraphVerdict
+
+    class Recording:
+        def __init__(self, context: GraphContext) -> None:
+            self.context, self.asked = context, []
+
+        def judge(self, candidate):
+            self.asked.append(candidate.switch)
+            output = self.context.view.output_names()[0]
+            return SubgraphVerdict(Outcome.MATCH, compiled_values={output: self.context.eager_values[output]})
+
+    plain = _context(lambda x, t: ((x * 3.0) > t).float(), X, T)
+    narrow = _context(_round_trip_then, X, T)
+    assert rounding_switch_inert(plain) and not rounding_switch_inert(narrow)
+    for context, switch in ((plain, NO_SWITCH), (narrow, EAGER_ROUNDING)):
+        search = Recording(context)
+        assert follows_eager_with(context, search)  # type: ignore[arg-type]
+        assert search.asked == [switch]

@@ -463,3 +463,27 @@ def test_the_all_finite_path_measures_what_the_masks_measure(seed: int) -> None:
         assert (other.outcome, other.reason, other.new_nonfinite) == (plain.outcome, plain.reason, 0)
         assert (other.compiled_rms_ulps, other.eager_rms_ulps, other.compiled_max_ulps, other.eager_max_ulps) == \
             (plain.compiled_rms_ulps, plain.eager_rms_ulps, plain.compiled_max_ulps, plain.eager_max_ulps)
+
+
+def test_the_material_rule_without_masks_gives_what_the_masks_give(monkeypatch) -> None:
+    """``material_difference``'s common case (every entry finite, no fill) skips the NaN/Inf and
+    fill masks: the same Difference, field for field, as the masked path on random values."""
+    import dataclasses
+
+    from bisect_engine.verdict import compare
+    from bisect_engine.verdict.compare import material_difference
+
+    generator = torch.Generator().manual_seed(11)
+    cases = []
+    for trial in range(120):
+        dtype = [torch.float32, torch.float16, torch.bfloat16, torch.float64][trial % 4]
+        shape = [(7,), (13, 5), (4, 6, 3)][trial // 4 % 3]
+        eager = (torch.randn(shape, generator=generator) * 10.0 ** (trial % 7 - 3)).to(dtype)
+        noise = torch.randn(shape, generator=generator, dtype=torch.float64) * [1e-8, 1e-4, 1e-2, 1.0][trial // 12 % 4]
+        compiled = (eager.double() + noise * eager.double().abs().mean()).to(dtype)
+        if trial % 3 == 0 and eager.dim() == 2:
+            eager, compiled = eager.t(), compiled.t()
+        cases.append((eager, compiled, [0.0, 0.5, 100.0][trial % 3]))
+    fast = [dataclasses.astuple(material_difference(e, c, scale_floor=f)) for e, c, f in cases]
+    monkeypatch.setattr(compare, "_all_finite", lambda *values: False)
+    assert fast == [dataclasses.astuple(material_difference(e, c, scale_floor=f)) for e, c, f in cases]

@@ -3,6 +3,8 @@
 No compiles: synthetic graphs made by ``make_fx``, values judged by the policy's pure functions."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -243,3 +245,107 @@ def test_a_script_call_whose_output_is_its_own_rounding_matches_and_a_wrong_one_
     assert call_floors(tanh, references) == [0.0]
     wrong = references.eager[0] * 1.01
     assert judge_call(tanh, references, [wrong], [x]).outcome is Outcome.MISMATCH
+
+
+def test_a_difference_not_material_at_the_order_floor_is_not_material_at_any_higher_floor() -> None:
+    """Why a clean graph's outputs need no noise run (``GraphContext.material_output_difference``):
+    a floor only raises the scale the material rule measures at."""
+    generator = torch.Generator().manual_seed(5)
+    for trial in range(200):
+        eager = torch.randn(64, generator=generator) * float(torch.rand(1, generator=generator) * 10)
+        size = [1e-7, 1e-5, 1e-3, 1e-1][trial % 4]
+        compiled = eager + size * torch.randn(64, generator=generator)
+        low = float(torch.rand(1, generator=generator)) * 4
+        high = low + float(torch.rand(1, generator=generator)) * 100
+        if not material_difference(eager, compiled, scale_floor=low).material:
+            assert not material_difference(eager, compiled, scale_floor=high).material
+        if closer_to_fp64(eager, eager.double() + (compiled.double() - eager.double()) * 0.9, compiled,
+                          scale_floor=low) is None:  # departures: no departure at the order floor, none higher
+            assert closer_to_fp64(eager, eager.double() + (compiled.double() - eager.double()) * 0.9, compiled,
+                                  scale_floor=high) is None
+
+
+def test_a_clean_graph_is_judged_without_the_noise_run(monkeypatch) -> None:
+    """Outputs that match clearly, with no material difference from eager: no noise model, and the
+    verdict is the one the noise floors would give."""
+    runs = []
+    original = noise.noise_floors
+    monkeypatch.setattr("bisect_engine.verdict.oracle.noise_floors",
+                        lambda *args, **kwargs: runs.append(1) or original(*args, **kwargs))
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(6))
+    grad = torch.nn.functional.layer_norm(x, x.shape[-1:]) * 2 / x.numel()
+    context = _context(_layer_norm_grad, x, grad)
+    (name,) = context.view.output_names()
+    eager = context.eager_values[name]
+    assert context.material_output_difference(name, eager.clone()) is None
+    assert not runs
+    dropped = (grad - grad.mean(-1, keepdim=True))  # the xhat * mean(g * xhat) term lost: material
+    assert context.material_output_difference(name, dropped) == context.output_difference(name, dropped)
+    assert runs == [1]  # material at the order floor: the noise model decides (once per graph)
+    generator = torch.Generator().manual_seed(7)
+    for size in (1e-3, 1e-1, 1.0, 10.0, 1e3):  # whichever floor decides, the answer is the full floor's
+        changed = eager + size * rounding_unit(torch.float32) * float(eager.abs().max()) * torch.randn(
+            eager.shape, generator=generator)
+        full = context.output_difference(name, changed)
+        assert context.material_output_difference(name, changed) == (full if full.material else None)
+
+
+def test_the_noise_floors_rejudge_only_the_outputs_whose_floor_they_change(monkeypatch) -> None:
+    """A graph judged with the noise floors keeps, for every output whose facts they leave as they
+    were, the plain judgement's verdict (the same verdicts as judging every output again)."""
+    from bisect_engine.verdict import oracle
+    from bisect_engine.verdict.judgement import judge_outputs
+
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(8))
+    grad = torch.nn.functional.layer_norm(x, x.shape[-1:]) * 2 / x.numel()
+
+    def two(v: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _layer_norm_grad(v, g), torch.tanh(v) * 3
+
+    context = _context(two, x, grad)
+    subgraph = context.whole()
+    cancelled, plain = subgraph.output_names
+    eager = [context.eager_values[n] for n in subgraph.output_names]
+    unit = rounding_unit(torch.float32)
+    compiled = [eager[0] + 4 * unit * context.noise_floor(cancelled) * torch.randn(eager[0].shape),
+                eager[1] * (1 + 3 * unit * torch.randn(eager[1].shape))]
+    judged = []
+    monkeypatch.setattr(oracle, "judge_outputs", lambda *args, **kwargs: judged.append(len(args[2])) or judge_outputs(*args, **kwargs))
+    verdict = context._verdict(subgraph, [context.eager_values[n] for n in subgraph.input_names], compiled, False)
+    # both outputs judged plainly, then only the cancelled one again
+    assert judged == [1, 1, 1]
+    facts = context.output_facts(subgraph.output_names, eager, subgraph.graph_module)
+    fp64 = context.eager_values  # the reference, recomputed the long way
+    from bisect_engine.verdict.fx_eval import run_graph
+    reference = run_graph(subgraph.graph_module, [context.eager_values[n] for n in subgraph.input_names], upcast=True)
+    expected = judge_outputs(context.oracle, "graph", eager, reference, compiled, facts)
+    assert [verdict.outputs[n] for n in subgraph.output_names] == expected
+    del fp64
+
+
+def test_departures_read_the_fp64_references_the_whole_graph_judgement_kept(monkeypatch) -> None:
+    """A clean whole graph's departing outputs keep their fp64 references from its judgement: the
+    departures then run no second fp64 pass, and find what the second pass finds."""
+    from bisect_engine.strategies import departures
+
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(9))
+    w = torch.randn(256, 256, generator=torch.Generator().manual_seed(10))
+
+    def chain(v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.tanh(v @ m), (v * 2).sum(-1)
+
+    def judged(context: GraphContext) -> tuple[Any, dict[str, Any]]:
+        subgraph = context.whole()
+        eager = [context.eager_values[n] for n in subgraph.output_names]
+        exact = [torch.tanh(x.double() @ w.double()).float(), eager[1]]  # compiled closer to fp64
+        verdict = context._verdict(subgraph, [context.eager_values[n] for n in subgraph.input_names], exact, False)
+        return verdict, verdict.compiled_values
+
+    first = _context(chain, x, w)
+    verdict, compiled = judged(first)
+    assert verdict.outcome.value == "match"
+    recomputed = departures.find_departures(_context(chain, x, w), compiled, "graph")  # the second fp64 pass
+    assert recomputed, "the planted departure"
+    monkeypatch.setattr(departures, "values_of", lambda *args, **kwargs: (_ for _ in ()).throw(AssertionError))
+    assert departures.find_departures(first, compiled, "graph") == recomputed
+    assert first.take_departing(compiled) is None  # taken once, then let go

@@ -134,8 +134,10 @@ def harness_fallback(graph: CapturedGraph, context: GraphContext, whole: Subgrap
 def _outputs(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """NaN/Inf in eager's model outputs, and the outputs where eager and compiled differ materially."""
     context, whole = finding.context, finding.whole
+    with driver.progress.step(f"{context.name}: outputs that differ materially from eager's"):
+        material = material_outputs(context, whole.compiled_values, finding.model_outputs or list(whole.outputs))
     return replace(finding, eager_nonfinite=outputs_problem(context.view, context.eager_values, finding.model_outputs),
-                   material=material_outputs(context, whole.compiled_values, finding.model_outputs or list(whole.outputs)))
+                   material=material)
 
 
 def _compiled_problem(finding: GraphFinding) -> bool:
@@ -163,6 +165,7 @@ def _below_tolerance(finding: GraphFinding, driver: Driver) -> GraphFinding:
 
 def _diverged(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """The writer starts the repro's interpreters once a graph is known to diverge."""
+    finding.context.drop_departing()  # the departures look is for graphs without a finding
     if driver.on_divergence is not None and (finding.whole.outcome is not Outcome.MATCH or finding.material
                                              or finding.eager_nonfinite is not None or _compiled_problem(finding)):
         driver.on_divergence()
@@ -304,12 +307,14 @@ def _departures(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """Where compiled departs from eager while closer to fp64 (judged against fp64 only): per node
     when the per-node check ran, else per output."""
     scope = "node" if finding.nodes else "graph"
-    return replace(finding, departures=find_departures(finding.context, departure_values(finding), scope))
+    with driver.progress.step(f"{finding.context.name}: values compiled computes closer to fp64 than eager"):
+        return replace(finding, departures=find_departures(finding.context, departure_values(finding), scope))
 
 
 def _eager_rounding(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """One compile says whether Inductor's eager-rounding setting makes compiled follow eager."""
-    return replace(finding, eager_rounding_follows=follows_eager_with(finding.context, driver.search, EAGER_ROUNDING))
+    with driver.progress.step(f"{finding.context.name}: does emulate_precision_casts make compiled follow eager?"):
+        return replace(finding, eager_rounding_follows=follows_eager_with(finding.context, driver.search, EAGER_ROUNDING))
 
 
 def _cast_elision(finding: GraphFinding, driver: Driver) -> GraphFinding:

@@ -92,7 +92,8 @@ def _carry_departures(run: RunFinding, driver: Driver) -> RunFinding:
         captured = graph.context.captured
         backward = by_name.get(f"backward_{captured.index}")
         if graph.context.name == f"forward_{captured.index}" and backward is not None:
-            graph = _carried(graph, backward)
+            with driver.progress.step(f"{graph.context.name}: its departures carried into {backward.context.name}"):
+                graph = _carried(graph, backward)
         graphs.append(graph)
     return replace(run, graphs=tuple(graphs))
 

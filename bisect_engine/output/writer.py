@@ -54,7 +54,8 @@ def write_outputs(result: RunResult, output: OutputOptions, folder: OutputFolder
     (``timeout_s``: what is left of the run's time for verification; ``inputs``: the repro's
     inputs, decided before output: nothing here compiles; ``versions``: collect_env, maybe
     started during the search, read for a finding and ended otherwise)."""
-    report = build_report(result)
+    with (progress or Progress(enabled=False)).step("report.json: every value's digests and verdicts"):
+        report = build_report(result)
     versions = versions or Versions()
     try:
         if report["verdict"] in FINDINGS:

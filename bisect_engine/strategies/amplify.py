@@ -59,8 +59,8 @@ def material_outputs(context: GraphContext, compiled_values: dict[str, Any], out
     found = []
     for name in outputs:
         if name in compiled_values:
-            difference = context.output_difference(name, compiled_values[name])
-            if difference.material:
+            difference = context.material_output_difference(name, compiled_values[name])
+            if difference is not None:
                 found.append((name, difference))
     return found
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..verdict.candidate import GraphCandidate, Switch
+from ..verdict.candidate import NO_SWITCH, GraphCandidate, Switch
 from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64
 from ..verdict.judgement import judge_against_eager, scale_floor
 from ..verdict.precision import op_base_name
@@ -42,15 +42,19 @@ class DepartedValue:
 def find_departures(context: GraphContext, compiled_values: dict[str, Any], scope: str) -> list[DepartedValue]:
     """Values whose compiled departs from eager beyond the floors while closer to fp64, leaving
     out rounding noise (:func:`is_noise`)."""
+    # The whole graph's judgement kept the departing outputs' fp64 references (its fp64 run, not a second one)
+    kept = context.take_departing(compiled_values) if scope == "graph" else None
     random = random_values(context)  # compiled draws other numbers: data, not a difference
-    departing = [name for name, value in compiled_values.items()
-                 if name not in random
-                 and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
+    departing = list(kept) if kept is not None else [
+        name for name, value in compiled_values.items()
+        if name not in random
+        and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
     if not departing:
         return []
     # only the departing values' fp64 references are kept (not every node's, fp64 of the whole graph)
     context.captured.check_inputs()
-    fp64 = values_of(context.captured.graph_module, context.captured.inputs, departing, upcast=True)
+    fp64 = kept if kept is not None else values_of(context.captured.graph_module, context.captured.inputs,
+                                                   departing, upcast=True)
     found = []
     for name in departing:
         eager, compiled = context.eager_values.get(name), compiled_values[name]
@@ -69,12 +73,17 @@ def is_noise(context: GraphContext, name: str, departure: Departure, eager: Any,
     compiled not clearly closer to fp64 than eager (within the tolerance's ratio: two samples of
     one noise). A rounding eager made and compiled skipped (a bf16 ``(x + 32) - 32`` fused in fp32)
     leaves compiled many times closer: listed, whatever the floor."""
-    floor = max(context.noise_floor(name, carried=scope != "node"),
-                scale_floor(context.view.nodes, context.eager_values, name))  # a reduction's order floor too
-    if floor <= 0.0 or departure.exact:
-        return False
-    clearly_closer = departure.compiled_rms_ulps * context.tolerance.ratio <= departure.eager_rms_ulps
-    return not clearly_closer and closer_to_fp64(eager, fp64, compiled, context.tolerance, floor) is None
+    if departure.exact or departure.compiled_rms_ulps * context.tolerance.ratio <= departure.eager_rms_ulps:
+        return False  # clearly closer (or counted in elements): listed whatever the floor
+    order_floor = scale_floor(context.view.nodes, context.eager_values, name)  # a reduction's order floor
+    # The noise model (an fp64 run perturbed op by op) only where the order floor leaves it open: a
+    # floor only raises the scale both comparisons measure at, so no departure at the lower floor
+    # is none at the higher one (``closer_to_fp64``: against eager, the error in units of that
+    # scale only shrinks; against fp64, both errors are in one unit and keep their order).
+    if order_floor > 0.0 and closer_to_fp64(eager, fp64, compiled, context.tolerance, order_floor) is None:
+        return True
+    floor = max(context.noise_floor(name, carried=scope != "node"), order_floor)
+    return floor > 0.0 and closer_to_fp64(eager, fp64, compiled, context.tolerance, floor) is None
 
 
 def _computed_by(context: GraphContext, name: str) -> str:
@@ -127,8 +136,8 @@ def _flipped(backward: GraphContext, overrides: dict[str, Any]) -> Consequence |
     that then differs materially from eager's, and the ops on its path that amplify it."""
     values = replay(backward, overrides)
     for output in backward.view.output_names():
-        difference = backward.output_difference(output, values.get(output))
-        if difference.material:
+        difference = backward.material_output_difference(output, values.get(output))
+        if difference is not None:
             roots = tuple(overrides)
             path = tuple(dict.fromkeys(n for root in roots for n in path_between(backward, root, output)))
             return Consequence(backward.name, roots, output, difference,
@@ -228,13 +237,33 @@ def _same_kind(eager: Any, compiled: Any) -> bool:
 
 def follows_eager_with(context: GraphContext, search: GraphSearch, switch: Switch = EAGER_ROUNDING) -> bool:
     """One compile of the whole graph under ``switch``: do its outputs then match eager's
-    (eager taken as the reference, within the floors)?"""
+    (eager taken as the reference, within the floors)? Where the switch cannot change the code
+    (:func:`rounding_switch_inert`) the whole graph's own compile answers (cached: no compile)."""
     names = context.view.compilable_names(keep_random=context.rng_strict)
-    verdict = search.judge(GraphCandidate(context.name, frozenset(names), switch=switch, purpose="eager rounding"))
+    inert = switch == EAGER_ROUNDING and rounding_switch_inert(context)
+    verdict = search.judge(GraphCandidate(context.name, frozenset(names), switch=NO_SWITCH if inert else switch,
+                                          purpose="eager rounding"))
     if verdict.outcome is Outcome.CRASH or not verdict.compiled_values:
         return False
     return all(judge_against_eager(context.oracle, context.eager_values.get(n), v).outcome is Outcome.MATCH
                for n, v in verdict.compiled_values.items())
+
+
+def rounding_switch_inert(context: GraphContext) -> bool:
+    """Whether ``emulate_precision_casts`` leaves this graph's compiled code as it is: every value
+    (inputs too) on the CPU and none in fp16/bf16. Read in Inductor (torch 2.13): on the CPU every
+    use of the setting is conditioned on an fp16/bf16 operand or result (the pointwise lowering's
+    and ``to_dtype``'s down-up casts, the C++ kernels' dtype-conversion cache, the joint-graph pass
+    that folds a cast pair, which otherwise only folds ``fp64 -> fp32 -> fp32``, the same bits);
+    on a GPU it also turns off Triton's FMA fusion, so a CUDA graph always compiles it."""
+    def plain(value: Any) -> bool:
+        if isinstance(value, (tuple, list)):
+            return all(plain(v) for v in value)
+        return not isinstance(value, torch.Tensor) or (value.device.type == "cpu" and value.dtype not in NARROW_FLOATS)
+
+    recorded = [node.meta.get("val") for node in context.view.graph_module.graph.nodes]
+    return (plain(list(context.captured.inputs)) and plain(list(context.eager_values.values()))
+            and plain([value for value in recorded if value is not None]))
 
 
 # ---- cast elision: a round trip through a narrower float that compiled code skips ---------------

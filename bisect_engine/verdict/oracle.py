@@ -24,7 +24,8 @@ from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, mutates, run_graph, stream_graph, to_fp64
-from .judgement import GRAPH, Oracle, OutputFacts, computed_by, judge_outputs, output_facts, scale_floor
+from .judgement import (GRAPH, Oracle, OutputFacts, computed_by, judge_against_eager, judge_outputs, output_facts,
+                        scale_floor)
 from .kernels import OutputCode
 from .noise import NoiseFloors, noise_floors
 
@@ -61,6 +62,10 @@ class GraphContext:
     oracle: Oracle = Oracle()  # the run's judgement policy (reference, tolerance, units, draws, seed)
     # the last few eager replays (see replay): (key, the injected values, every node's replayed value)
     _replays: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
+    # The whole graph's fp64 references of the outputs compiled computes otherwise than eager, kept
+    # from its plain judgement for the departures (:meth:`take_departing`), with the compiled
+    # outputs they were judged against: (name -> compiled value, name -> fp64 value)
+    _departing: tuple[dict[str, Any], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_captured(cls, captured: CapturedGraph, oracle: Oracle = Oracle()) -> "GraphContext":
@@ -132,6 +137,33 @@ class GraphContext:
         judged and nothing later reads them (``localise/release.py``)."""
         self.eager_values = {}
         self._replays = []
+        self._departing = None
+
+    def take_departing(self, compiled_values: dict[str, Any]) -> dict[str, Any] | None:
+        """The fp64 references of the whole graph's outputs whose compiled value departs from
+        eager's (eager as the reference, :func:`~bisect_engine.verdict.judgement.judge_against_eager`),
+        by name in ``compiled_values``' order, kept from the whole graph's judgement (its fp64 run
+        is not run again), then let go; None where they were not kept for these very values (a
+        graph that draws random numbers, writes in place, or was not judged clean)."""
+        kept, self._departing = self._departing, None
+        if kept is None:
+            return None
+        judged, fp64 = kept
+        if len(judged) != len(compiled_values) or any(compiled_values.get(n) is not v for n, v in judged.items()):
+            return None
+        return {name: fp64[name] for name in compiled_values if name in fp64}
+
+    def drop_departing(self) -> None:
+        """Let go of the kept fp64 references (a graph that diverges: no departures read them)."""
+        self._departing = None
+
+    def _keeps_departing(self, subgraph: Subgraph) -> bool:
+        """Whether judging ``subgraph`` keeps the departing outputs' fp64 references: the whole
+        graph (its fp64 run then gives the captured graph's fp64 values), no random draws, fp64 as
+        the reference (departures are judged against fp64 only)."""
+        return (self.oracle.reference == "fp64" and not self.view.random_names()
+                and set(subgraph.input_names) <= set(self.view.placeholder_names())
+                and set(subgraph.node_names) == set(self.view.compilable_names(keep_random=self.rng_strict)))
 
     def replay(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """Every node's value in an eager run of the captured graph with ``overrides`` substituted
@@ -306,6 +338,18 @@ class GraphContext:
         it (:meth:`scale_floor`): the one way a graph value is judged by the material rule."""
         return material_difference(self.eager_values.get(name), value, scale_floor=self.scale_floor(name))
 
+    def material_output_difference(self, name: str, value: Any) -> Difference | None:
+        """:meth:`output_difference` where it is material, else None; the noise model is consulted
+        only where the value differs materially at the floor without it. A floor only raises the
+        scale ``material_difference`` measures at (material: ``max |diff| > k * max(RMS, RMS,
+        floor)``; every other reason ignores the floor), so what is not material at the lower
+        floor is not material at the higher one: a clean graph's outputs cost no noise run."""
+        eager = self.eager_values.get(name)
+        if not material_difference(eager, value, scale_floor=scale_floor(self.view.nodes, self.eager_values, name)).material:
+            return None
+        difference = self.output_difference(name, value)
+        return difference if difference.material else None
+
     def verdict_from(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any] | None,
                      own_inputs: bool, error: str = "", reruns: Sequence[Sequence[Any]] = ()) -> SubgraphVerdict:
         """The verdict :meth:`judge` gives, from outputs compiled and run elsewhere (a worker
@@ -329,15 +373,33 @@ class GraphContext:
         for a graph where it can change the verdict or a below-tolerance look."""
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
                          else [self.eager_values[name] for name in subgraph.output_names])
-        plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, with_noise=False)
+        names, candidate = subgraph.output_names, subgraph.graph_module
+        plain_facts = self.output_facts(names, eager_outputs, candidate, with_noise=False)
+        keep = not own_inputs and self._keeps_departing(subgraph)
+        plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, plain_facts, keep=keep)
         if plain.outcome is Outcome.MATCH and not any(clearly_above_eager(v) for v in plain.outputs.values()):
             return plain
-        return self._judged(subgraph, inputs, eager_outputs, compiled_outputs, with_noise=True)
+        if keep:  # not clearly clean: the departures, if any, run fp64 again (nothing held meanwhile)
+            self._departing = None
+        facts = self.output_facts(names, eager_outputs, candidate, with_noise=True)
+        # An output's verdict is a function of its values and its facts alone: those whose facts the
+        # noise floors leave as they were keep the plain verdict (judged once, not streamed again).
+        changed = {i for i, (before, after) in enumerate(zip(plain_facts, facts)) if before != after}
+        if len(plain.outputs) != len(names):
+            changed = set(range(len(names)))
+        if not changed:
+            return plain
+        known = [plain.outputs[name] for name in names] if len(plain.outputs) == len(names) else None
+        return self._judged(subgraph, inputs, eager_outputs, compiled_outputs, facts, changed, known)
 
     def _judged(self, subgraph: Subgraph, inputs: list[Any], eager_outputs: list[Any], compiled_outputs: list[Any],
-                with_noise: bool) -> SubgraphVerdict:
-        facts = self.output_facts(subgraph.output_names, eager_outputs, subgraph.graph_module, with_noise)
-        verdicts = self._streamed(subgraph, inputs, eager_outputs, compiled_outputs, facts)
+                facts: list[OutputFacts], only: set[int] | None = None,
+                known: list[TensorVerdict] | None = None, keep: bool = False) -> SubgraphVerdict:
+        """The outputs judged with ``facts``; ``only``: the positions judged again, the others'
+        verdicts taken from ``known`` (judged before with the same facts); ``keep``: the departing
+        outputs' fp64 references kept (:meth:`take_departing`)."""
+        verdicts = self._streamed(subgraph, inputs, eager_outputs, compiled_outputs, facts,
+                                  only if known is not None else None, known, keep)
         if verdicts is None:
             # Random draws are data for the fp64 reference too: a redraw would be no reference at all.
             fp64_outputs = (run_graph(subgraph.graph_module, inputs, upcast=True, overrides=self._draws(fp64=True))
@@ -353,7 +415,8 @@ class GraphContext:
         )
 
     def _streamed(self, subgraph: Subgraph, inputs: list[Any], eager_outputs: list[Any], compiled_outputs: list[Any],
-                  facts: list[OutputFacts]) -> list[TensorVerdict] | None:
+                  facts: list[OutputFacts], only: set[int] | None = None,
+                  known: list[TensorVerdict] | None = None, keep: bool = False) -> list[TensorVerdict] | None:
         """The fp64 judgement output by output as the fp64 run produces each (then dropped): the
         fp64 values held at once are the run's live set, not every output (a per-node check's
         subgraph outputs every node). None where it does not apply (no fp64 reference, outputs
@@ -369,10 +432,18 @@ class GraphContext:
             if isinstance(node, fx.Node):
                 positions.setdefault(node, []).append(index)
         verdicts: list[TensorVerdict | None] = [None] * len(returned)
+        if only is not None and known is not None and len(known) == len(returned):
+            verdicts = [None if i in only else verdict for i, verdict in enumerate(known)]
 
         def judge_at(i: int, fp64: Any) -> None:
+            if verdicts[i] is not None:
+                return
             verdicts[i] = judge_outputs(self.oracle, GRAPH, [eager_outputs[i]], [fp64], [compiled_outputs[i]],
                                         [facts[i]])[0]
+            name = subgraph.output_names[i]
+            if keep and name not in departing and judge_against_eager(
+                    self.oracle, eager_outputs[i], compiled_outputs[i]).outcome is Outcome.MISMATCH:
+                departing[name] = fp64
 
         def judge(node: fx.Node, fp64: Any) -> None:
             for i in positions[node]:
@@ -381,8 +452,11 @@ class GraphContext:
         for index, node in enumerate(returned):  # a constant output (a backward's None): its own reference
             if not isinstance(node, fx.Node):
                 judge_at(index, node)
+        departing: dict[str, Any] = {}
         stream_graph(graph_module, inputs, upcast=True, overrides=self._draws(fp64=True), sink=judge)
         judged = [v for v in verdicts if v is not None]
+        if keep and len(judged) == len(verdicts):
+            self._departing = (dict(zip(subgraph.output_names, compiled_outputs)), departing)
         return judged if len(judged) == len(verdicts) else None
 
 
