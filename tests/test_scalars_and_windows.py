@@ -41,6 +41,8 @@ def test_a_scalar_eager_keeps_wide_stays_as_written_and_a_draw_is_not_repeated()
     graph_module = make_fx(lambda x: x * 0.1)(values)  # CPU mul keeps 0.1 in fp32: eager is sensitive
     (fp64,) = run_graph(graph_module, [values], upcast=True)
     assert torch.equal(fp64, values.double() * 0.1)
+    (again,) = run_graph(graph_module, [values], upcast=True)  # seen to keep it wide: not asked again
+    assert torch.equal(again, fp64)
     fp32 = values.float()  # an fp32 op: the scalar stays as written
     (wide,) = run_graph(make_fx(lambda x: torch.remainder(x, 3.14))(fp32), [fp32], upcast=True)
     assert torch.equal(wide, torch.remainder(fp32.double(), 3.14))

@@ -119,7 +119,8 @@ class _EagerInterpreter(fx.Interpreter):
 
     def _run_fp64(self, node: fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(node)
-        if self._reduced(node) and scalar_arguments(node.target, args, kwargs):  # as eager's op sees a scalar
+        promoted = self._reduced(node)
+        if promoted is not None and unsettled_scalars(node.target, args, kwargs, promoted):  # as eager sees it
             model_args = fx.node.map_arg(node.args, self._in_model_dtype)
             model_kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
             args, kwargs = scalars_as_eager(node.target, model_args, model_kwargs, args, kwargs)
@@ -132,10 +133,17 @@ class _EagerInterpreter(fx.Interpreter):
             return to_fp64(self._target(node)(*args, **kwargs))
 
     @staticmethod
-    def _reduced(node: fx.Node) -> bool:
-        """An input of ``node`` recorded as fp16/bf16 (where eager may round a Python scalar)."""
+    def _reduced(node: fx.Node) -> torch.dtype | None:
+        """The dtype ``node``'s recorded float inputs promote to, when fp16/bf16 (where eager may
+        round a Python scalar)."""
         recorded = [source.meta.get("val", source.meta.get("example_value")) for source in node.all_input_nodes]
-        return any(isinstance(value, torch.Tensor) and value.dtype in _REDUCED for value in recorded)
+        dtypes = [v.dtype for v in recorded if isinstance(v, torch.Tensor) and v.is_floating_point()]
+        if not dtypes:
+            return None
+        promoted = dtypes[0]
+        for dtype in dtypes[1:]:
+            promoted = torch.promote_types(promoted, dtype)
+        return promoted if promoted in _REDUCED else None
 
     def _in_model_dtype(self, source: fx.Node) -> Any:
         """An input's fp64 value cast back to the dtype the graph recorded for it."""
@@ -230,6 +238,9 @@ _IN_PLACE = {operator.iadd, operator.isub, operator.imul, operator.itruediv, ope
              operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor}
 
 
+_KEEPS_WIDE: set[tuple[str, int | str, float, torch.dtype]] = set()
+
+
 def scalar_arguments(target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[int | str, float]]:
     """The Python numbers an op reads as a ``Scalar`` (an aten op's ``number`` arguments: a
     remainder's divisor, an add's ``alpha``, a clamp's bound, or a wrapped-number ``Tensor``:
@@ -251,6 +262,14 @@ def scalar_arguments(target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
         if isinstance(value, (float, int)) and not isinstance(value, bool):
             found.append((key, value))
     return found
+
+
+def unsettled_scalars(target: Any, args: Sequence[Any], kwargs: dict[str, Any], promoted: torch.dtype) -> bool:
+    """Whether a scalar of the op changes rounded to ``promoted`` and the op has not been seen to
+    keep it wide (cheap: what saves an fp64 run the op's inputs in the model's dtype)."""
+    return any(torch.tensor(value, dtype=torch.float64).to(promoted).item() != value
+               and (str(target), key, value, promoted) not in _KEEPS_WIDE
+               for key, value in scalar_arguments(target, args, kwargs))
 
 
 def _writes_or_draws(target: Any) -> bool:
@@ -283,7 +302,14 @@ def scalars_as_eager(target: Any, model_args: Sequence[Any], model_kwargs: dict[
         return args, kwargs
     for key, value in scalar_arguments(target, model_args, model_kwargs):
         rounded = torch.tensor(value, dtype=torch.float64).to(promoted).item()
-        if rounded == value or not _insensitive(target, model_args, model_kwargs, key, rounded):
+        if rounded == value:
+            continue
+        # An op seen to keep this scalar wide (a difference is no coincidence) is not asked again.
+        seen = (str(target), key, value, promoted)
+        if seen in _KEEPS_WIDE:
+            continue
+        if not _insensitive(target, model_args, model_kwargs, key, rounded):
+            _KEEPS_WIDE.add(seen)
             continue
         if isinstance(key, str):
             kwargs[key] = rounded
