@@ -44,7 +44,7 @@ PLANTED = {"config": {}}  # plant() installs the pass object (not renderable as 
 SUITE = "full"  # run by BISECT_CORPUS=all; make test covers its path with a cheaper case (CI time limit)
 EXPECTED = {"subsystem": {"kind": "pass", "name": "post_grad_custom_post_pass"}, 
     "verdict": "divergent",
-    "op": "aten.mul.Tensor",
+    "op": "aten.add.Tensor",  # the window's node whose own output departs (the add made a sub)
     "graph": "forward_0",
     "kind": "window",
     "ops": ["aten.mul.Tensor", "aten.add.Tensor"],

@@ -147,6 +147,9 @@ def case_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             for case in CASES}
 
 
+CAST_OPS = ("aten._to_copy.default", "prims.convert_element_type.default")
+
+
 def _marks(case: Path) -> list[Any]:
     known_miss = header(case).get("known_miss")
     return [pytest.mark.xfail(strict=True, reason=known_miss)] if known_miss else []
@@ -165,3 +168,7 @@ def test_the_tool_names_what_the_thread_concluded(case: Path, case_runs: dict[st
         assert culprit.get("op") == expected["op"], (culprit.get("op"), run.output[-3000:])
     if expected["verdict"] in ("divergent", "nan", "crash"):
         assert run.repro_exit == 1, f"the repro exited {run.repro_exit} in a fresh process"
+    if expected["class"] == "cast_elision":  # the cast named, its switch checked (issue 37 item 4)
+        elided = [d for d in run.report.get("differences") or [] if d.get("cast_elided")]
+        assert elided and elided[0]["op"] in CAST_OPS and elided[0]["setting"]["follows_eager"], (
+            run.report.get("differences"), run.output[-3000:])

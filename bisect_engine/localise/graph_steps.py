@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ModelError
 from ..strategies.amplify import find_amplification, material_outputs
 from ..strategies.departures import (EAGER_ROUNDING, cast_round_trips, compiled_outputs, elided_cast,
-                                     find_departures, follows_eager_with)
+                                     find_departures, follows_eager_with, narrowing_casts)
 from ..strategies.nodes import check_nodes, propagators, rank_culprits
 from ..strategies.windows import find_window, window
 from ..load.rewrite import views_as_reshapes
@@ -331,7 +331,12 @@ def _cast_elision(finding: GraphFinding, driver: Driver) -> GraphFinding:
 
 
 def _round_trips(finding: GraphFinding, driver: Driver) -> bool:
-    return finding.crash is None and bool(cast_round_trips(finding.context))
+    """A round trip through fp16/bf16, or any narrowing cast where compiled departs from eager
+    (not every graph with a ``.to(bf16)``: an autocast graph is full of them)."""
+    if finding.crash is not None:
+        return False
+    return bool(cast_round_trips(finding.context)) or (bool(finding.departures)
+                                                       and bool(narrowing_casts(finding.context)))
 
 
 def _no_crash(finding: GraphFinding) -> bool:

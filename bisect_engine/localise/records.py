@@ -20,6 +20,7 @@ from ..strategies.nodes import NodeCheck, Reach
 from ..strategies.pregrad import PassRewrite
 from ..strategies.sizes import SizeSweep
 from ..strategies.subsystems import Attribution
+from ..strategies.windows import window_culprit
 from ..verdict.compare import Outcome
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
@@ -119,6 +120,15 @@ class GraphFinding:
         if self.amplification:
             return (self.amplification.culprit,)
         return ()
+
+    @property
+    def named_node(self) -> str | None:
+        """The node the culprit is named by: a window's node whose own output departs, or the one
+        its compile error names (``strategies.windows.window_culprit``); else the culprit."""
+        names = self.culprit_nodes
+        if self.window and names == self.window:
+            return window_culprit(self.context.view, self.window, self.window_verdict)
+        return names[0] if names else None
 
     @property
     def culprit_kind(self) -> str:

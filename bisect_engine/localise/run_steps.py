@@ -184,7 +184,7 @@ def _subsystem(finding: GraphFinding, driver: Driver) -> GraphFinding:
         # compile), is the subsystem; no lowering is "wrong" (one story per report)
         return replace(finding, attribution=Attribution(
             "config", EAGER_ROUNDING.name, config_workaround(EAGER_ROUNDING.patch_dict),
-            note=f"compiled skips the {finding.elided_cast.dtype} round trip the program wrote at node "
+            note=f"compiled skips the {finding.elided_cast.dtype} rounding of the cast the program wrote at node "
                  f"{finding.elided_cast.node} (Inductor's intended behaviour unless this is set)"))
     handled, attribution = attribute_inside(finding, driver.judge, driver.search)
     return replace(finding, attribution=attribution) if handled else _attribute(finding, driver)

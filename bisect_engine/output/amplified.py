@@ -84,14 +84,15 @@ def differences_lines(differences: list[dict[str, Any]]) -> list[str]:
 
 
 def _cast_elided_line(entry: dict[str, Any], setting: dict[str, Any] | None) -> str:
-    """A round trip through a narrower float that the compiled code skipped (intended by Inductor
-    unless ``emulate_precision_casts``)."""
+    """A cast to a narrower float whose rounding the compiled code skipped (a round trip, or a value
+    read wide again; intended by Inductor unless ``emulate_precision_casts``)."""
     cast = entry["cast_elided"]
     checked = ("" if not setting else f"; {setting['name']}={setting['value']!r} makes compiled follow eager (checked)"
                if setting.get("follows_eager") else f"; {setting['name']}={setting['value']!r} checked: compiled still differs")
-    return (f"  cast elided: compiled skips the {cast['dtype']} round trip at {entry['op']} (node {entry['node']}, "
-            f"{entry['source'] or '?'}), keeping the value unrounded; eager replayed without it gives compiled's "
-            f"outputs{checked}")
+    together = f" (with {', '.join(cast['together'])})" if cast.get("together") else ""
+    return (f"  cast elided: compiled skips the {cast['dtype']} rounding of the cast at {entry['op']} (node "
+            f"{entry['node']}{together}, {entry['source'] or '?'}), keeping the value unrounded; eager replayed "
+            f"without it gives compiled's outputs{checked}")
 
 
 def amplified_repro_spec(context: GraphContext, amplification: Amplification, describe: Describe, *,

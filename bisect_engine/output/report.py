@@ -96,13 +96,14 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
         names, made_by = (graph.eager_nan,), "model"
     if not names:
         return None
-    culprit = describe_node(result, graph, names[0])
+    named = graph.named_node if made_by == "compiler" and graph.named_node else names[0]
+    culprit = describe_node(result, graph, named)  # a window: listed whole, named by its culprit
     culprit["made_by"] = made_by
     culprit["kind"] = graph.culprit_kind
     culprit["confirmed_alone"] = graph.confirmed
     culprit["nodes"] = list(names)
     culprit["ops"] = [op_name(graph.context.view.nodes[n]) for n in names]
-    first_value = graph.context.eager_values.get(value_nodes(graph.context.view.nodes[names[0]])[0].name)
+    first_value = graph.context.eager_values.get(value_nodes(graph.context.view.nodes[named])[0].name)
     if isinstance(first_value, torch.Tensor):
         culprit["device"] = first_value.device.type
     verdict = graph.nodes.verdict if culprit["kind"] == "node" and graph.nodes else graph.window_verdict
@@ -121,7 +122,7 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
             culprit["error"] = {"output": name, **verdict.outputs[name].to_json(), "reference": graph.context.reference,
                                 **differences(graph.context.eager_values.get(name), verdict.compiled_values.get(name))}
     culprit["propagators"] = graph.propagators
-    reach = next((r for r in graph.reach if r.culprit == names[0]), None)
+    reach = next((r for r in graph.reach if r.culprit in (named, names[0])), None)
     if reach is not None:
         culprit["reaches_output"] = reach.reaches_output
     if graph.kernels and made_by == "compiler":
@@ -455,7 +456,8 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
     if target is None:
         return pre_grad_repro_spec(result)
     graph, names, expect = target
-    described = describe_node(result, graph, names[0])
+    named = graph.named_node if names == graph.culprit_nodes and graph.named_node else names[0]
+    described = describe_node(result, graph, named)
     ops = [op_name(graph.context.view.nodes[n]) for n in names]
     what = {"mismatch": "Inductor disagrees with eager (fp64 reference)",
             "crash": "Inductor fails to compile or run",
@@ -572,7 +574,8 @@ def cast_elision_json(result: RunResult) -> list[dict[str, Any]]:
             continue
         setting = {"name": "emulate_precision_casts", "value": True, "follows_eager": graph.eager_rounding_follows}
         found.append({**describe_node(result, graph, elided.node), "value": elided.node, "scope": "graph",
-                      "cast_elided": {"dtype": elided.dtype, "cast_back": elided.back, "outputs": list(elided.outputs)},
+                      "cast_elided": {"dtype": elided.dtype, "cast_back": elided.back, "outputs": list(elided.outputs),
+                                      **({"together": list(elided.together)} if elided.together else {})},
                       "setting": setting})
     return found
 

@@ -9,6 +9,7 @@ whether that setting makes compiled follow eager's rounding.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..verdict.replay import replay
 
 # Inductor's setting that rounds intermediate low-precision values as eager does.
 from .protocol import GraphSearch
+log = logging.getLogger(__name__)
 EAGER_ROUNDING = Switch.config("config", "emulate_precision_casts", {"emulate_precision_casts": True})
 MAX_LISTED = 16
 
@@ -266,7 +268,7 @@ def rounding_switch_inert(context: GraphContext) -> bool:
             and plain([value for value in recorded if value is not None]))
 
 
-# ---- cast elision: a round trip through a narrower float that compiled code skips ---------------
+# ---- cast elision: a narrowing cast whose rounding compiled code skips -------------------------
 NARROW_FLOATS = (torch.float16, torch.bfloat16)
 _CASTS = {"_to_copy", "convert_element_type", "to"}
 
@@ -274,13 +276,14 @@ _CASTS = {"_to_copy", "convert_element_type", "to"}
 @dataclass(frozen=True)
 class ElidedCast:
     """A ``.to(bf16)`` / ``.to(fp16)`` the user wrote whose rounding compiled code skips (Inductor
-    keeps the value wide unless ``emulate_precision_casts``): eager replayed with the round trip
-    skipped gives compiled's outputs (no compile)."""
+    keeps the value wide in the kernel that reads it unless ``emulate_precision_casts``): eager
+    replayed with the cast's value kept wide gives compiled's outputs (no compile)."""
 
     node: str  # the narrowing cast the compiled code skipped
-    back: str  # the cast back to the wider dtype
+    back: str  # where the value is read wide again: the cast back, or an op that promotes it (bf16 + fp32)
     dtype: str  # the narrow dtype ("torch.bfloat16")
     outputs: tuple[str, ...]  # the graph outputs the skipped rounding explains
+    together: tuple[str, ...] = ()  # other narrowing casts skipped with it (none explains alone)
 
 
 def _is_cast(node: Any) -> bool:
@@ -292,40 +295,86 @@ def _float(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
+def _narrowing(context: GraphContext, node: Any) -> bool:
+    """A cast the program wrote from a float to a narrower fp16/bf16."""
+    values: dict[str, Any] = context.eager_values
+    narrow: Any = values.get(node.name)
+    source = node.args[0] if node.args else None
+    wide: Any = values.get(getattr(source, "name", ""))
+    return (_is_cast(node) and _float(narrow) and _float(wide) and narrow.dtype in NARROW_FLOATS
+            and wide.element_size() > narrow.element_size())
+
+
 def cast_round_trips(context: GraphContext) -> list[tuple[str, str]]:
     """(narrowing cast, cast back) pairs: a float value cast to fp16/bf16 and straight back to a
     wider float, judged on the eager values' dtypes."""
     values: dict[str, Any] = context.eager_values
     found: list[tuple[str, str]] = []
     for node in context.view.compute_nodes:
-        narrow: Any = values.get(node.name)
-        source = node.args[0] if node.args else None
-        wide: Any = values.get(getattr(source, "name", ""))
-        if not (_is_cast(node) and _float(narrow) and _float(wide) and narrow.dtype in NARROW_FLOATS
-                and wide.element_size() > narrow.element_size()):
-            continue
-        found += [(node.name, user.name) for user in node.users
-                  if _is_cast(user) and _float(values.get(user.name))
-                  and values[user.name].element_size() > narrow.element_size()]
+        if _narrowing(context, node):
+            narrow = values[node.name]
+            found += [(node.name, user.name) for user in node.users
+                      if _is_cast(user) and _float(values.get(user.name))
+                      and values[user.name].element_size() > narrow.element_size()]
+    return found
+
+
+def narrowing_casts(context: GraphContext) -> list[tuple[str, str]]:
+    """(narrowing cast, its first float reader) for every cast to fp16/bf16 the program wrote: a
+    round trip's cast back, or an op that computes with the value (promoted by ``+ fp32``, or in
+    a fused kernel's fp32), where Inductor may keep it unrounded (pytorch#181568, #182131)."""
+    values: dict[str, Any] = context.eager_values
+    found: list[tuple[str, str]] = []
+    for node in context.view.compute_nodes:
+        readers = [user.name for user in node.users if _float(values.get(user.name))]
+        if readers and _narrowing(context, node):
+            found.append((node.name, readers[0]))
     return found
 
 
 def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any]) -> ElidedCast | None:
-    """The round trip whose skipping explains every output where compiled differs from eager: one
-    eager replay per round trip with the cast back fed the unrounded value (no compile)."""
+    """The narrowing cast(s) whose skipped rounding explains every output where compiled differs
+    from eager: eager replayed with every cast's value kept wide first (one replay: none can
+    explain it when all together do not), then each alone (no compile)."""
     differing = tuple(name for name, value in compiled_outputs.items()
                       if judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome
                       is not Outcome.MATCH)
-    if not differing:
+    casts = narrowing_casts(context)
+    if not differing or not casts:
         return None
-    for narrow, back in cast_round_trips(context):
-        source: Any = context.view.nodes[narrow].args[0]  # a Node: cast_round_trips read its value
-        unrounded = context.eager_values[source.name].to(context.eager_values[back].dtype)
-        values = replay(context, {back: unrounded})
-        if all(judge_against_eager(context.oracle, compiled_outputs[name], values.get(name)).outcome is Outcome.MATCH
-               for name in differing):
-            return ElidedCast(narrow, back, str(context.eager_values[narrow].dtype), differing)
-    return None
+
+    def explains(names: list[str]) -> bool:
+        kept_wide = {name: context.eager_values[_source(context, name)] for name in names}
+        try:
+            values = replay(context, kept_wide)
+        except Exception as error:  # noqa: BLE001 - an op that refuses the wider dtype explains nothing
+            log.debug("cast elision replay failed: %s", error)
+            return False
+        return all(judge_against_eager(context.oracle, compiled_outputs[name],
+                                       _as_dtype_of(values.get(name), compiled_outputs[name])).outcome
+                   is Outcome.MATCH for name in differing)
+
+    if not explains([cast for cast, _ in casts]):
+        return None
+    dtype = lambda cast: str(context.eager_values[cast].dtype)  # noqa: E731
+    for cast, reader in casts:
+        if len(casts) == 1 or explains([cast]):
+            return ElidedCast(cast, reader, dtype(cast), differing)
+    (cast, reader), others = casts[0], tuple(name for name, _ in casts[1:])
+    return ElidedCast(cast, reader, dtype(cast), differing, together=others)
+
+
+def _source(context: GraphContext, cast: str) -> str:
+    """The value a narrowing cast reads (a Node: ``_narrowing`` read its value)."""
+    source: Any = context.view.nodes[cast].args[0]
+    return str(source.name)
+
+
+def _as_dtype_of(value: Any, like: Any) -> Any:
+    """A replayed value kept wide (an fp32 add where eager's was bf16) in the dtype compiled stored."""
+    if _float(value) and _float(like) and value.dtype != like.dtype:
+        return value.to(like.dtype)
+    return value
 
 
 def compiled_outputs(context: GraphContext, search: GraphSearch) -> dict[str, Any]:

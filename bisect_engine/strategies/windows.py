@@ -10,12 +10,15 @@ it up front.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from ..search import ddmin, find_integer, first_failing_prefix, remove_one_by_one
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
+from ..verdict.graphs import GraphView, value_nodes
 from ..verdict.oracle import GraphContext, SubgraphVerdict
+from ..verdict.precision import op_base_name
 from .protocol import GraphSearch
 
 SMALL_WINDOW = 8  # up to this size, dropping nodes one by one beats ddmin's chunking
@@ -45,3 +48,36 @@ def find_window(context: GraphContext, search: GraphSearch, target: Outcome,
     minimal = reduce(order[start:end], fails)
     position = {name: index for index, name in enumerate(order)}
     return tuple(sorted(minimal, key=position.__getitem__))
+
+
+# Ops whose kernels keep an accumulator (``tmp_acc0`` in Inductor's C++ and Triton code).
+_REDUCTIONS = {"sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "var_mean",
+               "std_mean", "any", "all", "logsumexp", "norm", "linalg_vector_norm", "cumsum", "cumprod", "nansum"}
+
+
+def window_culprit(view: GraphView, names: tuple[str, ...], verdict: SubgraphVerdict | None) -> str:
+    """The node a window is named by (the window stays listed whole): the node whose own output
+    departs (the producer of the window's first failing output: ``cumsum`` in ``ones`` +
+    ``cumsum``), for a crash the node the error text names (an aten op, or a reduction's
+    accumulator in the generated kernel), else the window's first node."""
+    if verdict is not None and verdict.outcome is Outcome.CRASH:
+        return named_by_error(view, names, verdict.error) or names[0]
+    if verdict is not None:
+        producers = {value.name: name for name in names for value in value_nodes(view.nodes[name])}
+        departing = [producers[output] for output in verdict.failing_outputs if output in producers]
+        if departing:
+            return min(departing, key=names.index)
+    return names[0]
+
+
+def named_by_error(view: GraphView, names: tuple[str, ...], error: str) -> str | None:
+    """The window node a compile error's text names: its aten op (``aten.sum``, ``aten::sum``),
+    else, for an accumulator of the generated kernel (``at_Half_tmp_acc0_vec``: pytorch#194706's
+    C++ error), the window's first reduction."""
+    bases = {name: op_base_name(view.nodes[name].target) for name in names}
+    for name, base in bases.items():
+        if base and re.search(rf"aten(\.|::){re.escape(base)}\b", error):
+            return name
+    if re.search(r"tmp_acc\d", error):
+        return next((name for name, base in bases.items() if base in _REDUCTIONS), None)
+    return None

@@ -119,6 +119,11 @@ class _EagerInterpreter(fx.Interpreter):
 
     def _run_fp64(self, node: fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(node)
+        promoted = self._reduced(node)
+        if promoted is not None and unsettled_scalars(node.target, args, kwargs, promoted):  # as eager sees it
+            model_args = fx.node.map_arg(node.args, self._in_model_dtype)
+            model_kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
+            args, kwargs = scalars_as_eager(node.target, model_args, model_kwargs, args, kwargs)
         try:  # a factory on the default dtype (``aten.ones`` without ``dtype``) widened too
             return to_fp64(self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs))))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
@@ -126,6 +131,19 @@ class _EagerInterpreter(fx.Interpreter):
             args = fx.node.map_arg(node.args, self._in_model_dtype)
             kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
             return to_fp64(self._target(node)(*args, **kwargs))
+
+    @staticmethod
+    def _reduced(node: fx.Node) -> torch.dtype | None:
+        """The dtype ``node``'s recorded float inputs promote to, when fp16/bf16 (where eager may
+        round a Python scalar)."""
+        recorded = [source.meta.get("val", source.meta.get("example_value")) for source in node.all_input_nodes]
+        dtypes = [v.dtype for v in recorded if isinstance(v, torch.Tensor) and v.is_floating_point()]
+        if not dtypes:
+            return None
+        promoted = dtypes[0]
+        for dtype in dtypes[1:]:
+            promoted = torch.promote_types(promoted, dtype)
+        return promoted if promoted in _REDUCED else None
 
     def _in_model_dtype(self, source: fx.Node) -> Any:
         """An input's fp64 value cast back to the dtype the graph recorded for it."""
@@ -213,6 +231,113 @@ def to_fp64(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: to_fp64(v) for k, v in value.items()}
     return value
+
+
+_REDUCED = (torch.float16, torch.bfloat16)
+_IN_PLACE = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
+             operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor}
+
+
+_KEEPS_WIDE: set[tuple[str, int | str, float, torch.dtype]] = set()
+
+
+def scalar_arguments(target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[int | str, float]]:
+    """The Python numbers an op reads as a ``Scalar`` (an aten op's ``number`` arguments: a
+    remainder's divisor, an add's ``alpha``, a clamp's bound, or a wrapped-number ``Tensor``:
+    ``mul.Tensor(x, 0.1)``), by position or keyword; for a torch-level function (a Dynamo graph's
+    ``torch.remainder``, ``operator.mul``: no schema), every Python float it is given."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        keyed: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
+        return [(key, value) for key, value in keyed if type(value) is float]
+    found: list[tuple[int | str, float]] = []
+    for index, argument in enumerate(schema.arguments):
+        kind = argument.type
+        if isinstance(kind, torch.OptionalType):
+            kind = kind.getElementType()
+        if not isinstance(kind, (torch.NumberType, torch.TensorType)):  # a number as a Tensor: wrapped
+            continue
+        key: int | str = argument.name if argument.kwarg_only or index >= len(args) else index
+        value = kwargs.get(key) if isinstance(key, str) else args[key]
+        if isinstance(value, (float, int)) and not isinstance(value, bool):
+            found.append((key, value))
+    return found
+
+
+def unsettled_scalars(target: Any, args: Sequence[Any], kwargs: dict[str, Any], promoted: torch.dtype) -> bool:
+    """Whether a scalar of the op changes rounded to ``promoted`` and the op has not been seen to
+    keep it wide (cheap: what saves an fp64 run the op's inputs in the model's dtype)."""
+    return any(torch.tensor(value, dtype=torch.float64).to(promoted).item() != value
+               and (str(target), key, value, promoted) not in _KEEPS_WIDE
+               for key, value in scalar_arguments(target, args, kwargs))
+
+
+def _writes_or_draws(target: Any) -> bool:
+    """Asking the op again would write its input (in place) or draw from a generator."""
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return schema.is_mutable or torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
+    return target in _IN_PLACE or getattr(target, "__name__", "").endswith("_")
+
+
+def scalars_as_eager(target: Any, model_args: Sequence[Any], model_kwargs: dict[str, Any],
+                     args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args``/``kwargs`` (an fp64 run's) with each Python scalar as eager's op sees it. Type
+    promotion makes ``remainder(fp16, 3.14)`` an fp16 op: TensorIterator rounds the wrapped scalar
+    to fp16 (3.140625) where an fp64 run would keep 3.14 and side with a compiled kernel that kept
+    it too (pytorch#183083). Some kernels keep a scalar in their compute type instead (CPU ``mul``
+    on fp16), so it is asked of the op itself, run on ``model_args`` (the inputs in the model's
+    dtypes): where rounding the scalar to the promoted dtype changes none of its results (NaN as
+    NaN; a random op's draws differ, so it never does), eager rounds it (or cannot tell), and the
+    fp64 run gets the rounded scalar. Only fp16/bf16 ops: an fp32 op's scalar is rounded at 2**-24."""
+    args, kwargs = tuple(args), dict(kwargs)
+    floating = [v.dtype for v in (*model_args, *model_kwargs.values())
+                if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    if not floating or _writes_or_draws(target):
+        return args, kwargs
+    promoted = floating[0]
+    for dtype in floating[1:]:
+        promoted = torch.promote_types(promoted, dtype)
+    if promoted not in _REDUCED:
+        return args, kwargs
+    for key, value in scalar_arguments(target, model_args, model_kwargs):
+        rounded = torch.tensor(value, dtype=torch.float64).to(promoted).item()
+        if rounded == value:
+            continue
+        # An op seen to keep this scalar wide (a difference is no coincidence) is not asked again.
+        seen = (str(target), key, value, promoted)
+        if seen in _KEEPS_WIDE:
+            continue
+        if not _insensitive(target, model_args, model_kwargs, key, rounded):
+            _KEEPS_WIDE.add(seen)
+            continue
+        if isinstance(key, str):
+            kwargs[key] = rounded
+        else:
+            args = (*args[:key], rounded, *args[key + 1:])
+    return args, kwargs
+
+
+def _insensitive(target: Any, args: Sequence[Any], kwargs: dict[str, Any], key: int | str, rounded: float) -> bool:
+    """Whether the op's eager results stay bit for bit the same with the scalar at ``key`` rounded."""
+    changed_args = tuple(rounded if i == key else v for i, v in enumerate(args))
+    changed_kwargs = {k: rounded if k == key else v for k, v in kwargs.items()}
+    devices = sorted({v.device.index or 0 for v in args if isinstance(v, torch.Tensor) and v.device.type == "cuda"})
+    try:
+        with torch.random.fork_rng(devices=devices):  # a random function's draws: the program's state kept
+            as_given = target(*args, **kwargs)
+            as_rounded = target(*changed_args, **changed_kwargs)
+    except Exception as error:  # noqa: BLE001 - cannot ask the op: the scalar stays as written
+        log.debug("scalar probe failed for %s: %s", target, error)
+        return False
+    if not isinstance(as_given, torch.Tensor) or not isinstance(as_rounded, torch.Tensor):
+        return False
+    if as_given.shape != as_rounded.shape or as_given.dtype != as_rounded.dtype:
+        return False
+    same = as_given == as_rounded
+    if as_given.is_floating_point():
+        same |= as_given.isnan() & as_rounded.isnan()
+    return bool(same.all())
 
 
 def _fp64_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:

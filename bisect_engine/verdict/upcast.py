@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .fx_eval import to_fp64
+from .fx_eval import scalar_arguments, scalars_as_eager, to_fp64
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -32,6 +32,8 @@ class Upcast(TorchDispatchMode):
         kwargs = kwargs or {}
         if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
             return to_fp64(func(*args, **kwargs))
+        if scalar_arguments(func, args, kwargs):  # a Python scalar: as eager's op sees it (fx_eval)
+            args, kwargs = scalars_as_eager(func, args, kwargs, args, kwargs)
         try:
             return func(*to_fp64(args), **_raised(to_fp64(kwargs)))
         except Exception:  # noqa: BLE001 - no fp64 kernel: the op's own dtype stands in

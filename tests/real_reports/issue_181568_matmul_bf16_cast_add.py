@@ -18,9 +18,7 @@ REAL_REPORT = {
     "verdict": "clean",
     "op": None,
     "cli_args": [],
-    "known_miss": ("not_reproducible: lists aten.add.Tensor and aten.mean.dim as closer to fp64 with "
-                   "emulate_precision_casts following eager, but never the cast itself (the _to_copy reads an "
-                   "extern mm's output), and the verdict is not_reproducible instead of clean"),
+    "known_miss": None,
 }
 import torch
 

@@ -19,9 +19,7 @@ REAL_REPORT = {
     "verdict": "crash",
     "op": "aten.sum.dim_IntList",
     "cli_args": [],
-    "known_miss": ("crash localised to a 7-node window whose repro fails the same way, but a window is "
-                   "named by its first node, aten.flip.default; the C++ codegen fault is the two fp16 sums "
-                   "fused into one kernel (each alone compiles)"),
+    "known_miss": None,
 }
 import torch
 
