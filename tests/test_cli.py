@@ -92,6 +92,10 @@ def test_help_documents_the_stages(tmp_path: Path) -> None:
         assert word in result.stdout
 
 
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all", reason="a real CLI run (make test's time): "
+                    "test_pipeline's test_max_compiles_caps_every_stage_and_the_report_says_which covers the cut, "
+                    "the report and the summary line in process")
 def test_an_exhausted_compile_budget_is_reported_not_hidden(tmp_path: Path) -> None:
     case = Path(__file__).resolve().parents[1] / "repro_cases" / "fused_pattern_pass.py"
     result = subprocess.run(

@@ -1,4 +1,4 @@
-"""``report.html`` in a real browser: the tool runs on ``repro_cases/relu_bug.py``, and headless
+"""``report.html`` in a real browser: the tool's run on ``repro_cases/relu_bug.py`` (test_e2e's), and headless
 Chromium opens the page from ``file://`` with networking off; the DOM after the page's scripts
 ran must show the verdict, the culprit op and the profile, and a 1280x800 screenshot is taken
 (``BISECT_SCREENSHOT=docs/report.png`` keeps it).
@@ -15,8 +15,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from conftest import background_result
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -41,17 +44,24 @@ def _browser(chromium: str, profile: Path, *args: str) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=120)
 
 
+def background_jobs(session: pytest.Session) -> list[Any]:
+    """None of its own: the page is the one test_e2e's relu_bug run wrote (a background job), so the
+    tests here read it last, as the other readers of background runs do (tests/conftest.py)."""
+    return []
+
+
 @pytest.fixture(scope="module")
 def relu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    chromium = _chromium()
-    out = tmp_path_factory.mktemp("browser") / "out"
-    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path_factory.mktemp("inductor-cache"))}
-    run = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(ROOT / "repro_cases" / "relu_bug.py"),
-                          "--out", str(out), "-q", "--verify-runs", "1"],
-                         capture_output=True, text=True, timeout=900, env=environment, cwd=ROOT)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert f"html:    {out / 'report.html'}" in run.stdout
-    return out / "report.html"
+    """``report.html`` of the real CLI run on relu_bug: test_e2e's (one run fewer in make test), or
+    run here when that suite is not selected."""
+    _chromium()
+    from test_e2e import CASES, _run_case
+
+    case = next(case for case in CASES if case.stem == "relu_bug")
+    run = background_result("e2e:relu_bug", lambda: _run_case(case, tmp_path_factory.mktemp("browser")))
+    assert run.exit_code == 1 and run.report is not None, run.output
+    assert run.report["html_path"] == str(run.out_dir / "report.html"), run.report["html_path"]
+    return run.out_dir / "report.html"
 
 
 def test_the_page_renders_its_answer_and_profile_in_chromium_from_file_url(relu_report: Path, tmp_path: Path) -> None:
