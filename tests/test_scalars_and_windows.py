@@ -58,6 +58,16 @@ def test_a_scalar_eager_keeps_wide_stays_as_written_and_a_draw_is_not_repeated()
     assert torch.equal(drawn.to(torch.float16) == 0, expected == 0)  # the same draws: the probe drew nothing
 
 
+def test_a_continuous_ops_scalar_stays_as_written_where_eager_rounds_it() -> None:
+    """``1.7 - x`` in bf16: eager rounds 1.7 to 1.703125, a shift of bf16's own rounding noise; the
+    reference keeps 1.7 (a compiled kernel keeping it is judged closer to fp64, never wrong: the
+    corpus's bf16 hinge cases). Only an op whose result jumps with its scalar is rounded as eager."""
+    x = (torch.linspace(-4, 4, 8193, dtype=torch.float64) * 1.7).to(torch.bfloat16)
+    assert torch.equal(1.7 - x, 1.703125 - x)  # eager rounds the scalar here
+    (fp64,) = run_graph(make_fx(lambda t: 1.7 - t)(x), [x], upcast=True)
+    assert torch.equal(fp64, 1.7 - x.double())
+
+
 def _traced(fn, *inputs: torch.Tensor):  # type: ignore[no-untyped-def]
     """A Dynamo-level graph (torch functions, no schema), as script mode checks it."""
     graphs = []
