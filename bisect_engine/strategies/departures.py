@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -147,6 +147,19 @@ def _flipped(backward: GraphContext, overrides: dict[str, Any]) -> Consequence |
     return None
 
 
+def _saved_values(forward: GraphContext, compiled_values: dict[str, Any],
+                  backward: GraphContext) -> Iterator[tuple[str, Any, Any]]:
+    """Each value the forward saves that the backward takes as an input: (name, eager's value as
+    the backward reads it, compiled's); nothing where the forward's model outputs are unknown."""
+    model_outputs = forward.captured.model_outputs
+    if model_outputs is None:
+        return
+    inputs = {node.name for node in backward.view.graph_module.graph.nodes if node.op == "placeholder"}
+    for name in forward.view.output_names()[model_outputs:]:
+        if name in inputs:
+            yield name, backward.eager_values.get(name), compiled_values.get(name)
+
+
 def saved_value_consequence(forward: GraphContext, compiled_values: dict[str, Any],
                             backward: GraphContext) -> tuple[DepartedValue, Consequence] | None:
     """By mechanism, whatever forward op made it: each value the forward saves for the backward
@@ -154,15 +167,8 @@ def saved_value_consequence(forward: GraphContext, compiled_values: dict[str, An
     a hinge's) that compiled computes otherwise than eager in any element, substituted alone
     into one eager replay of the backward; the first that flips a gradient materially, listed
     as a departure with that gradient. No compile; rounding-sized differences flip nothing."""
-    model_outputs = forward.captured.model_outputs
-    if model_outputs is None:
-        return None
-    inputs = {node.name for node in backward.view.graph_module.graph.nodes if node.op == "placeholder"}
-    for name in forward.view.output_names()[model_outputs:]:
-        eager: Any = backward.eager_values.get(name)
-        compiled: Any = compiled_values.get(name)
-        if name not in inputs or not _same_kind(eager, compiled) or not _read_as_mask(backward, name, eager) \
-                or torch.equal(eager, compiled):
+    for name, eager, compiled in _saved_values(forward, compiled_values, backward):
+        if not _same_kind(eager, compiled) or not _read_as_mask(backward, name, eager) or torch.equal(eager, compiled):
             continue
         consequence = _flipped(backward, {name: compiled})
         if consequence is None:
@@ -421,14 +427,8 @@ def saved_layout_consequence(forward: GraphContext, compiled_values: dict[str, A
     """Each value the forward saves that compiled lays out otherwise with equal values, substituted
     alone (its strides kept) into one eager replay of the backward; the first that changes a
     gradient materially, with the backward op whose output its layout alone changes."""
-    model_outputs = forward.captured.model_outputs
-    if model_outputs is None:
-        return None
-    inputs = {node.name for node in backward.view.graph_module.graph.nodes if node.op == "placeholder"}
-    for name in forward.view.output_names()[model_outputs:]:
-        eager: Any = backward.eager_values.get(name)
-        compiled: Any = compiled_values.get(name)
-        if name not in inputs or not _laid_out_otherwise(eager, compiled) or not torch.equal(eager, compiled):
+    for name, eager, compiled in _saved_values(forward, compiled_values, backward):
+        if not _laid_out_otherwise(eager, compiled) or not torch.equal(eager, compiled):
             continue
         consequence = _flipped(backward, {name: compiled})
         reader = _layout_reader(backward, replay(backward, {name: compiled})) if consequence is not None else None
