@@ -136,14 +136,8 @@ class _EagerInterpreter(fx.Interpreter):
     def _reduced(node: fx.Node) -> torch.dtype | None:
         """The dtype ``node``'s recorded float inputs promote to, when fp16/bf16 (where eager may
         round a Python scalar)."""
-        recorded = [source.meta.get("val", source.meta.get("example_value")) for source in node.all_input_nodes]
-        dtypes = [v.dtype for v in recorded if isinstance(v, torch.Tensor) and v.is_floating_point()]
-        if not dtypes:
-            return None
-        promoted = dtypes[0]
-        for dtype in dtypes[1:]:
-            promoted = torch.promote_types(promoted, dtype)
-        return promoted if promoted in _REDUCED else None
+        return _reduced_promotion([source.meta.get("val", source.meta.get("example_value"))
+                                   for source in node.all_input_nodes])
 
     def _in_model_dtype(self, source: fx.Node) -> Any:
         """An input's fp64 value cast back to the dtype the graph recorded for it."""
@@ -272,6 +266,18 @@ def scalar_arguments(target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
 _JUMPS_WITH_SCALAR = frozenset({"remainder", "fmod", "floor_divide", "mod", "floordiv"})
 
 
+def _reduced_promotion(values: Sequence[Any]) -> torch.dtype | None:
+    """The dtype the floating tensors among ``values`` promote to, when fp16/bf16 (where eager may
+    round a Python scalar), else None."""
+    dtypes = [v.dtype for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    if not dtypes:
+        return None
+    promoted = dtypes[0]
+    for dtype in dtypes[1:]:
+        promoted = torch.promote_types(promoted, dtype)
+    return promoted if promoted in _REDUCED else None
+
+
 def _jumps_with_scalar(target: Any) -> bool:
     name = str(getattr(target, "__name__", target))
     return name.split(".")[0] in _JUMPS_WITH_SCALAR
@@ -306,14 +312,8 @@ def scalars_as_eager(target: Any, model_args: Sequence[Any], model_kwargs: dict[
     args, kwargs = tuple(args), dict(kwargs)
     if not _jumps_with_scalar(target):
         return args, kwargs
-    floating = [v.dtype for v in (*model_args, *model_kwargs.values())
-                if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    if not floating or _writes_or_draws(target):
-        return args, kwargs
-    promoted = floating[0]
-    for dtype in floating[1:]:
-        promoted = torch.promote_types(promoted, dtype)
-    if promoted not in _REDUCED:
+    promoted = _reduced_promotion([*model_args, *model_kwargs.values()])
+    if promoted is None or _writes_or_draws(target):
         return args, kwargs
     for key, value in scalar_arguments(target, model_args, model_kwargs):
         rounded = torch.tensor(value, dtype=torch.float64).to(promoted).item()
