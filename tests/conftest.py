@@ -16,9 +16,38 @@ from typing import Any, Callable
 
 import pytest
 
-# Before anything imports torch: a private Inductor/Triton cache for this test process. Child
-# processes inherit it unless a test gives them one of their own.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bisect-tests-inductor-"))
+# The suite's compiled kernels, in one folder every test process's Inductor cache links to
+# (``seeded_cache_dir``). Inductor names a compiled kernel (and its ISA probes, and the wrapper code)
+# by the hash of its own source and compile command, and builds it under a file lock: a kernel a
+# planted lowering or codegen changed has other source, so another name, and is never served for
+# the unplanted one. What is keyed by the *graph* (the FX graph and AOTAutograd caches: a planted
+# lowering is not in their key) stays in each cache folder of its own. A C++ kernel is ~6 CPU-seconds
+# of g++ here (the prefix header); the same model's kernels were built again in every process that
+# compiled it (the tool, its workers, its repro, the test's own runs).
+_KERNELS = Path(tempfile.mkdtemp(prefix="bisect-tests-kernels-"))
+# Inductor's two-character folders (``codecache.get_path``: characters 1-2 of a lower-case base32
+# hash) and its lock folder.
+_KERNEL_FOLDERS = tuple(a + b for a in "abcdefghijklmnopqrstuvwxyz234567" for b in "abcdefghijklmnopqrstuvwxyz234567") + ("locks",)
+for _name in _KERNEL_FOLDERS:
+    (_KERNELS / _name).mkdir()
+
+
+def seeded_cache_dir(path: Path | str) -> Path:
+    """A fresh Inductor cache folder (no graph compiled in it: a planted lowering is never served
+    from it) whose compiled kernels are the suite's (above): a link to the shared folder for each of
+    Inductor's kernel folders."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for name in _KERNEL_FOLDERS:
+        link = path / name
+        if not link.exists():
+            link.symlink_to(_KERNELS / name, target_is_directory=True)
+    return path
+
+
+# Before anything imports torch: a private Inductor/Triton cache for this test process (its kernels
+# the suite's). Child processes inherit it unless a test gives them one of their own.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(seeded_cache_dir(tempfile.mkdtemp(prefix="bisect-tests-inductor-"))))
 # The suite runs three torch processes at once (this one and two background runs) on a small
 # machine: with OpenMP's default of one thread per CPU each, their threads outnumber the CPUs and
 # spin while they wait (three end-to-end runs at once took 11 % less CPU with one thread each).
@@ -47,46 +76,21 @@ def planting_path(case: Path, site_dir: Path, environ: "dict[str, str]", extra: 
 
 
 def unless_isa_probe(start_up: str) -> str:
-    """``start_up`` (``sitecustomize`` lines) run in every fresh interpreter but Inductor's CPU-ISA
-    load probes: the children (``python -c "...cdll.LoadLibrary(...)"``, one per ISA, in every
-    process whose first C++ compile asks ``cpu_vec_isa.valid_vec_isa_list``, cache or no cache)
-    that only ``dlopen`` a built check and never import torch on Linux. A plant imports its case,
-    and so torch, there: about 3 CPU-seconds a probe, six a process (a relu repro took 24.6 s with
-    the plant in its probes, 6.7 s without). The probe's answer does not depend on the plant."""
+    """``start_up`` (``sitecustomize`` lines) run in every fresh interpreter that can compile, not in
+    those that never do, where a plant only imports its case and so torch and Inductor (3-8
+    CPU-seconds each): Inductor's CPU-ISA load probes (``python -c "...cdll.LoadLibrary(...)"``, one
+    per ISA in every process whose first C++ compile asks ``cpu_vec_isa.valid_vec_isa_list``; they
+    only ``dlopen`` a built check; a relu repro took 24.6 s with the plant in its probes, 6.7 s
+    without), the tool's torch-free supervisor (``bisect_engine.supervise``: the run itself is its
+    child, marked ``BISECT_SUPERVISED_CHILD``), and ``collect_env`` with the ``pip list`` it starts
+    (the bug report's versions). None of their answers depends on the plant."""
     body = "".join(f"    {line}\n" if line else "\n" for line in start_up.splitlines())
-    return ("import sys as _sys\n"
-            "if not any('cdll.LoadLibrary' in _arg for _arg in getattr(_sys, 'orig_argv', ())):\n" + body)
-
-
-_PROBES: "tuple[str, ...] | None" = None  # made once, by the first caller
-_PROBES_LOCK = threading.Lock()
-
-
-def seeded_cache_dir(path: Path | str) -> Path:
-    """A fresh Inductor cache folder (no graph, no kernel compiled in it: a planted lowering is
-    never served from it), seeded with the CPU-capability probes Inductor compiles first in every
-    empty folder, as the tool seeds its workers' (``localise.workers.capability_probes``: small C++
-    files named by the hash of their own source, never a graph's kernel; about 4 CPU-seconds of
-    each fresh process here)."""
-    from bisect_engine.localise.workers import seed_cache
-
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    seed_cache(path, _probes())
-    return path
-
-
-def _probes() -> "tuple[str, ...]":
-    global _PROBES
-    from bisect_engine.localise.workers import capability_probes
-
-    with _PROBES_LOCK:
-        if _PROBES is None:
-            template = Path(tempfile.mkdtemp(prefix="bisect-tests-probes-"))
-            subprocess.run([sys.executable, "-c", "import torch; torch.compile(lambda x: x + 1)(torch.ones(4))"],
-                           env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(template)}, capture_output=True, timeout=600)
-            _PROBES = capability_probes(template)
-        return _PROBES
+    return ("import os as _os, sys as _sys\n"
+            "_argv = getattr(_sys, 'orig_argv', ())\n"
+            "if not (any('cdll.LoadLibrary' in _a or 'torch.utils.collect_env' in _a for _a in _argv)\n"
+            "        or '-mpip' in _argv or _argv[1:3] == ['-m', 'pip']\n"
+            "        or ('run' in _argv and 'BISECT_SUPERVISED_CHILD' not in _os.environ\n"
+            "            and any(_a.endswith(('bisect_engine.cli', 'bisect-accuracy')) for _a in _argv))):\n" + body)
 
 
 # Wall seconds of each end-to-end case (tests/test_e2e.py fills it): printed after the run, so the

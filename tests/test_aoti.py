@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import parse_python, planting_path
+from conftest import parse_python, planting_path, seeded_cache_dir
 
 from bisect_engine.load.exported import DynamicDim, dynamic_dims, flat_graph_module, flat_inputs, resized_inputs
 from bisect_engine.script import aoti_check
@@ -225,7 +225,8 @@ def _literal(path: Path, name: str) -> Any:
 
 def _cli(case: Path, out: Path, planted: bool) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(out.parent / "inductor-cache")  # fresh: a planted codegen is not in its key
+    # fresh: a planted codegen is not in its graph's key (the kernels are the suite's: keyed by their source)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(out.parent / "inductor-cache"))
     if planted:  # the plant in every fresh process (the repro's verification too)
         env["PYTHONPATH"] = planting_path(case, out.parent / "site", env)
     command = [sys.executable, "-m", "bisect_engine.cli", "run", "--out", str(out), "--verify-runs", "1", "-q", str(case)]
@@ -277,7 +278,7 @@ def test_a_wrong_exp_in_an_aot_inductor_package_is_named_and_its_repro_compiles_
     repro = tmp_path / "out" / "repro.py"
     assert '\nCOMPILE_WITH = "aot_inductor"\n' in repro.read_text()  # exported and packaged, as the program did
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "clean-cache")
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(tmp_path / "clean-cache"))
     without = subprocess.run([sys.executable, "repro.py"], cwd=repro.parent, capture_output=True, text=True,
                              timeout=600, env=env)  # no plant in that process
     assert without.returncode == 0, without.stdout + without.stderr

@@ -21,6 +21,7 @@ import torch
 
 from bisect_engine.localise.determinism import GraphDeterminism, RunToRun
 from bisect_engine.output.determinism import determinism_key, summary_lines, verdict_of
+from conftest import seeded_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,7 +78,7 @@ def test_a_compiled_duplicate_index_sum_is_named_and_its_repro_exits_1(tmp_path:
 
 
 def _determinism(tmp_path: Path, model: str, threads: int = 1) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": str(threads)}
+    environ = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tmp_path / "cache")), "OMP_NUM_THREADS": str(threads)}
     return subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(_model(tmp_path, model)),
                            "--question", "determinism", "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, cwd=ROOT, timeout=600, env=environ)
@@ -247,7 +248,7 @@ print(torch.compile(pool)(rows, segment).sum().item())
 def test_a_scripts_compiled_duplicate_index_sum_is_named(tmp_path: Path) -> None:
     script = tmp_path / "pool.py"
     script.write_text(POOLING_SCRIPT)
-    environ = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "2"}
+    environ = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tmp_path / "cache")), "OMP_NUM_THREADS": "2"}
     result = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(script), "--question",
                              "determinism", "--out", str(tmp_path / "out")],
                             capture_output=True, text=True, cwd=tmp_path, timeout=600, env=environ)

@@ -249,10 +249,11 @@ SCRIPT = Path(__file__).parent / "scripts" / "frozen_mlp.py"
 
 
 def _script_run(tmp_path: Path, planted: bool) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    from conftest import planting_path
+    from conftest import planting_path, seeded_cache_dir
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor-cache")  # fresh: a planted lowering is not in its key
+    # fresh: a planted lowering is not in its graph's key (the kernels are the suite's: keyed by their source)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(tmp_path / "inductor-cache"))
     if planted:  # a wrong aten.sin lowering in every fresh process (the repro's verification too)
         env["PYTHONPATH"] = planting_path(PLANT, tmp_path / "site", env)
     out = tmp_path / "out"
@@ -286,7 +287,9 @@ def test_a_script_compiling_under_freezing_names_the_sin_its_compile_lowers_not_
     assert not report["findings"] or all(f.get("source") != f"frozen_mlp.py:{line - 1}" for f in report["findings"])
     assert report["repro"]["status"] == "REPRODUCED", report["repro"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "clean-cache")
+    from conftest import seeded_cache_dir
+
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(tmp_path / "clean-cache"))
     without = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "out", capture_output=True, text=True,
                              timeout=600, env=env)  # no plant in that process
     assert without.returncode == 0, without.stdout + without.stderr

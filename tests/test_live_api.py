@@ -22,7 +22,7 @@ from torch import nn
 
 from bisect_engine.caller_state import caller_state_kept
 from bisect_engine.errors import UsageError
-from conftest import Job, background_result
+from conftest import Job, background_result, seeded_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -177,7 +177,7 @@ def test_the_repro_check_wrote_runs_alone_in_a_fresh_process(notebook: dict, tmp
     repro = tmp_path / "repro.py"
     shutil.copy(Path(notebook["repro"]), repro)
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    environment["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "cache")
+    environment["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-P", str(repro)], capture_output=True, text=True, timeout=600,
                          cwd=tmp_path, env=environment)
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import torch
 
-from conftest import Job, background_result, parse_python
+from conftest import Job, background_result, parse_python, seeded_cache_dir
 
 from bisect_engine import autostart
 from bisect_engine.script.hook import HOOK_LINE, install_hook, uninstall_hook
@@ -934,7 +934,7 @@ def test_an_aot_inductor_package_compiled_elsewhere_is_named_not_checked(tmp_pat
     make = ("import torch; from torch import nn; torch.manual_seed(0); x = torch.randn(2, 8); "
             "ep = torch.export.export(nn.Linear(8, 4).eval(), (x,)); "
             f"torch._inductor.aoti_compile_and_package(ep, package_path={str(package)!r})")
-    env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**_environment(), "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tmp_path / "cache"))}
     subprocess.run([sys.executable, "-c", make], check=True, env=env, timeout=600, capture_output=True)
     script = Path(__file__).parent / "scripts" / "aoti_load_elsewhere.py"
     ours = subprocess.run([str(BIN / "bisect-accuracy"), "run", str(script), str(package), "--out", str(tmp_path / "o")],
@@ -955,7 +955,8 @@ ALL_CORPUS = os.environ.get("BISECT_CORPUS", "ci") == "all"
 def _own_run(tmp_path: Path, script: str, *args: str) -> Run:
     """One script-mode run through the CLI with a fresh Inductor cache (a planted bug compiled once
     would be served from the cache to the next compile of the same graph)."""
-    return _run(tmp_path, "run", _tool(str(SCRIPTS / script), *args), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    return _run(tmp_path, "run", _tool(str(SCRIPTS / script), *args),
+                TORCHINDUCTOR_CACHE_DIR=str(seeded_cache_dir(tmp_path / "cache")))
 
 
 def _repro_without(run: Run, key: str) -> subprocess.CompletedProcess[str]:
