@@ -762,11 +762,13 @@ def _jobs(factory: pytest.TempPathFactory) -> dict[str, Callable[[], Run]]:
 
 def background_jobs(session: pytest.Session) -> list[Job]:
     """The runs, started when collection ends, when any test of this file reads them (tests/conftest.py)."""
-    if not any("runs" in getattr(item, "fixturenames", ()) for item in session.items
-               if getattr(item, "module", None) is sys.modules[__name__]):
-        return []
+    wanted = {name for item in session.items if getattr(item, "module", None) is sys.modules[__name__]
+              for name in getattr(item, "fixturenames", ())}
     factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
-    return [Job(f"script:{name}", 40.0, run) for name, run in _jobs(factory).items()]
+    jobs = [Job(f"script:{name}", 40.0, run) for name, run in _jobs(factory).items()] if "runs" in wanted else []
+    if "own_runs" in wanted:
+        jobs += [Job(f"script:{name}", 60.0, run) for name, run in _own_jobs(factory).items()]
+    return jobs
 
 
 @pytest.fixture(scope="module")
@@ -959,6 +961,35 @@ def _own_run(tmp_path: Path, script: str, *args: str) -> Run:
                 TORCHINDUCTOR_CACHE_DIR=str(seeded_cache_dir(tmp_path / "cache")))
 
 
+# The issue-35 runs make test reads, by name: script and arguments, and the planted config key its
+# repro is run without (in the same job: both are runs in fresh processes).
+OWN_RUNS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
+    "autograd_clean": ("compiled_autograd_tanh.py", (), None),
+    "autograd_bug": ("compiled_autograd_tanh.py", ("--bug", "--level", "3"), None),
+    "crash": ("inductor_crash.py", ("--planted",), "cpp.inject_relu_bug_TESTING_ONLY"),
+}
+
+
+def _own_and_without(base: Path, script: str, args: tuple[str, ...], key: str | None
+                     ) -> tuple[Run, subprocess.CompletedProcess[str] | None]:
+    run = _own_run(base, script, *args)
+    return run, (_repro_without(run, key) if key and run.report and run.report.get("repro") else None)
+
+
+def _own_jobs(factory: pytest.TempPathFactory) -> dict[str, Callable[[], Any]]:
+    """Each an argument-free callable: in the background pool (tests/conftest.py) beside the in-process
+    tests, as the other script runs of this file are."""
+    return {name: (lambda name=name, script=script, args=args, key=key:
+                   _own_and_without(factory.mktemp(f"own-{name}"), script, args, key))
+            for name, (script, args, key) in OWN_RUNS.items()}
+
+
+@pytest.fixture(scope="module")
+def own_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Any]:
+    """``own_runs(name)``: the named run of :data:`OWN_RUNS` and its repro without the plant, waited for."""
+    return lambda name: background_result(f"script:{name}", lambda: _own_jobs(tmp_path_factory)[name]())
+
+
 def _repro_without(run: Run, key: str) -> subprocess.CompletedProcess[str]:
     """The run's repro in a fresh process with the planted config key taken out of it."""
     repro = Path(run.report["repro"]["path"])
@@ -992,8 +1023,8 @@ def test_a_clean_program_with_hooks_is_clean(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_a_clean_program_under_compiled_autograd_is_clean_with_its_backward_graphs_judged(tmp_path: Path) -> None:
-    run = _own_run(tmp_path, "compiled_autograd_tanh.py")
+def test_a_clean_program_under_compiled_autograd_is_clean_with_its_backward_graphs_judged(own_runs: Any) -> None:
+    run, _ = own_runs("autograd_clean")
     assert run.exit_code == 0, run.stderr
     report = run.report
     assert report["verdict"] == "clean", run.stderr
@@ -1027,11 +1058,11 @@ def test_a_list_input_is_made_flat_only_where_read_item_by_item() -> None:
 
 
 @pytest.mark.e2e
-def test_a_backward_bug_under_compiled_autograd_is_localised(tmp_path: Path) -> None:
+def test_a_backward_bug_under_compiled_autograd_is_localised(own_runs: Any) -> None:
     """The planted tanh_backward decomposition: found through the forward graph's gradients, checked
     with compiled autograd off, and localised in its captured backward (level 3: the decomposition is
     planted in the program's process, so a repro in a fresh process would not hold it)."""
-    run = _own_run(tmp_path, "compiled_autograd_tanh.py", "--bug", "--level", "3")
+    run, _ = own_runs("autograd_bug")
     assert run.exit_code == 1, run.stderr
     report = run.report
     assert (report["verdict"], report["culprit"]["op"]) == ("divergent", "aten.tanh_backward.default"), run.stderr
@@ -1052,8 +1083,8 @@ def test_a_backward_relu_bug_under_compiled_autograd_is_named_and_its_repro_carr
 
 
 @pytest.mark.e2e
-def test_an_inductor_crash_in_a_script_is_localised_and_the_program_sees_it(tmp_path: Path) -> None:
-    run = _own_run(tmp_path, "inductor_crash.py", "--planted")
+def test_an_inductor_crash_in_a_script_is_localised_and_the_program_sees_it(own_runs: Any) -> None:
+    run, without = own_runs("crash")
     assert run.exit_code == 1, run.stderr
     report = run.report
     assert (report["verdict"], report["culprit"]["op"]) == ("crash", "aten.relu.default"), run.stderr
@@ -1061,7 +1092,7 @@ def test_an_inductor_crash_in_a_script_is_localised_and_the_program_sees_it(tmp_
     assert "InductorError" in run.stderr.split("bisect-accuracy: crash")[0]  # the program's own traceback, first
     assert report["script"]["exit_code"] == 1 and report["script"]["graphs"][0]["outcome"] == "crash"
     assert report["repro"]["status"] == "REPRODUCED" and [r["exit"] for r in report["repro"]["runs"]] == [1]
-    assert _repro_without(run, "cpp.inject_relu_bug_TESTING_ONLY").returncode == 0
+    assert without is not None and without.returncode == 0, without
 
 
 @pytest.mark.e2e
