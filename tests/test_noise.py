@@ -410,3 +410,34 @@ def test_the_values_after_an_op_without_an_fp64_kernel_still_get_floors() -> Non
     (row_sum,) = context.view.output_names()
     rms = float(context.eager_values[row_sum].double().square().mean().sqrt())
     assert context.noise_floor(row_sum) > CANCELLED * rms
+
+
+def test_a_vectorised_erf_error_is_no_noise_and_is_listed_where_upstreams_same_passes_it() -> None:
+    """pytorch#198183 against issue 36's graph-break erf: one kernel (Inductor's vectorised float32
+    erf), which errs by an absolute ~2e-7. It is no rounding noise (erf does not cancel: no floor).
+    Near 0 (198183's values, Inductor's outputs on torch 2.13 CPU as recorded) it is thousands of
+    ulps at the tensor's scale: the ulp rule fails it, and upstream's ``same`` passes it, so what
+    the program returns is a listed match (``upstream_same``), never a headline; at O(0.1) values
+    (the graph-break case's gate) the same absolute error is ~14 ulps: the op is wrong by the per-op
+    rule, and within the end-to-end rule that judges what a call returns."""
+    from bisect_engine.verdict.judgement import GRAPH, UPSTREAM_SAME
+
+    values = [1e-8, 1e-7, 2e-7, 5e-7, 1e-6, 1e-5, 1e-4, 1e-3]
+    inductor = [0.0, 0.0, 4.172325e-07, 4.172325e-07, 1.192093e-06, 1.108644e-05, 1.128886e-04, 1.128411e-03]
+    x = torch.tensor(values * 8)
+    context = _context(torch.erf, x)
+    (name,) = context.view.output_names()
+    assert context.noise_floor(name) == 0.0 and context.noise_floor(name, carried=False) == 0.0
+    eager, exact, compiled = torch.erf(x), torch.erf(x.double()), torch.tensor(inductor * 8)
+    (per_op,) = judge_outputs(Oracle(), GRAPH, [eager], [exact], [compiled])
+    assert per_op.outcome is Outcome.MISMATCH and per_op.compiled_rms_ulps > 1000 and per_op.eager_rms_ulps < 1
+    (program,) = judge_outputs(Oracle(), MODEL, [eager], [exact], [compiled])
+    assert program.outcome is Outcome.MATCH and program.reason == UPSTREAM_SAME
+    generator = torch.Generator().manual_seed(10)
+    gate = torch.tanh(torch.randn(32, 64, generator=generator)) * 0.3
+    exact = torch.erf(gate.double())
+    off = (exact + 3e-7 * (torch.rand(gate.shape, generator=generator, dtype=torch.float64) * 2 - 1)).float()
+    (interior,) = judge_outputs(Oracle(), MODEL, [torch.erf(gate)], [exact], [off])
+    assert interior.outcome is Outcome.MATCH and interior.reason != UPSTREAM_SAME
+    (alone,) = judge_outputs(Oracle(), GRAPH, [torch.erf(gate)], [exact], [off])
+    assert alone.outcome is Outcome.MISMATCH and alone.compiled_rms_ulps > 4 * alone.eager_rms_ulps  # the op is wrong
