@@ -206,3 +206,36 @@ def test_a_fault_at_a_training_step_is_named_there_through_run_to_run_noise() ->
                if isinstance(key, ScanCandidate) and key.index < noisy.scan["step"]]
     assert any(v.runs for v in earlier)  # a step the noise failed once was decided over runs, and not picked
     assert noisy.finding is not None and noisy.finding.culprit_nodes == ("relu",)
+
+
+class Balance(torch.nn.Module):
+    """Rows and their total minus the sum of the rows' totals: the second output is ~0, rounding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = torch.tanh(self.linear(x))
+        return rows, rows.sum() - rows.sum(0).sum()
+
+
+def test_an_output_that_cancels_is_judged_at_its_noise_floor_in_a_scan() -> None:
+    """Issue 36 in the scans: a compiled tanh a few roundings off (as any reordered kernel is, the
+    same every run) leaves the cancelling output millions of its own ulps from fp64 and eager; the
+    scan judges it at the noise model's floor, so no batch or step is picked, while a real fault
+    (+1 on the tanh) still picks batch 0 and step 0."""
+    rounding = _jitter(4.0, every_run=False)
+    for loss in (False, True):
+        torch.manual_seed(0)
+        model = Balance()
+        batches = [(torch.randn(64, 6),) for _ in range(3)]
+        spec = ModelSpec(Path("balance.py"), model, batches[0], (lambda out: out[0].square().mean() + out[1])
+                         if loss else None, lambda: batches,
+                         get_optimizer=(lambda p: torch.optim.SGD(p, lr=0.01)) if loss else None)
+        torch._dynamo.reset()
+        result, _ = _scan(spec, FakeCompiler(("tanh",), fault=rounding))
+        assert result.scan == ({"steps_scanned": 3} if loss else {"batches_scanned": 3}), result.scan
+        torch._dynamo.reset()
+        result, _ = _scan(spec, FakeCompiler(("tanh",)))
+        assert (result.scan["step"] if loss else result.scan["batch"]["index"]) == 0, result.scan

@@ -26,6 +26,7 @@ from ..search import Search
 from ..verdict.candidate import ScanCandidate
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.judgement import PROGRAM, Oracle, OutputFacts, judge_outputs, with_run_floors
+from ..verdict.noise import model_floors
 from ..errors import ModelError, UsageError
 from ..verdict.compiler import Compiler
 from ..verdict.fx_eval import fresh_inputs, to_fp64
@@ -53,11 +54,13 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 
 def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], oracle: Oracle,
-          unit: float | None = None, spreads: Sequence[float] = ()) -> Check:
+          unit: float | None = None, spreads: Sequence[float] = (), floors: Sequence[float] = ()) -> Check:
     """``unit``: the coarsest precision the user allowed to an op of the compiled model (TF32),
     which every output downstream of it carries (see :func:`allowed_units`); ``spreads``: per
-    output, how far the compiled values lie apart run to run (:func:`decided`)."""
-    facts = with_run_floors([OutputFacts(unit=unit)] * len(eager), spreads, eager)
+    output, how far the compiled values lie apart run to run (:func:`decided`); ``floors``: per
+    output, the scale its rounding lives at where it cancelled (the noise model, :func:`noise_floors`)."""
+    floors = list(floors) if len(floors) == len(eager) else [0.0] * len(eager)
+    facts = with_run_floors([OutputFacts(unit=unit, scale_floor=floor) for floor in floors], spreads, eager)
     verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, compiled, facts)
     nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
     return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite, tuple(verdicts))
@@ -73,6 +76,29 @@ def scan_verdict(checks: dict[str, Check], runs: tuple[int, ...] = ()) -> Subgra
 
 
 Parts = dict[str, list[torch.Tensor]]
+
+
+def noise_floors(checks: dict[str, Check], noisy_run: Callable[[], Parts], fp64: Parts | Callable[[], Parts],
+                 eager: Parts) -> dict[str, list[float]]:
+    """Where a batch or step diverged (not by a non-finite value), each part's noise floors: the
+    fp64 run once more with every op's result rounded at random, as the model-level check does
+    (:func:`~bisect_engine.verdict.noise.model_floors`), so an output that cancels to ~0 (a sum of
+    what a normalisation centred, a pooled total minus its rows' total) is judged where its
+    rounding lives; {} where nothing diverged (no run made). ``fp64``: the fp64 run's parts, or
+    the run that makes them (made only where something diverged)."""
+    if not any(check.diverged for check in checks.values()) or any(check.nonfinite for check in checks.values()):
+        return {}
+    fp64 = fp64() if callable(fp64) else fp64
+    names = [name for name in fp64 if name in eager]
+    flat_fp64 = [value for name in names for value in fp64[name]]
+    flat_eager = [value for name in names for value in eager[name]]
+    floors = model_floors(lambda: [value for name, values in noisy_run().items() if name in names for value in values],
+                          flat_fp64, flat_eager)
+    parts, start = {}, 0
+    for name in names:
+        parts[name] = floors[start:start + len(fp64[name])]
+        start += len(fp64[name])
+    return parts
 
 
 def decided(checks: dict[str, Check], compiled: Parts, rerun: Callable[[], Parts],
@@ -178,12 +204,23 @@ class BatchScan:
             with torch.no_grad():
                 return {"output": _run(self.compiled, batch, self.seed)}
 
+        floors: dict[str, list[float]] = {}
+
         def judged(compiled: Parts, spreads: dict[str, Sequence[float]]) -> dict[str, Check]:
-            return {"output": judge(eager_out, fp64_out, compiled["output"], self.oracle, unit, spreads["output"])}
+            return {"output": judge(eager_out, fp64_out, compiled["output"], self.oracle, unit, spreads["output"],
+                                    floors.get("output", ()))}
+
+        def noisy_run() -> Parts:
+            with torch.no_grad():
+                return {"output": _run(self.model64, to_fp64(tuple(batch)), self.seed)}
 
         try:
             compiled_out = compiled_run()
-            checks, runs = decided(judged(compiled_out, {"output": ()}), compiled_out, compiled_run, judged, self.seed)
+            checks = judged(compiled_out, {"output": ()})
+            if fp64_out is not eager_out:  # an fp64 model ran: its noise floors where the batch diverged
+                floors.update(noise_floors(checks, noisy_run, {"output": fp64_out}, {"output": eager_out}))
+                checks = judged(compiled_out, {"output": ()}) if floors else checks
+            checks, runs = decided(checks, compiled_out, compiled_run, judged, self.seed)
         except Exception as error:  # a budget cut is no Exception: it reaches the scan's caller
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
         self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out["output"], unit, checks["output"])
@@ -424,16 +461,36 @@ class StepScan:
             self.compiled.restore(before)
             return self.compiled.step(batch, self.seed + step)
 
+        floors: dict[str, list[float]] = {}
+
         def judged(compiled: Parts, spreads: dict[str, Sequence[float]]) -> dict[str, Check]:
             return {part: judge(first[part], reference[part], compiled[part], self.oracle,
-                                max(self.allowed, default=None), spreads.get(part, ()))
+                                max(self.allowed, default=None), spreads.get(part, ()), floors.get(part, ()))
                     for part in ("loss", "gradients", "parameters")}
 
         compiled = self.compiled.step(batch, self.seed + step)
-        checks, runs = decided(judged(compiled, {}), compiled, compiled_run, judged, self.seed + step)
+        checks = judged(compiled, {})
+        floors.update(noise_floors(checks, lambda: self._gradients64(snapshot, batch, step),
+                                   lambda: self._gradients64(snapshot, batch, step), first))
+        checks = judged(compiled, {}) if floors else checks
+        checks, runs = decided(checks, compiled, compiled_run, judged, self.seed + step)
         del before
         self.last = StepLook(step, batch, snapshot, checks)
         return scan_verdict(checks, runs)
+
+    def _gradients64(self, state: dict[str, Any], batch: tuple[Any, ...], step: int) -> Parts:
+        """Loss and gradients of the fp64 model from ``state`` (eager's before the step) on
+        ``batch``, no optimizer step: what the noise floors of a step's loss and gradients are
+        measured on (its parameters, an update added to values that do not cancel, get none)."""
+        model64 = copy.deepcopy(self.reference.model)
+        model64.load_state_dict(state)
+        for parameter in model64.parameters():
+            parameter.grad = None
+        torch.manual_seed(self.seed + step)
+        loss = self.reference.loss_fn(model64(*to_fp64(batch)))
+        loss.backward()
+        return {"loss": [loss.detach().clone()],
+                "gradients": [p.grad.detach().clone() for p in model64.parameters() if p.grad is not None]}
 
     def look(self, step: int) -> StepLook:
         """What step ``step``, the one judged last, gave (steps are judged in order, each once)."""
