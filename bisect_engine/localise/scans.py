@@ -25,7 +25,7 @@ import torch.utils._pytree as pytree
 from ..search import Search
 from ..verdict.candidate import ScanCandidate
 from ..verdict.compare import Outcome, TensorVerdict
-from ..verdict.judgement import PROGRAM, Oracle, OutputFacts, judge_outputs, with_run_floors
+from ..verdict.judgement import SCAN, Oracle, OutputFacts, judge_outputs, with_run_floors
 from ..verdict.noise import model_floors
 from ..errors import ModelError, UsageError
 from ..verdict.compiler import Compiler
@@ -61,7 +61,7 @@ def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], oracle: Oracle
     output, the scale its rounding lives at where it cancelled (the noise model, :func:`noise_floors`)."""
     floors = list(floors) if len(floors) == len(eager) else [0.0] * len(eager)
     facts = with_run_floors([OutputFacts(unit=unit, scale_floor=floor) for floor in floors], spreads, eager)
-    verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, compiled, facts)
+    verdicts = judge_outputs(oracle, SCAN, eager, fp64, compiled, facts)
     nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
     return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite, tuple(verdicts))
 
