@@ -173,3 +173,17 @@ def test_a_finding_the_upstream_gate_listed_is_shown_beside_the_verdict() -> Non
     assert '<a href="#within-upstream">' in page
     hostile = render_html({**report, "within_upstream": [{**LISTED, "op": HOSTILE}]})
     assert HOSTILE not in hostile
+
+
+def test_a_scripts_listing_names_the_op_its_graph_gets_wrong_alone() -> None:
+    """pytorch#198183: a script's call upstream's ``same`` passes, with the op the per-node check
+    found wrong alone (``ops``), is shown with that op in the page and the summary."""
+    from bisect_engine.script.session import within_upstream_lines
+
+    script = {"graphs": [{"graph": "graph_1", "within_upstream": [
+        {"call": 1, "output": "output 0", "compiled_rms_ulps": 5076.063, "eager_rms_ulps": 0.81,
+         "ops": ["aten.erf.default"]}]}]}
+    page = render_html({**load("clean"), "script": script})
+    assert "graph_1 call 1, output 0 (aten.erf.default wrong on its own): 5.08e+03 ulps RMS (eager 0.81)" in page
+    (line,) = within_upstream_lines(script)
+    assert line.startswith("  listed:  graph_1 call 1 output 0 (aten.erf.default): 5076.063 ulps RMS"), line

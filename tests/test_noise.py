@@ -120,19 +120,52 @@ def test_a_mismatch_that_changes_run_to_run_is_decided_by_most_runs() -> None:
     context = _context(lambda v: v.sum(0), x)
     mismatch, match = SubgraphVerdict(Outcome.MISMATCH), SubgraphVerdict(Outcome.MATCH)
     draws = iter(range(1, 100))
+    spreads_seen: list[list[float]] = []
 
     def changing() -> list[torch.Tensor]:  # another value every run: run-dependent
         return [torch.full((2,), float(next(draws)))]
 
-    def judged(outputs: list[torch.Tensor]) -> SubgraphVerdict:  # odd runs mismatch: 3 of 5 with the first
+    def judged(outputs: list[torch.Tensor], spreads: list[float]) -> SubgraphVerdict:  # odd runs mismatch
+        spreads_seen.append(spreads)
         return mismatch if int(outputs[0][0]) % 2 else match
 
-    decided = context._over_runs(mismatch, [torch.zeros(2)], changing, judged)
+    first = [torch.full((2,), -1.0)]  # runs -1, 1, 2, 3, 4: 3 of 5 odd
+    decided = context._over_runs(mismatch, first, changing, judged)
     assert decided.outcome is Outcome.MISMATCH and decided.runs == (3, RUNS)
-    decided = context._over_runs(mismatch, [torch.zeros(2)], changing, lambda outputs: match)
-    assert decided.outcome is Outcome.MATCH and decided.runs == (1, RUNS)
+    assert spreads_seen and all(s == [5.0] for s in spreads_seen)  # every run judged against one spread: 4 - (-1)
+    decided = context._over_runs(mismatch, first, changing, lambda outputs, spreads: match)
+    assert decided.outcome is Outcome.MATCH and decided.runs == (0, RUNS)
     steady = [torch.ones(2)]
     assert context._over_runs(mismatch, steady, lambda: [torch.ones(2)], judged) is mismatch  # deterministic
+
+
+def test_a_value_judged_against_its_run_to_run_spread_matches_and_a_wrong_one_does_not() -> None:
+    """The spread of runs is a floor where it is rounding-sized: a compiled value as far from fp64
+    as the runs are from one another matches; one a dropped term away still mismatches at that
+    floor; runs that differ materially among themselves (a race) give no floor at all."""
+    from bisect_engine.verdict.judgement import PROGRAM, OutputFacts, run_to_run_spread, with_run_floors
+
+    generator = torch.Generator().manual_seed(6)
+    exact = torch.randn(4096, generator=generator, dtype=torch.float64)
+    eager = exact.float()
+    unit = rounding_unit(torch.float32)
+
+    def runs(ulps: float) -> list[list[torch.Tensor]]:
+        return [[(exact + ulps * unit * (torch.rand(4096, generator=generator, dtype=torch.float64) * 2 - 1)).float()]
+                for _ in range(5)]
+
+    facts = [OutputFacts()]
+    jittered = runs(24.0)  # ~14 units RMS from fp64 (the rule's floor is 8), runs at most 48 apart
+    assert judge_outputs(Oracle(), PROGRAM, [eager], [exact], jittered[0], facts)[0].outcome is Outcome.MISMATCH
+    floored = with_run_floors(facts, run_to_run_spread(jittered), [eager])
+    assert floored[0].scale_floor > 24.0
+    assert all(judge_outputs(Oracle(), PROGRAM, [eager], [exact], run, floored)[0].outcome is Outcome.MATCH
+               for run in jittered)
+    dropped = jittered[0][0].clone()
+    dropped[3] += 1.0
+    assert judge_outputs(Oracle(), PROGRAM, [eager], [exact], [dropped], floored)[0].outcome is Outcome.MISMATCH
+    racing = runs(1000.0)  # runs ~2,000 units apart: not a rounding order
+    assert with_run_floors(facts, run_to_run_spread(racing), [eager]) == facts
 
 
 def test_a_dropped_term_of_a_duplicate_index_sum_stays_far_above_its_order_floor() -> None:
@@ -349,3 +382,62 @@ def test_departures_read_the_fp64_references_the_whole_graph_judgement_kept(monk
     monkeypatch.setattr(departures, "values_of", lambda *args, **kwargs: (_ for _ in ()).throw(AssertionError))
     assert departures.find_departures(first, compiled, "graph") == recomputed
     assert first.take_departing(compiled) is None  # taken once, then let go
+
+
+@torch.library.custom_op("bisect_noise_test::float32_only", mutates_args=())
+def _float32_only(x: torch.Tensor) -> torch.Tensor:
+    """An op with no fp64 kernel (as some fused or quantised kernels): float32 only."""
+    if x.dtype != torch.float32:
+        raise RuntimeError(f"float32_only: no kernel for {x.dtype}")
+    return x * 1.0
+
+
+@_float32_only.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def test_the_values_after_an_op_without_an_fp64_kernel_still_get_floors() -> None:
+    """The noisy run falls back to the model's dtype where an op has no fp64 kernel, as the fp64
+    reference does: the row sum after it that cancels is still floored at its terms' scale."""
+    x = torch.randn(8, 512, generator=torch.Generator().manual_seed(9))
+
+    def program(v: torch.Tensor) -> torch.Tensor:
+        centred = torch.ops.bisect_noise_test.float32_only(v - v.mean(-1, keepdim=True))
+        return centred.sum(-1)  # ~0: rounding noise at the scale of the row's terms
+
+    context = _context(program, x)
+    (row_sum,) = context.view.output_names()
+    rms = float(context.eager_values[row_sum].double().square().mean().sqrt())
+    assert context.noise_floor(row_sum) > CANCELLED * rms
+
+
+def test_a_vectorised_erf_error_is_no_noise_and_is_listed_where_upstreams_same_passes_it() -> None:
+    """pytorch#198183 against issue 36's graph-break erf: one kernel (Inductor's vectorised float32
+    erf), which errs by an absolute ~2e-7. It is no rounding noise (erf does not cancel: no floor).
+    Near 0 (198183's values, Inductor's outputs on torch 2.13 CPU as recorded) it is thousands of
+    ulps at the tensor's scale: the ulp rule fails it, and upstream's ``same`` passes it, so what
+    the program returns is a listed match (``upstream_same``), never a headline; at O(0.1) values
+    (the graph-break case's gate) the same absolute error is ~14 ulps: the op is wrong by the per-op
+    rule, and within the end-to-end rule that judges what a call returns."""
+    from bisect_engine.verdict.judgement import GRAPH, UPSTREAM_SAME
+
+    values = [1e-8, 1e-7, 2e-7, 5e-7, 1e-6, 1e-5, 1e-4, 1e-3]
+    inductor = [0.0, 0.0, 4.172325e-07, 4.172325e-07, 1.192093e-06, 1.108644e-05, 1.128886e-04, 1.128411e-03]
+    x = torch.tensor(values * 8)
+    context = _context(torch.erf, x)
+    (name,) = context.view.output_names()
+    assert context.noise_floor(name) == 0.0 and context.noise_floor(name, carried=False) == 0.0
+    eager, exact, compiled = torch.erf(x), torch.erf(x.double()), torch.tensor(inductor * 8)
+    (per_op,) = judge_outputs(Oracle(), GRAPH, [eager], [exact], [compiled])
+    assert per_op.outcome is Outcome.MISMATCH and per_op.compiled_rms_ulps > 1000 and per_op.eager_rms_ulps < 1
+    (program,) = judge_outputs(Oracle(), MODEL, [eager], [exact], [compiled])
+    assert program.outcome is Outcome.MATCH and program.reason == UPSTREAM_SAME
+    generator = torch.Generator().manual_seed(10)
+    gate = torch.tanh(torch.randn(32, 64, generator=generator)) * 0.3
+    exact = torch.erf(gate.double())
+    off = (exact + 3e-7 * (torch.rand(gate.shape, generator=generator, dtype=torch.float64) * 2 - 1)).float()
+    (interior,) = judge_outputs(Oracle(), MODEL, [torch.erf(gate)], [exact], [off])
+    assert interior.outcome is Outcome.MATCH and interior.reason != UPSTREAM_SAME
+    (alone,) = judge_outputs(Oracle(), GRAPH, [torch.erf(gate)], [exact], [off])
+    assert alone.outcome is Outcome.MISMATCH and alone.compiled_rms_ulps > 4 * alone.eager_rms_ulps  # the op is wrong

@@ -25,11 +25,12 @@ import torch.utils._pytree as pytree
 from ..search import Search
 from ..verdict.candidate import ScanCandidate
 from ..verdict.compare import Outcome, TensorVerdict
-from ..verdict.judgement import PROGRAM, Oracle, OutputFacts, judge_outputs
+from ..verdict.judgement import SCAN, Oracle, OutputFacts, judge_outputs, with_run_floors
+from ..verdict.noise import model_floors
 from ..errors import ModelError, UsageError
 from ..verdict.compiler import Compiler
 from ..verdict.fx_eval import fresh_inputs, to_fp64
-from ..verdict.oracle import SubgraphVerdict
+from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
 
 ScanSearch = Search[Any, SubgraphVerdict]  # the run's search (a RunSearch), as the scans use it
@@ -53,20 +54,83 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 
 def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], oracle: Oracle,
-          unit: float | None = None) -> Check:
+          unit: float | None = None, spreads: Sequence[float] = (), floors: Sequence[float] = ()) -> Check:
     """``unit``: the coarsest precision the user allowed to an op of the compiled model (TF32),
-    which every output downstream of it carries (see :func:`allowed_units`)."""
-    verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, compiled, [OutputFacts(unit=unit)] * len(eager))
+    which every output downstream of it carries (see :func:`allowed_units`); ``spreads``: per
+    output, how far the compiled values lie apart run to run (:func:`decided`); ``floors``: per
+    output, the scale its rounding lives at where it cancelled (the noise model, :func:`noise_floors`)."""
+    floors = list(floors) if len(floors) == len(eager) else [0.0] * len(eager)
+    facts = with_run_floors([OutputFacts(unit=unit, scale_floor=floor) for floor in floors], spreads, eager)
+    verdicts = judge_outputs(oracle, SCAN, eager, fp64, compiled, facts)
     nonfinite = any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in [*eager, *compiled])
     return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite, tuple(verdicts))
 
 
-def scan_verdict(checks: dict[str, Check]) -> SubgraphVerdict:
+def scan_verdict(checks: dict[str, Check], runs: tuple[int, ...] = ()) -> SubgraphVerdict:
     """A batch's or step's verdict in the search: MISMATCH when a part diverged or turned
-    non-finite, each output's verdict named by its part ("output 0", "gradients 3")."""
+    non-finite, each output's verdict named by its part ("output 0", "gradients 3"); ``runs``:
+    (runs that failed, runs) where the compiled values changed run to run (:func:`decided`)."""
     outputs = {f"{part} {i}": v for part, check in checks.items() for i, v in enumerate(check.verdicts)}
     failed = any(check.failed for check in checks.values())
-    return SubgraphVerdict(Outcome.MISMATCH if failed else Outcome.MATCH, outputs)
+    return SubgraphVerdict(Outcome.MISMATCH if failed else Outcome.MATCH, outputs, runs=runs)
+
+
+Parts = dict[str, list[torch.Tensor]]
+
+
+def noise_floors(checks: dict[str, Check], noisy_run: Callable[[], Parts], fp64: Parts | Callable[[], Parts],
+                 eager: Parts) -> dict[str, list[float]]:
+    """Where a batch or step diverged (not by a non-finite value), each part's noise floors: the
+    fp64 run once more with every op's result rounded at random, as the model-level check does
+    (:func:`~bisect_engine.verdict.noise.model_floors`), so an output that cancels to ~0 (a sum of
+    what a normalisation centred, a pooled total minus its rows' total) is judged where its
+    rounding lives; {} where nothing diverged (no run made). ``fp64``: the fp64 run's parts, or
+    the run that makes them (made only where something diverged)."""
+    if not any(check.diverged for check in checks.values()) or any(check.nonfinite for check in checks.values()):
+        return {}
+    fp64 = fp64() if callable(fp64) else fp64
+    names = [name for name in fp64 if name in eager]
+    flat_fp64 = [value for name in names for value in fp64[name]]
+    flat_eager = [value for name in names for value in eager[name]]
+    floors = model_floors(lambda: [value for name, values in noisy_run().items() if name in names for value in values],
+                          flat_fp64, flat_eager)
+    parts, start = {}, 0
+    for name in names:
+        parts[name] = floors[start:start + len(fp64[name])]
+        start += len(fp64[name])
+    return parts
+
+
+def decided(checks: dict[str, Check], compiled: Parts, rerun: Callable[[], Parts],
+            judge_parts: Callable[[Parts, dict[str, Sequence[float]]], dict[str, Check]],
+            seed: int) -> tuple[dict[str, Check], tuple[int, ...]]:
+    """A batch or step that diverged, decided over runs where the compiled copy gives other values
+    run to run on the same batch (a duplicate-index sum's atomics; issue 36): the one decision
+    every judged candidate takes (:func:`~bisect_engine.verdict.oracle.over_runs`: judged against
+    the runs' spread, then by most runs), so run-to-run noise never picks a batch or a step.
+    Only a divergence is decided so (a non-finite value stands as it is); ``rerun``: the compiled
+    side once more on the same inputs and state. The checks that decide, and (failed, runs)."""
+    if not any(check.diverged for check in checks.values()) or any(check.nonfinite for check in checks.values()):
+        return checks, ()
+    names = list(compiled)
+
+    def flat(parts: Parts) -> list[Any]:
+        return [value for name in names for value in parts[name]]
+
+    def split(values: Sequence[Any]) -> dict[str, Any]:
+        parts, start = {}, 0
+        for name in names:
+            parts[name] = list(values[start:start + len(compiled[name])])
+            start += len(compiled[name])
+        return parts
+
+    outcome = over_runs(checks, flat(compiled), lambda: flat(rerun()),
+                        lambda values, spreads: judge_parts(split(values), split(spreads)),
+                        lambda judged: any(check.failed for check in judged.values()), seed)
+    if outcome is None:
+        return checks, ()
+    log.info("scan: compiled values change run to run; %d of %d runs diverge", *outcome[1])
+    return outcome[0], outcome[1]
 
 
 def compiled_copy(model: Callable[..., Any], compiler: Compiler, allowed: list[float] | None = None) -> Callable[..., Any]:
@@ -96,11 +160,12 @@ class BatchFinding:
     scanned: int
     nonfinite: bool
     crashed: str = ""  # the compiled copy raised on this batch (the error)
+    runs: tuple[int, ...] = ()  # compiled values changed run to run: (runs that diverged, runs)
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "samples": list(self.samples) if self.samples is not None else None,
                 "independent": self.independent, "batches_scanned": self.scanned, "nonfinite": self.nonfinite,
-                "crashed": self.crashed or None}
+                "crashed": self.crashed or None, "nondeterministic": list(self.runs) or None}
 
 
 @dataclass(frozen=True)
@@ -133,14 +198,33 @@ class BatchScan:
         with torch.no_grad():
             eager_out = _user_run(self.model, batch, self.seed, f"batch {index}")
             fp64_out = _fp64_run(self.model64, batch, self.seed, eager_out)
-            try:
-                compiled_out = _run(self.compiled, batch, self.seed)
-            except Exception as error:  # a budget cut is no Exception: it reaches the scan's caller
-                return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
         unit = max(self.allowed, default=None)
-        check = judge(eager_out, fp64_out, compiled_out, self.oracle, unit)
-        self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out, unit, check)
-        return scan_verdict({"output": check})
+
+        def compiled_run() -> Parts:
+            with torch.no_grad():
+                return {"output": _run(self.compiled, batch, self.seed)}
+
+        floors: dict[str, list[float]] = {}
+
+        def judged(compiled: Parts, spreads: dict[str, Sequence[float]]) -> dict[str, Check]:
+            return {"output": judge(eager_out, fp64_out, compiled["output"], self.oracle, unit, spreads["output"],
+                                    floors.get("output", ()))}
+
+        def noisy_run() -> Parts:
+            with torch.no_grad():
+                return {"output": _run(self.model64, to_fp64(tuple(batch)), self.seed)}
+
+        try:
+            compiled_out = compiled_run()
+            checks = judged(compiled_out, {"output": ()})
+            if fp64_out is not eager_out:  # an fp64 model ran: its noise floors where the batch diverged
+                floors.update(noise_floors(checks, noisy_run, {"output": fp64_out}, {"output": eager_out}))
+                checks = judged(compiled_out, {"output": ()}) if floors else checks
+            checks, runs = decided(checks, compiled_out, compiled_run, judged, self.seed)
+        except Exception as error:  # a budget cut is no Exception: it reaches the scan's caller
+            return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
+        self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out["output"], unit, checks["output"])
+        return scan_verdict(checks, runs)
 
     def look(self, index: int) -> BatchLook:
         """What batch ``index``, the one judged last, gave (batches are judged in order, each once)."""
@@ -163,7 +247,8 @@ def scan_batches(search: ScanSearch, scan: BatchScan) -> BatchFinding | None:
             look = scan.look(index)
             samples, independent = failing_samples(scan.model, look.batch, look.eager, look.fp64, look.compiled,
                                                    scan.oracle, scan.seed, look.unit)
-            return BatchFinding(index, look.batch, samples, independent, index + 1, look.check.nonfinite)
+            return BatchFinding(index, look.batch, samples, independent, index + 1, look.check.nonfinite,
+                                runs=verdict.runs)
     return None
 
 
@@ -286,10 +371,11 @@ class StepFinding:
     diverged_in: tuple[str, ...]  # "loss", "gradients", "parameters"
     nonfinite: bool
     scanned: int
+    runs: tuple[int, ...] = ()  # compiled values changed run to run: (runs that diverged, runs)
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "diverged_in": list(self.diverged_in), "nonfinite": self.nonfinite,
-                "steps_scanned": self.scanned}
+                "steps_scanned": self.scanned, "nondeterministic": list(self.runs) or None}
 
 
 def default_optimizer(parameters: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -320,6 +406,14 @@ class _Trainer:
         self.optimizer.step()
         return {"loss": [loss.detach().clone()], "gradients": grads,
                 "parameters": [p.detach().clone() for p in self.model.parameters()]}
+
+    def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The model's and the optimizer's state, copied (what :meth:`restore` puts back)."""
+        return copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.optimizer.state_dict())
+
+    def restore(self, state: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        self.model.load_state_dict(state[0])
+        self.optimizer.load_state_dict(copy.deepcopy(state[1]))
 
 
 @dataclass(frozen=True)
@@ -360,12 +454,43 @@ class StepScan:
         except Exception as error:
             raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
                              f"{type(error).__name__}: {error}") from error
-        results = [first] + [trainer.step(batch, self.seed + step) for trainer in (self.reference, self.compiled)]
-        checks = {part: judge(results[0][part], results[1][part], results[2][part], self.oracle,
-                              max(self.allowed, default=None))
-                  for part in ("loss", "gradients", "parameters")}
+        reference = self.reference.step(batch, self.seed + step)
+        before = self.compiled.state()  # a step judged again starts where this one did
+
+        def compiled_run() -> Parts:
+            self.compiled.restore(before)
+            return self.compiled.step(batch, self.seed + step)
+
+        floors: dict[str, list[float]] = {}
+
+        def judged(compiled: Parts, spreads: dict[str, Sequence[float]]) -> dict[str, Check]:
+            return {part: judge(first[part], reference[part], compiled[part], self.oracle,
+                                max(self.allowed, default=None), spreads.get(part, ()), floors.get(part, ()))
+                    for part in ("loss", "gradients", "parameters")}
+
+        compiled = self.compiled.step(batch, self.seed + step)
+        checks = judged(compiled, {})
+        floors.update(noise_floors(checks, lambda: self._gradients64(snapshot, batch, step),
+                                   lambda: self._gradients64(snapshot, batch, step), first))
+        checks = judged(compiled, {}) if floors else checks
+        checks, runs = decided(checks, compiled, compiled_run, judged, self.seed + step)
+        del before
         self.last = StepLook(step, batch, snapshot, checks)
-        return scan_verdict(checks)
+        return scan_verdict(checks, runs)
+
+    def _gradients64(self, state: dict[str, Any], batch: tuple[Any, ...], step: int) -> Parts:
+        """Loss and gradients of the fp64 model from ``state`` (eager's before the step) on
+        ``batch``, no optimizer step: what the noise floors of a step's loss and gradients are
+        measured on (its parameters, an update added to values that do not cancel, get none)."""
+        model64 = copy.deepcopy(self.reference.model)
+        model64.load_state_dict(state)
+        for parameter in model64.parameters():
+            parameter.grad = None
+        torch.manual_seed(self.seed + step)
+        loss = self.reference.loss_fn(model64(*to_fp64(batch)))
+        loss.backward()
+        return {"loss": [loss.detach().clone()],
+                "gradients": [p.grad.detach().clone() for p in model64.parameters() if p.grad is not None]}
 
     def look(self, step: int) -> StepLook:
         """What step ``step``, the one judged last, gave (steps are judged in order, each once)."""
@@ -381,5 +506,5 @@ def scan_steps(search: ScanSearch, scan: StepScan) -> StepFinding | None:
             look = scan.look(step)
             failed = tuple(part for part, check in look.checks.items() if check.failed)
             return StepFinding(step, look.batch, look.state, failed,
-                               any(c.nonfinite for c in look.checks.values()), step + 1)
+                               any(c.nonfinite for c in look.checks.values()), step + 1, verdict.runs)
     return None

@@ -178,7 +178,8 @@ def within_upstream_sentences(report: dict[str, Any]) -> list[str]:
                          f"outputs are {why}: listed, not a divergence.")
     for graph in (report.get("script") or {}).get("graphs") or []:
         for item in graph.get("within_upstream") or []:
-            sentences.append(f"{graph.get('graph', '?')} call {item.get('call', '?')}, {item.get('output', '?')}: "
+            wrong = f" ({', '.join(item['ops'])} wrong on its own)" if item.get("ops") else ""
+            sentences.append(f"{graph.get('graph', '?')} call {item.get('call', '?')}, {item.get('output', '?')}{wrong}: "
                              f"{ulps(item.get('compiled_rms_ulps'))} ulps RMS (eager {ulps(item.get('eager_rms_ulps'))}), "
                              "within torch._dynamo.utils.same's tolerance: listed, not a divergence.")
     return sentences

@@ -428,19 +428,20 @@ class Session:
         for suspect in self.tracer.unresolved():
             self._suspect_diverged(suspect, None, at_exit=True)
         for suspect in self.tracer.absorbed():
-            suspect.record.absorbed.append({**suspect.to_json(), "ops": self._absorbed_ops(suspect)})
+            suspect.record.absorbed.append({**suspect.to_json(), "ops": self._ops_wrong_alone(suspect.record,
+                                                                                              suspect.pristine)})
         self.tracer = Tracer()
 
-    def _absorbed_ops(self, suspect: Suspect) -> list[str] | None:
-        """The ops an absorbed call's graph gets wrong, each judged alone (the engine's per-node
-        check, stopped after localising: as ``localise/below_tolerance.py`` names a model file's
-        below-tolerance ops); None below level 3 or for a backend that is not Inductor."""
-        record = suspect.record
+    def _ops_wrong_alone(self, record: GraphRecord, pristine: list[Any]) -> list[str] | None:
+        """The ops a listed call's graph gets wrong (an absorbed suspect's, or one upstream's
+        ``same`` passes), each judged alone (the engine's per-node check, stopped after localising:
+        as ``localise/below_tolerance.py`` names a model file's below-tolerance ops); None below
+        level 3 or for a backend that is not Inductor."""
         if self.settings.level < Level.LOCALISE or record.inductor_options is None:
             return None
         from ..verdict.graphs import op_name
 
-        result = self._guarded(record, lambda: self._localise(record, suspect.pristine, stop_after="localise"))
+        result = self._guarded(record, lambda: self._localise(record, pristine, stop_after="localise"))
         finding = result.finding if result is not None else None
         if finding is None:
             return []
@@ -488,8 +489,12 @@ class Session:
         record.checks += 1
         self.calls_checked += 1
         listed = {item["output"] for item in record.within_upstream}  # each output once: its first call
-        record.within_upstream += [{"call": record.calls, "output": name, **v.to_json()}
-                                   for name, v in verdict.within_upstream().items() if name not in listed]
+        new = [{"call": record.calls, "output": name, **v.to_json()}
+               for name, v in verdict.within_upstream().items() if name not in listed]
+        if new and not random:  # the op named, as a model file's listing names it (pytorch#198183: erf)
+            ops = self._ops_wrong_alone(record, pristine)
+            new = [{**item, "ops": ops} for item in new]
+        record.within_upstream += new
         if verdict.outcome is not Outcome.MATCH:
             if random:
                 self._random_mismatch(record, verdict, pristine)
@@ -963,12 +968,17 @@ def _no_model(*_args: Any) -> None:
 def within_upstream_lines(script: dict[str, Any]) -> list[str]:
     """A line per graph output listed by the upstream gate: beyond the tool's ulp rule, within
     ``torch._dynamo.utils.same``'s tolerance, so no divergence (issue 36)."""
-    return [f"  listed:  {graph['graph']} call {item['call']} {item['output']}: {item['compiled_rms_ulps']} ulps RMS "
-            f"(eager {item['eager_rms_ulps']}), within torch._dynamo.utils.same's tolerance: not a divergence"
+    return [f"  listed:  {graph['graph']} call {item['call']} {item['output']}{_ops(item)}: {item['compiled_rms_ulps']} "
+            f"ulps RMS (eager {item['eager_rms_ulps']}), within torch._dynamo.utils.same's tolerance: not a divergence"
             for graph in script.get("graphs") or [] for item in graph.get("within_upstream") or []] + [
         f"  listed:  {graph['graph']} call {item['call']} ({', '.join(item.get('ops') or []) or 'op not named'}): "
         f"its error was absorbed by {', '.join(item['read_by'])} and never reached what the program kept"
         for graph in script.get("graphs") or [] for item in graph.get("absorbed") or []]
+
+
+def _ops(item: dict[str, Any]) -> str:
+    """`` (aten.erf.default)``: the ops a listed call's graph gets wrong alone, where named."""
+    return f" ({', '.join(item['ops'])})" if item.get("ops") else ""
 
 
 def unseen_lines(script: dict[str, Any]) -> list[str]:

@@ -17,8 +17,9 @@ Two floors per value (a scale, in the value's own units; 0 where the value did n
 - ``carried``: the noise the value inherits from everything upstream (what a window's, a whole
   graph's or an eager replay's output is judged at: its inputs differ between the two sides).
 
-A floor counts only where the noise exceeds ``CANCELLED`` times the value's own RMS: a value
-that lost at least four bits to cancellation. Ordinary values keep their own scale, so nothing
+A floor counts only where the noise, in units of the value's rounding (its RMS over ``u``),
+exceeds ``CANCELLED`` times the value's own RMS: noise above 16 ulps of the value, a value that
+lost at least four bits to cancellation. Ordinary values keep their own scale, so nothing
 changes for them. Integer and boolean values carry no noise (they are judged exactly; a float
 turned integer is an amplification the material rule names), nor do random draws (data).
 Pure over the values handed in: nothing here compiles, writes or touches global state (the
@@ -37,12 +38,12 @@ import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import rounding_unit
-from .fx_eval import _fp64_kwargs, mutates, to_fp64
+from .fx_eval import _fp64_kwargs, faithful_copy, mutates, to_fp64
 from .judgement import combined_scale
 
 log = logging.getLogger(__name__)
 
-CANCELLED = 16.0  # noise above 16x the value's RMS: the value lost four bits or more to cancellation
+CANCELLED = 16.0  # noise above 16 ulps of the value (RMS(noise) / u > 16 RMS(value)): four bits or more lost to cancellation
 SEED = 0x5EED
 
 
@@ -289,33 +290,65 @@ def _last_uses(graph_module: fx.GraphModule) -> dict[fx.Node, list[fx.Node]]:
 
 def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """The op on fp64 inputs: clean, on the noisy run's inputs (then rounded), and on the clean
-    inputs rounded once (its own floor). An op without an fp64 kernel carries no noise. Inputs
-    held as given are widened here, for this op only."""
+    inputs rounded once (its own floor). An op without an fp64 kernel runs in the model's dtype
+    on inputs narrowed to it, as the fp64 reference falls back
+    (:class:`~bisect_engine.verdict.fx_eval._EagerInterpreter`), its results widened again: the
+    values after it still get floors (one that refuses that too claims no floor, nor do the values
+    computed from it). Inputs held as given are widened here, for this op only."""
     target = node.target
     assert callable(target)
     clean_in = {n: runs.clean(n) for n in node.all_input_nodes}
+    narrowed = False
     try:
-        clean = _call(target, fx.node.map_arg(node.args, clean_in.__getitem__),
-                      dict(fx.node.map_arg(node.kwargs, clean_in.__getitem__)))
-    except Exception as error:  # noqa: BLE001 - no fp64 kernel: this value claims no floor
-        log.debug("noise: %s has no fp64 run: %s", node.name, error)
-        return None, None, 0.0
+        clean = _apply(node, clean_in)
+    except Exception as error:  # noqa: BLE001 - no fp64 kernel: the op in the model's dtype
+        log.debug("noise: %s has no fp64 run, judged in the model's dtype: %s", node.name, error)
+        narrowed = True
+        try:
+            clean = _apply(node, _narrowed(clean_in, dtypes))
+        except Exception as narrow_error:  # noqa: BLE001 - not even in the model's dtype: no floor
+            log.debug("noise: %s has no run: %s", node.name, narrow_error)
+            return None, None, 0.0
+
+    def apply(values: dict[fx.Node, Any]) -> Any:
+        return _apply(node, _narrowed(values, dtypes) if narrowed else values)
+
     try:
         noisy_in = {n: runs.noisy(n, value) for n, value in clean_in.items()}
-        noisy = _call(target, fx.node.map_arg(node.args, noisy_in.__getitem__),
-                      dict(fx.node.map_arg(node.kwargs, noisy_in.__getitem__)))
+        noisy = apply(noisy_in)
         del noisy_in
         generator = runs.generator
         noisy = _clean_exact(clean, perturb(noisy, unit, generator))
         noisy = _with_order_noise(node, runs, clean, noisy, unit, generator)
         once_in = {n: perturb(value, _unit_of(n, dtypes), generator) for n, value in clean_in.items()}
         del clean_in
-        once = perturb(_call(target, fx.node.map_arg(node.args, once_in.__getitem__),
-                             dict(fx.node.map_arg(node.kwargs, once_in.__getitem__))), unit, generator)
+        once = perturb(apply(once_in), unit, generator)
     except Exception as error:  # noqa: BLE001 - perturbed inputs the op refuses: no floor
         log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
         return clean, clean, 0.0
     return clean, noisy, floor_of(clean, once, unit)
+
+
+def _apply(node: fx.Node, values: Mapping[fx.Node, Any]) -> Any:
+    """``node``'s op on ``values`` (its inputs by node), in fp64 (:func:`_call`)."""
+    assert callable(node.target)
+    return _call(node.target, fx.node.map_arg(node.args, values.__getitem__),
+                 dict(fx.node.map_arg(node.kwargs, values.__getitem__)))
+
+
+def _narrowed(values: Mapping[fx.Node, Any], dtypes: Mapping[str, Any]) -> dict[fx.Node, Any]:
+    """Each fp64 input cast back to the floating dtype the model computed it in (by ``dtypes``, or
+    the graph's record; float32 without either, the dtype every floating kernel has)."""
+    def narrow(source: fx.Node, value: Any) -> Any:
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float64:
+            return value
+        recorded = dtypes.get(source.name, source.meta.get("val", source.meta.get("example_value")))
+        dtype = recorded.dtype if isinstance(recorded, torch.Tensor) else recorded
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            dtype = torch.float32
+        return value if dtype == torch.float64 else faithful_copy(value, dtype)
+
+    return {source: narrow(source, value) for source, value in values.items()}
 
 
 def _with_order_noise(node: fx.Node, runs: _Runs, clean: Any, noisy: Any, unit: Any,

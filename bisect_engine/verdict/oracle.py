@@ -13,7 +13,7 @@ import logging
 import operator
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 import torch.fx as fx
@@ -24,8 +24,8 @@ from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
 from .fx_eval import clone_value, interpret, mutates, run_graph, stream_graph, to_fp64
-from .judgement import (GRAPH, Oracle, OutputFacts, computed_by, judge_against_eager, judge_outputs, output_facts,
-                        scale_floor)
+from .judgement import (GRAPH, Oracle, OutputFacts, computed_by, decided_by_runs, judge_against_eager, judge_outputs,
+                        output_facts, run_to_run_spread, scale_floor, with_run_floors)
 from .kernels import OutputCode
 from .noise import NoiseFloors, noise_floors
 
@@ -221,29 +221,23 @@ class GraphContext:
             verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
             if verdict.outcome is Outcome.MISMATCH:
                 verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs),
-                                          lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs))
+                                          lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs,
+                                                                                 spreads))
         except Exception as error:  # the verdict says so (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), code=tuple(code or ()))
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
 
     def _over_runs(self, verdict: SubgraphVerdict, outputs: list[Any], run: Callable[[], list[Any]],
-                   judge: Callable[[list[Any]], SubgraphVerdict]) -> SubgraphVerdict:
-        """A mismatch decided over runs when the compiled values change run to run on the same
-        inputs (a duplicate-index sum's atomics, a parallel reduction): one more run says whether
-        they do; then ``RUNS`` runs in all, and the mismatch stands only where most of them
-        mismatch (the verdict's ``runs`` says how many did). Runs cost no compile."""
-        torch.manual_seed(self.seed)
-        again = run()
-        if _bitwise_equal(outputs, again):
+                   judge: Callable[[list[Any], list[float]], SubgraphVerdict]) -> SubgraphVerdict:
+        """A mismatch decided over runs where the compiled values change run to run on the same
+        inputs (:func:`over_runs`: judged against the spread, then by most runs; the verdict's
+        ``runs`` says how many mismatched). ``judge``: outputs and their run-to-run spreads in."""
+        decided = over_runs(verdict, outputs, run, judge, lambda v: v.outcome is not Outcome.MATCH, self.seed)
+        if decided is None:
             return verdict
-        verdicts = [verdict, judge(again)]
-        while len(verdicts) < RUNS:
-            torch.manual_seed(self.seed)
-            verdicts.append(judge(run()))
-        mismatching = [v for v in verdicts if v.outcome is not Outcome.MATCH]
-        decided = verdict if 2 * len(mismatching) > len(verdicts) else next(v for v in verdicts if v.outcome is Outcome.MATCH)
-        log.info("%s: compiled values change run to run; %d of %d runs mismatch", self.name, len(mismatching), len(verdicts))
-        return dataclasses.replace(decided, runs=(len(mismatching), len(verdicts)))
+        chosen, runs = decided
+        log.info("%s: compiled values change run to run; %d of %d runs mismatch", self.name, *runs)
+        return dataclasses.replace(chosen, runs=runs)
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
                     max_calls: int | None = None) -> SubgraphVerdict:
@@ -283,7 +277,7 @@ class GraphContext:
             verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
             if verdict.outcome is Outcome.MISMATCH:
                 verdict = self._over_runs(verdict, compiled_outputs, run,
-                                          lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs=False))
+                                          lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, False, spreads))
         except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), copies=len(plan.members), calls=plan.calls)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
@@ -362,26 +356,29 @@ class GraphContext:
         if verdict.outcome is Outcome.MISMATCH and len(reruns) == RUNS - 1:
             further = iter(reruns)
             verdict = self._over_runs(verdict, compiled_outputs, lambda: list(next(further)),
-                                      lambda outputs: self._verdict(subgraph, inputs, outputs, own_inputs))
+                                      lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs, spreads))
         return verdict
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
-                 own_inputs: bool) -> SubgraphVerdict:
+                 own_inputs: bool, spreads: Sequence[float] = ()) -> SubgraphVerdict:
         """The outputs judged first without the noise model: its floors only loosen the rule, so a
         match that is not clearly above eager's error stands with them too, and the noise run (an
         fp64 run perturbed op by op, many times an fp64 run's cost on large weights) is made only
-        for a graph where it can change the verdict or a below-tolerance look."""
+        for a graph where it can change the verdict or a below-tolerance look. ``spreads``: per
+        output, how far its compiled values lie apart run to run (:meth:`_over_runs`)."""
         eager_outputs = (run_graph(subgraph.graph_module, inputs, overrides=self._draws(fp64=False)) if own_inputs
                          else [self.eager_values[name] for name in subgraph.output_names])
         names, candidate = subgraph.output_names, subgraph.graph_module
-        plain_facts = self.output_facts(names, eager_outputs, candidate, with_noise=False)
+        plain_facts = with_run_floors(self.output_facts(names, eager_outputs, candidate, with_noise=False), spreads,
+                                      eager_outputs)
         keep = not own_inputs and self._keeps_departing(subgraph)
         plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, plain_facts, keep=keep)
         if plain.outcome is Outcome.MATCH and not any(clearly_above_eager(v) for v in plain.outputs.values()):
             return plain
         if keep:  # not clearly clean: the departures, if any, run fp64 again (nothing held meanwhile)
             self._departing = None
-        facts = self.output_facts(names, eager_outputs, candidate, with_noise=True)
+        facts = with_run_floors(self.output_facts(names, eager_outputs, candidate, with_noise=True), spreads,
+                                eager_outputs)
         # An output's verdict is a function of its values and its facts alone: those whose facts the
         # noise floors leave as they were keep the plain verdict (judged once, not streamed again).
         changed = {i for i, (before, after) in enumerate(zip(plain_facts, facts)) if before != after}
@@ -461,7 +458,39 @@ class GraphContext:
 
 
 REPLAYS_KEPT = 2
-RUNS = 5  # a run-dependent mismatch: decided by the majority of this many runs
+RUNS = 5  # a run-dependent mismatch: judged against the spread of this many runs, then by most of them
+Judged = TypeVar("Judged")
+
+
+def over_runs(first: Judged, outputs: list[Any], run: Callable[[], list[Any]],
+              judge: Callable[[list[Any], list[float]], Judged], failed: Callable[[Judged], bool],
+              seed: int, runs: int = RUNS) -> tuple[Judged, tuple[int, int]] | None:
+    """A failing verdict (``first``, on ``outputs``) decided over runs, where the compiled values
+    change run to run on the same inputs: one more run (``run``, under ``seed``) says whether they
+    do (None: the same bits, ``first`` stands); then ``runs`` runs in all, each judged again
+    against the spread of all of them (``judge(outputs, spreads)``, the spreads from
+    :func:`~bisect_engine.verdict.judgement.run_to_run_spread`, floors by
+    :func:`~bisect_engine.verdict.judgement.with_run_floors`: a difference from the reference no
+    larger than rounding-sized runs differ among themselves is noise), and the failure stands only
+    where most runs still fail there (:func:`~bisect_engine.verdict.judgement.decided_by_runs`).
+    The one decision for a per-node check, a window, a whole graph and a scan's batch or step;
+    runs cost no compile. Returns the verdict (a failing run's where it stands, else a passing
+    run's) and (runs that failed, runs)."""
+    torch.manual_seed(seed)
+    again = run()
+    if bitwise_equal(outputs, again):
+        return None
+    seen = [outputs, again]
+    while len(seen) < runs:
+        torch.manual_seed(seed)
+        seen.append(run())
+    spreads = run_to_run_spread(seen)
+    verdicts = [judge(values, spreads) for values in seen]
+    del seen
+    failing = [verdict for verdict in verdicts if failed(verdict)]
+    stands = decided_by_runs([failed(verdict) for verdict in verdicts])
+    chosen = failing[0] if stands else next(v for v in verdicts if not failed(v))
+    return chosen, (len(failing), len(verdicts))
 
 
 def bitwise_equal(first: Sequence[Any], second: Sequence[Any]) -> bool:
