@@ -207,6 +207,43 @@ def call_floors(graph_module: fx.GraphModule, references: References) -> list[fl
         _set_rng_states(states)
 
 
+# -- a cast the program wrote, skipped within the end-to-end tolerance -----------------------------
+
+_NARROW = (torch.float16, torch.bfloat16)
+_CAST_METHODS = {"to", "half", "bfloat16", "type"}
+
+
+def _example(node: Any) -> Any:
+    return node.meta.get("example_value", node.meta.get("val")) if isinstance(node, fx.Node) else None
+
+
+def _narrowing_cast(node: fx.Node) -> bool:
+    """A ``.to(fp16/bf16)`` (``.half()``, ``.bfloat16()``, ``.type(...)``) the program wrote, of a
+    wider float: read from the Dynamo graph's recorded example values (an autocast region's
+    implicit casts are not among them)."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op not in ("call_method", "call_function") or name not in _CAST_METHODS:
+        return False
+    narrow, wide = _example(node), _example(node.args[0] if node.args else None)
+    return (isinstance(narrow, torch.Tensor) and isinstance(wide, torch.Tensor) and narrow.dtype in _NARROW
+            and wide.is_floating_point() and wide.element_size() > narrow.element_size())
+
+
+def may_elide_cast(graph_module: fx.GraphModule, references: References, compiled_outputs: Any) -> bool:
+    """Whether a matching call may hide a cast the compiled code skipped (pytorch#182131: one fp16
+    ulp, within the end-to-end tolerance): the graph narrows a float with a cast the program wrote,
+    and a floating output differs from eager's in some element. Cheap (no run): what sends the
+    call to the engine's cast-elision look (``departures.elided_cast(exact=True)``)."""
+    if references.random or references.mutated:
+        return False
+    compiled = flat_values(compiled_outputs)
+    differs = len(compiled) == len(references.eager) and any(
+        isinstance(e, torch.Tensor) and isinstance(c, torch.Tensor) and e.is_floating_point()
+        and e.shape == c.shape and e.dtype == c.dtype and not bool(((e == c) | (e.isnan() & c.isnan())).all())
+        for e, c in zip(references.eager, compiled))
+    return differs and any(_narrowing_cast(node) for node in graph_module.graph.nodes)
+
+
 # -- gradients ------------------------------------------------------------------------------------
 
 
