@@ -25,7 +25,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..verdict.compare import Outcome, TensorVerdict, worst
-from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, OutputFacts, judge_outputs
+from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, OutputFacts, judge_outputs, scalar_exact
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 from ..verdict.noise import model_floors
 
@@ -178,16 +178,30 @@ def judge_call(graph_module: fx.GraphModule, references: References, compiled_ou
     # What a call returns goes on through the program (an ``.item()``, the next graph's input) or is
     # its result: judged at the end-to-end tolerance, as the whole model is (issue 36: a vectorised
     # erf a few dozen ulps off, feeding ``.item()``, is no divergence of the program).
-    verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values)
+    exact = exact_outputs(graph_module, len(references.eager)) + [False] * (len(names) - len(references.eager))
+    verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values,
+                             [OutputFacts(scalar_exact=flag) for flag in exact])
     if len(verdicts) == len(names) and worst(verdicts).outcome is Outcome.MISMATCH:
         # The noise run only where it can change the verdict (its floors only loosen the rule).
         floors = call_floors(graph_module, references) + [0.0] * (len(names) - len(references.eager))
         verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values,
-                                 [OutputFacts(scale_floor=floor) for floor in floors])
+                                 [OutputFacts(scale_floor=floor, scalar_exact=flag) for floor, flag in zip(floors, exact)])
     if len(verdicts) != len(names):
         return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
     outputs = dict(zip(names, verdicts))
     return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+
+
+def exact_outputs(graph_module: fx.GraphModule, count: int) -> list[bool]:
+    """For each of the call's ``count`` outputs: computed by an op whose result jumps with a scalar
+    its fp16/bf16 dtype rounds (``judgement.scalar_exact``, as a model file's graph outputs are
+    judged: ``torch.remainder(x16, 3.14)``, pytorch#183083)? All False where the outputs cannot be
+    told apart by node."""
+    output = next((node for node in reversed(graph_module.graph.nodes) if node.op == "output"), None)
+    leaves = pytree.tree_leaves(output.args[0]) if output is not None else []
+    if len(leaves) != count:
+        return [False] * count
+    return [isinstance(leaf, fx.Node) and scalar_exact(leaf) for leaf in leaves]
 
 
 def call_floors(graph_module: fx.GraphModule, references: References) -> list[float]:

@@ -404,7 +404,7 @@ def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any], exact: 
 
 def _differs(context: GraphContext, name: str, value: Any, exact: bool) -> bool:
     """Compiled's output ``name`` differs from eager's: beyond the floors, or (``exact``) in any element."""
-    eager = context.eager_values.get(name)
+    eager: Any = context.eager_values.get(name)
     if exact and _same_kind(eager, value) and eager.is_floating_point():
         return not _equal(eager, value)
     return judge_against_eager(context.oracle, eager, value).outcome is not Outcome.MATCH

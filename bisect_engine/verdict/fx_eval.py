@@ -291,6 +291,20 @@ def unsettled_scalars(target: Any, args: Sequence[Any], kwargs: dict[str, Any], 
                for key, value in scalar_arguments(target, args, kwargs))
 
 
+def jumps_with_a_rounded_scalar(node: fx.Node) -> bool:
+    """Whether ``node`` is an op whose result jumps with a Python scalar (:func:`_jumps_with_scalar`)
+    that its fp16/bf16 inputs' dtype rounds (:func:`unsettled_scalars`, from the recorded values,
+    torch-level ``torch.remainder`` too): a value with one right answer, eager's (pytorch#183083)."""
+    if node.op == "call_method":
+        target: Any = getattr(torch.Tensor, str(node.target), None)
+    else:
+        target = node.target
+    if target is None or not _jumps_with_scalar(target) or _writes_or_draws(target):
+        return False
+    promoted = _EagerInterpreter._reduced(node)
+    return promoted is not None and unsettled_scalars(target, node.args, dict(node.kwargs), promoted)
+
+
 def _writes_or_draws(target: Any) -> bool:
     """Asking the op again would write its input (in place) or draw from a generator."""
     schema = getattr(target, "_schema", None)
