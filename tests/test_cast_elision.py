@@ -248,3 +248,41 @@ def test_a_matching_call_goes_to_the_cast_look_only_with_a_written_cast_and_a_di
     assert not may_elide_cast(with_cast, references, references.eager)  # compiled equals eager: nothing to explain
     other = reference_outputs(widening, [X182131])
     assert not may_elide_cast(widening, other, [other.eager[0] + 1])  # a widening cast is no narrowing one
+
+
+def _equal_backward(saved: torch.Tensor, tangent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    hit = torch.eq(saved, saved.amax())  # amax's backward compares its saved input with its result
+    return torch.where(hit, tangent, 0.0), -torch.where(hit, tangent, 0.0)
+
+
+def _scaled_forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    value = torch.mul(x, 3.0)
+    return value.amax(), value  # the result, and the value saved for the backward
+
+
+def _forward_and(backward_fn) -> tuple[GraphContext, torch.fx.GraphModule]:
+    x = torch.tensor([0.5, 1.5, -2.0])
+    forward = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(_scaled_forward)(x), [x],
+                                                       True, model_outputs=1))
+    backward_module = make_fx(backward_fn)(forward.eager_values["mul"], torch.tensor(1.0))
+    first = next(n for n in backward_module.graph.nodes if n.op == "placeholder")
+    first._rename("mul")  # AOT Autograd's backward reads the forward's saved value by its name
+    backward_module.recompile()
+    return forward, backward_module
+
+
+def test_a_saved_float_the_backward_compares_keeps_the_forward_for_any_element_of_difference() -> None:
+    """pytorch#186799: a saved float one ulp off, on the same side of zero, that the backward reads
+    with ``eq``: the forward's values are kept for the saved-value replay only when the backward
+    compares it (its graph given); a saved value it only multiplies lets them go."""
+    from bisect_engine.strategies.departures import saved_masks_differ
+
+    forward, compared = _forward_and(_equal_backward)
+    eager = forward.eager_values["mul"]
+    one_ulp = torch.nextafter(eager, torch.full_like(eager, 10.0))
+    assert torch.equal(one_ulp > 0, eager > 0) and not torch.equal(one_ulp, eager)
+    assert not saved_masks_differ(forward, {"mul": one_ulp})  # no backward given: only sign flips count
+    assert saved_masks_differ(forward, {"mul": one_ulp}, compared)
+    assert not saved_masks_differ(forward, {"mul": eager.clone()}, compared)
+    _, scaled = _forward_and(lambda saved, tangent: (saved * tangent, -saved * tangent))
+    assert not saved_masks_differ(forward, {"mul": one_ulp}, scaled)

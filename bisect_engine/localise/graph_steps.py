@@ -61,7 +61,7 @@ def examine(graph: CapturedGraph, driver: Driver, options: EngineOptions) -> Gra
     finding = GraphFinding(context, whole, harness=harness, ended_by="whole")
     driver.join(finding)
     finding = driver.run_graph_plan(GRAPH_PLAN, finding)
-    if releasable(finding, driver.finding.graphs):
+    if releasable(finding, driver.finding.graphs, driver.finding.captured):
         finding = release(finding, driver)
         driver.update(finding)
     return finding

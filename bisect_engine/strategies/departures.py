@@ -183,6 +183,8 @@ def saved_value_consequence(forward: GraphContext, compiled_values: dict[str, An
 
 # Backward ops that turn a saved float into a mask: a comparison, a sign, relu's threshold.
 _MASKING = {"ge", "gt", "le", "lt", "eq", "ne", "sign", "threshold_backward", "where", "heaviside"}
+# Comparisons any one-ulp difference flips (a threshold is flipped only by a value at it: zero's side is checked)
+_EQUALITY = frozenset({"eq", "ne"})
 _VIEWS = {"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "clone", "alias", "squeeze",
           "unsqueeze", "_to_copy", "convert_element_type"}
 
@@ -192,7 +194,13 @@ def _read_as_mask(backward: GraphContext, name: str, eager: Any) -> bool:
     float of 0s and 1s, or a float an op of the backward compares (through views and copies)."""
     if not eager.is_floating_point() or (bool(((eager == 0) | (eager == 1)).all()) and bool((eager == 1).any())):
         return True
-    frontier = [backward.view.nodes[name]] if name in backward.view.nodes else []
+    return name in backward.view.nodes and _compared(backward.view.nodes[name])
+
+
+def _compared(node: Any, masking: frozenset[str] | set[str] = _MASKING) -> bool:
+    """Whether an op of ``node``'s graph compares its value (one of ``masking``: a mask, a sign),
+    through views and copies."""
+    frontier = [node]
     seen: set[Any] = set()
     while frontier:
         for user in frontier.pop().users:
@@ -200,21 +208,25 @@ def _read_as_mask(backward: GraphContext, name: str, eager: Any) -> bool:
                 continue
             seen.add(user)
             base = op_base_name(user.target)
-            if base in _MASKING:
+            if base in masking:
                 return True
             if base in _VIEWS:
                 frontier.append(user)
     return False
 
 
-def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any]) -> bool:
+def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any],
+                       backward: Any = None) -> bool:
     """Whether a value the forward saves for the backward may flip a mask there: compiled sets a
     bool or integer value otherwise than eager, or puts a float on the other side of zero (where
-    ``relu``, ``clamp_min(0)`` and a hinge's mask cut). Cheap (no replay): what keeps a clean
-    forward graph's values for :func:`saved_value_consequence`."""
+    ``relu``, ``clamp_min(0)`` and a hinge's mask cut), or sets in any element a float that the
+    ``backward`` graph (its GraphModule, when captured) tests for equality (``eq(atan2, amin)`` in
+    amin's backward, pytorch#186799: one ulp flips it). Cheap (no replay): what keeps a clean forward graph's values for
+    :func:`saved_value_consequence`."""
     model_outputs = forward.captured.model_outputs
     if model_outputs is None:
         return False
+    readers = {node.name: node for node in backward.graph.nodes if node.op == "placeholder"} if backward else {}
     for name in forward.view.output_names()[model_outputs:]:
         eager: Any = forward.eager_values.get(name)
         compiled: Any = compiled_values.get(name)
@@ -224,6 +236,8 @@ def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any]) -
             if not torch.equal(eager, compiled):
                 return True
         elif not torch.equal(eager >= 0, compiled >= 0) or not torch.equal(eager > 0, compiled > 0):
+            return True
+        elif name in readers and not _equal(eager, compiled) and _compared(readers[name], _EQUALITY):
             return True
     return False
 
