@@ -221,8 +221,8 @@ def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any],
     bool or integer value otherwise than eager, or puts a float on the other side of zero (where
     ``relu``, ``clamp_min(0)`` and a hinge's mask cut), or sets in any element a float that the
     ``backward`` graph (its GraphModule, when captured) tests for equality (``eq(atan2, amin)`` in
-    amin's backward, pytorch#186799: one ulp flips it). Cheap (no replay): what keeps a clean forward graph's values for
-    :func:`saved_value_consequence`."""
+    amin's backward, pytorch#186799: one ulp flips it). Cheap (no replay): what keeps a clean
+    forward graph's values for :func:`saved_value_consequence`."""
     model_outputs = forward.captured.model_outputs
     if model_outputs is None:
         return False
