@@ -3,6 +3,8 @@ compiled code skips, named by eager replays (no compile) on a real aten graph; t
 script mode keeps ``clean`` with the listed difference only when the switch was checked."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -162,3 +164,125 @@ def test_the_eager_rounding_switch_compiles_only_where_it_can_change_the_code() 
         search = Recording(context)
         assert follows_eager_with(context, search)  # type: ignore[arg-type]
         assert search.asked == [switch]
+
+
+# ---- script mode: a skipped fp16 rounding within the end-to-end tolerance (pytorch#182131) ---------
+from types import SimpleNamespace  # noqa: E402
+
+from bisect_engine.script.call_check import may_elide_cast, reference_outputs  # noqa: E402
+from bisect_engine.strategies.departures import clearly_closer, follows_eager_with  # noqa: E402
+from bisect_engine.verdict.compare import Outcome  # noqa: E402
+
+X182131 = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4) / 10
+C182131 = (torch.arange(24) % 5 == 0).reshape(2, 3, 4)
+
+
+def _fp16_add(x: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    z = torch.where(c, torch.full_like(x, 0.5), torch.full_like(x, -0.5))
+    y = z.to(torch.float16) + x.to(torch.float16)  # pytorch#182131, as its reporter wrote it
+    return y, y.float().sum()
+
+
+def _skipped(x: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What Inductor's fused kernel computes: the add in fp32, rounded once to fp16."""
+    y = (torch.where(c, 0.5, -0.5) + x).to(torch.float16)
+    return y, y.float().sum()
+
+
+def test_a_skipped_rounding_of_one_ulp_is_named_only_when_asked_exactly() -> None:
+    context = _context(_fp16_add, X182131, C182131)
+    names = context.view.output_names()
+    compiled = dict(zip(names, _skipped(X182131, C182131)))
+    assert not torch.equal(compiled[names[0]], context.eager_values[names[0]])  # one fp16 ulp in 8 of 24
+    assert elided_cast(context, compiled) is None  # within the floors: the model-file rule sees nothing
+    found = elided_cast(context, compiled, exact=True)
+    x_cast = next(node.name for node in context.view.compute_nodes
+                  if node.args and getattr(node.args[0], "op", "") == "placeholder" and node.name.startswith("_to_copy"))
+    assert found is not None and found.node == x_cast and found.dtype == "torch.float16"  # z's cast is exact
+    other = {names[0]: compiled[names[0]].clone(), names[1]: compiled[names[1]]}
+    other[names[0]][0, 0, 1] += 0.0009765625  # one more ulp the skipped rounding does not explain
+    assert elided_cast(context, other, exact=True) is None
+
+
+def test_clearly_closer_needs_equality_or_a_clear_margin() -> None:
+    eager = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
+    wide = torch.tensor([1.0, 2.001953125, 3.0], dtype=torch.float16)  # one ulp on one element
+    assert clearly_closer(eager, wide, wide.clone(), 2.0)
+    assert not clearly_closer(eager, wide, eager.clone(), 2.0)
+    halfway = torch.tensor([1.0, 2.0, 3.001953125], dtype=torch.float16)  # as far from each
+    assert not clearly_closer(eager, wide, halfway, 2.0)
+
+
+def test_the_switch_is_checked_by_closeness_where_a_match_says_nothing() -> None:
+    """Within the floors, compiled matches eager with or without ``emulate_precision_casts``: the
+    switch follows eager only where it brings compiled clearly closer to eager's values."""
+    context = _context(_fp16_add, X182131, C182131)
+    names = context.view.output_names()
+    skipped = dict(zip(names, _skipped(X182131, C182131)))
+
+    def search(values: dict[str, torch.Tensor]) -> SimpleNamespace:
+        return SimpleNamespace(judge=lambda candidate: SimpleNamespace(outcome=Outcome.MATCH, compiled_values=values))
+
+    eager = {name: context.eager_values[name] for name in names}
+    assert follows_eager_with(context, search(skipped))  # a match alone: what the floors allow
+    assert not follows_eager_with(context, search(skipped), away_from=skipped)
+    assert follows_eager_with(context, search(eager), away_from=skipped)
+
+
+def test_a_matching_call_goes_to_the_cast_look_only_with_a_written_cast_and_a_difference() -> None:
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(graph_module: torch.fx.GraphModule, _inputs: Any) -> Any:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(_fp16_add, backend=keep, fullgraph=True)(X182131, C182131)
+        torch.compile(lambda x: (x.double() * 3).sum(), backend=keep, fullgraph=True)(X182131)
+    finally:
+        torch._dynamo.reset()
+    with_cast, widening = graphs
+    references = reference_outputs(with_cast, [X182131, C182131])
+    assert may_elide_cast(with_cast, references, _skipped(X182131, C182131))
+    assert not may_elide_cast(with_cast, references, references.eager)  # compiled equals eager: nothing to explain
+    other = reference_outputs(widening, [X182131])
+    assert not may_elide_cast(widening, other, [other.eager[0] + 1])  # a widening cast is no narrowing one
+
+
+def _equal_backward(saved: torch.Tensor, tangent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    hit = torch.eq(saved, saved.amax())  # amax's backward compares its saved input with its result
+    return torch.where(hit, tangent, 0.0), -torch.where(hit, tangent, 0.0)
+
+
+def _scaled_forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    value = torch.mul(x, 3.0)
+    return value.amax(), value  # the result, and the value saved for the backward
+
+
+def _forward_and(backward_fn) -> tuple[GraphContext, torch.fx.GraphModule]:
+    x = torch.tensor([0.5, 1.5, -2.0])
+    forward = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(_scaled_forward)(x), [x],
+                                                       True, model_outputs=1))
+    backward_module = make_fx(backward_fn)(forward.eager_values["mul"], torch.tensor(1.0))
+    first = next(n for n in backward_module.graph.nodes if n.op == "placeholder")
+    first._rename("mul")  # AOT Autograd's backward reads the forward's saved value by its name
+    backward_module.recompile()
+    return forward, backward_module
+
+
+def test_a_saved_float_the_backward_compares_keeps_the_forward_for_any_element_of_difference() -> None:
+    """pytorch#186799: a saved float one ulp off, on the same side of zero, that the backward reads
+    with ``eq``: the forward's values are kept for the saved-value replay only when the backward
+    compares it (its graph given); a saved value it only multiplies lets them go."""
+    from bisect_engine.strategies.departures import saved_masks_differ
+
+    forward, compared = _forward_and(_equal_backward)
+    eager = forward.eager_values["mul"]
+    one_ulp = torch.nextafter(eager, torch.full_like(eager, 10.0))
+    assert torch.equal(one_ulp > 0, eager > 0) and not torch.equal(one_ulp, eager)
+    assert not saved_masks_differ(forward, {"mul": one_ulp})  # no backward given: only sign flips count
+    assert saved_masks_differ(forward, {"mul": one_ulp}, compared)
+    assert not saved_masks_differ(forward, {"mul": eager.clone()}, compared)
+    _, scaled = _forward_and(lambda saved, tangent: (saved * tangent, -saved * tangent))
+    assert not saved_masks_differ(forward, {"mul": one_ulp}, scaled)

@@ -102,3 +102,50 @@ def test_a_dtype_that_differs_is_a_mismatch_at_every_scope_and_upstream_never_ex
     for scope in (GRAPH, MODEL):
         judged = judge_outputs(Oracle(), scope, [eager], [eager.double()], [compiled])[0]
         assert judged.outcome is Outcome.MISMATCH and judged.reason.startswith("dtype"), scope
+
+
+# ---- an op whose result jumps with a scalar eager rounds (pytorch#183083) --------------------------
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+from bisect_engine.script.call_check import judge_call, reference_outputs  # noqa: E402
+from bisect_engine.verdict.judgement import scalar_exact  # noqa: E402
+
+X16 = torch.tensor([-4.0, -1.5, -0.0, 0.0, 0.1, 1.0, 3.140625, 8.0], dtype=torch.float16)
+KEPT_WIDE = torch.remainder(X16.float(), 3.14).to(torch.float16)  # Inductor 2.13's kernel: 3.14 as written
+
+
+def _call(node_filter, function, *inputs):
+    graph_module = make_fx(function)(*inputs)
+    return [node for node in graph_module.graph.nodes if node.op == "call_function" and node_filter(node)]
+
+
+def test_a_remainder_by_a_scalar_its_dtype_rounds_has_one_right_answer() -> None:
+    (remainder,) = _call(lambda n: True, lambda x: torch.remainder(x, 3.14), X16)
+    assert scalar_exact(remainder)
+    (fp32,) = _call(lambda n: True, lambda x: torch.remainder(x, 3.14), X16.float())
+    assert not scalar_exact(fp32)  # an fp32 op's scalar is rounded at 2**-24: no jump to speak of
+    exact_divisor, product = _call(lambda n: True, lambda x: torch.remainder(x, 3.140625) * 1.7, X16)
+    assert not scalar_exact(exact_divisor) and not scalar_exact(product)  # representable; continuous
+
+
+def test_a_script_call_keeping_the_scalar_wide_diverges_and_eagers_rounding_matches() -> None:
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(graph_module: torch.fx.GraphModule, _inputs: object) -> object:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(lambda x: torch.remainder(x, 3.14), backend=keep, fullgraph=True)(X16)
+    finally:
+        torch._dynamo.reset()
+    (graph_module,) = graphs
+    references = reference_outputs(graph_module, [X16])
+    eager = torch.remainder(X16, 3.14)
+    assert torch.equal(references.eager[0], eager)
+    wide = judge_call(graph_module, references, (KEPT_WIDE,), [X16])
+    assert wide.outcome is Outcome.MISMATCH and wide.outputs["output 0"].reason.startswith("exact: ")
+    assert judge_call(graph_module, references, (eager.clone(),), [X16]).outcome is Outcome.MATCH
+    plain = judge_outputs(Oracle(), MODEL, [eager], references.fp64, [KEPT_WIDE])[0]
+    assert plain.outcome is Outcome.MATCH  # the end-to-end ulp rule alone lets it pass (the known miss it was)

@@ -36,6 +36,26 @@ def test_the_fp64_reference_rounds_a_scalar_where_eager_does() -> None:
         assert torch.equal(torch.remainder(X16, 3.14).to(torch.float16), eager)
 
 
+def _filled(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x.clone()
+    y.fill_(0.3)
+    return (torch.full((3,), 3.14, dtype=torch.float16) * x[:3], torch.full_like(x, 0.1), x.new_full((2,), 0.3), y,
+            torch.full((2,), 0.1, dtype=torch.float64))
+
+
+def test_a_factory_fills_the_fp64_reference_with_the_value_its_dtype_stores() -> None:
+    """``torch.full(..., 3.14, dtype=fp16)`` holds 3.140625 in eager: the fp64 reference reads the
+    stored value, as it reads an fp16 input's (not 3.14, which sides with a kernel keeping it wide);
+    an fp64 factory keeps its value as written."""
+    eager = _filled(X16)
+    fp64 = run_graph(make_fx(_filled)(X16), [X16], upcast=True)
+    assert all(torch.equal(f.to(e.dtype), e) for f, e in zip(fp64, eager))
+    assert torch.equal(fp64[0], 3.140625 * X16[:3].double()) and fp64[1][0].item() == 0.0999755859375
+    assert fp64[-1][0].item() == 0.1
+    with Upcast():  # the model-level reference the same way
+        assert torch.equal(_filled(X16)[0].double(), 3.140625 * X16[:3].double())
+
+
 def test_a_scalar_eager_keeps_wide_stays_as_written_and_a_draw_is_not_repeated() -> None:
     values = torch.randn(4096, generator=torch.Generator().manual_seed(0)).to(torch.float16)
     graph_module = make_fx(lambda x: x * 0.1)(values)  # CPU mul keeps 0.1 in fp32: eager is sensitive

@@ -61,7 +61,7 @@ def examine(graph: CapturedGraph, driver: Driver, options: EngineOptions) -> Gra
     finding = GraphFinding(context, whole, harness=harness, ended_by="whole")
     driver.join(finding)
     finding = driver.run_graph_plan(GRAPH_PLAN, finding)
-    if releasable(finding, driver.finding.graphs):
+    if releasable(finding, driver.finding.graphs, driver.finding.captured):
         finding = release(finding, driver)
         driver.update(finding)
     return finding
@@ -320,23 +320,28 @@ def _eager_rounding(finding: GraphFinding, driver: Driver) -> GraphFinding:
 def _cast_elision(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """A round trip through bf16/fp16 the user wrote that compiled skips: named by eager replays
     (no compile beyond the whole graph's, cached where it ran), then the switch checked (one compile)."""
-    context = finding.context
-    elided = elided_cast(context, compiled_outputs(context, driver.search))
+    context, exact = finding.context, driver.options.cast_elision_exact
+    compiled = compiled_outputs(context, driver.search)
+    elided = elided_cast(context, compiled, exact=exact)
     if elided is None:
         return finding
     follows = finding.eager_rounding_follows
-    if follows is None:
+    if exact:  # within the floors a match says nothing: the switch must bring compiled clearly closer
+        follows = follows_eager_with(context, driver.search, EAGER_ROUNDING,
+                                     away_from={name: compiled[name] for name in elided.outputs})
+    elif follows is None:
         follows = follows_eager_with(context, driver.search, EAGER_ROUNDING)
     return replace(finding, elided_cast=elided, eager_rounding_follows=follows)
 
 
 def _round_trips(finding: GraphFinding, driver: Driver) -> bool:
     """A round trip through fp16/bf16, or any narrowing cast where compiled departs from eager
-    (not every graph with a ``.to(bf16)``: an autocast graph is full of them)."""
+    (not every graph with a ``.to(bf16)``: an autocast graph is full of them) or where script mode
+    asks (``cast_elision_exact``: a matching call that differs from eager bit for bit)."""
     if finding.crash is not None:
         return False
-    return bool(cast_round_trips(finding.context)) or (bool(finding.departures)
-                                                       and bool(narrowing_casts(finding.context)))
+    return bool(cast_round_trips(finding.context)) or (
+        (bool(finding.departures) or driver.options.cast_elision_exact) and bool(narrowing_casts(finding.context)))
 
 
 def _no_crash(finding: GraphFinding) -> bool:

@@ -42,6 +42,10 @@ class EngineOptions:
     divergence_known: bool = False
     # worker processes for independent candidates (localise/workers.py); 1: all in this process
     workers: int = 1
+    # script mode, a call that matched end to end yet differs from eager bit for bit: a cast the
+    # program wrote is looked for as elided wherever compiled differs in any element (one fp16 ulp,
+    # pytorch#182131), and emulate_precision_casts checked to bring compiled clearly closer to eager
+    cast_elision_exact: bool = False
 
     @property
     def judgement(self) -> Oracle:

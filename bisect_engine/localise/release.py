@@ -62,9 +62,11 @@ def graph_digests(graph: GraphFinding) -> tuple[dict[str, Any], ...]:
                  if isinstance(eager.get(value.name), torch.Tensor))
 
 
-def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...]) -> bool:
+def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...], captured_graphs: Any = ()) -> bool:
     """Nothing later reads this graph's values: it is clean, holds no culprit or other finding
-    read by value, and is not the backward a forward's departures are carried into."""
+    read by value, and is not the backward a forward's departures are carried into.
+    ``captured_graphs``: the run's captured graphs (the forward's backward, read for the saved
+    floats it compares)."""
     if graph.has_finding or graph.whole.outcome is not Outcome.MATCH or graph.harness is not None:
         return False
     below = graph.below is not None and graph.below.nodes.culprits  # the report lists those ops, by value
@@ -74,8 +76,10 @@ def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...]) -> bool:
         return False
     captured = graph.context.captured
     forward = f"forward_{captured.index}"
+    backward = next((g.graph_module for g in captured_graphs
+                     if g.kind == "backward" and g.index == captured.index), None)
     if graph.context.name == forward and graph.whole_by == "compile" \
-            and (saved_masks_differ(graph.context, graph.whole.compiled_values)
+            and (saved_masks_differ(graph.context, graph.whole.compiled_values, backward)
                  or saved_layouts_differ(graph.context, graph.whole.compiled_values)):
         return False  # departures.saved_value_consequence / saved_layout_consequence read them with the backward
     return not (graph.context.name == f"backward_{captured.index}"

@@ -39,8 +39,8 @@ from ..errors import Interrupted, NativeCrash, isolating
 from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from ..verdict.judgement import Oracle
-from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, reference_outputs,
-                          weighted_sum, without_hook_registrations)
+from .call_check import (CallVerdict, check_gradients, flat_values, grad_positions, judge_call, may_elide_cast,
+                          reference_outputs, weighted_sum, without_hook_registrations)
 from .flat_inputs import FlatInputs, flat_graph
 from .state_check import NOTHING_COMPARED, call_arguments, not_checked_lines, settle, state_labels
 from .reach import Suspect, Tracer, deferrable
@@ -99,6 +99,7 @@ class GraphRecord:
     absorbed: list[dict[str, Any]] = field(default_factory=list)
     # a graph taking a list (compiled autograd's backward): graph_module is its flat copy (script/flat_inputs.py)
     flat: FlatInputs | None = None
+    cast_looked: bool = False  # a matching call of it was looked at for an elided cast (once per graph)
 
     @property
     def name(self) -> str:
@@ -296,6 +297,9 @@ class Session:
         self.divergence: Divergence | None = None
         self.tracer = Tracer()  # interior errors followed through later graphs (issue 36)
         self.report: dict[str, Any] | None = None
+        # the report of a cast the compiled code skipped in a matching call (a listed difference): the
+        # run's report at its end unless a divergence's report replaces it
+        self.listed_report: dict[str, Any] | None = None
         self.localised = False
         self.stopped = False
         self.exit_code: int | None = None
@@ -384,7 +388,41 @@ class Session:
             trains = _trains(outputs) and not references.random and not record.state_targets
             positions = grad_positions(args) if trains else []
             self._judged(record, compiled, verdict, references.random, pristine, positions)
+            if verdict.outcome is Outcome.MATCH and not record.state_targets:
+                self._elided_cast_look(record, references, outputs, pristine)
         return outputs
+
+    def _elided_cast_look(self, record: GraphRecord, references: Any, outputs: Any, pristine: list[Any]) -> None:
+        """A matching call whose compiled outputs still differ from eager's, in a graph that narrows
+        a float with a cast the program wrote (``call_check.may_elide_cast``; once per graph): the
+        engine asks whether compiled skipped that cast's rounding, as it does for a model file
+        (``departures.elided_cast``, exact: within the end-to-end tolerance), and checks
+        ``emulate_precision_casts``. Found, its report (clean, the cast listed) is the run's unless
+        a divergence comes; not found, nothing is written. A failure here is logged, never a verdict."""
+        if (record.cast_looked or self.divergence is not None or self.listed_report is not None
+                or self.settings.level < Level.LOCALISE or record.inductor_options is None or record.flat is not None):
+            return
+        if not may_elide_cast(record.graph_module, references, outputs):
+            return
+        record.cast_looked = True
+        try:
+            with self._tool_work():
+                result = self._localise(record, pristine, stop_after="localise", cast_elision=True)
+                if not any(graph.cast_elision_explains for graph in result.graphs):
+                    return
+                folder = self.output_folder()
+                if folder is None:
+                    return
+                from ..output.writer import OutputOptions, write_outputs
+
+                with without_hook_environment():
+                    self.listed_report = write_outputs(result, OutputOptions(out_dir=self.out_dir), folder, False,
+                                                       self.progress)
+        except (KeyboardInterrupt, Interrupted):
+            raise
+        except Exception as error:  # noqa: BLE001 - an optional look: the call's match stands
+            log.warning("looking for an elided cast in %s failed: %s: %s", record.name, type(error).__name__, error)
+            log.debug("%s", traceback.format_exc())
 
     def _traced(self, record: GraphRecord, verdict: CallVerdict, references: Any, pristine: list[Any],
                 arguments: list[Any], outputs: Any) -> tuple[CallVerdict, Suspect | None]:
@@ -686,9 +724,11 @@ class Session:
                 folder.write_text(INTERNAL_ERROR_LOG, text)
 
     def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None,
-                  stop_after: str | None = None) -> Any:
+                  stop_after: str | None = None, cast_elision: bool = False) -> Any:
         """The engine on this graph's aten graphs (the backward one too when ``positions`` names
-        the differentiated inputs), under the user's Inductor options."""
+        the differentiated inputs), under the user's Inductor options. ``cast_elision``: a call
+        that matched, looked at for a skipped cast only (``EngineOptions.cast_elision_exact``; the
+        graph judged whole first, as a model file's)."""
         from torch._inductor import config as inductor_config
 
         from ..load.capture import capture_graph_module, capture_graph_module_with_backward
@@ -698,7 +738,8 @@ class Session:
         spec = self._spec(record, pristine)
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
                                 stop_after=stop_after or self.settings.stage,  # type: ignore[arg-type]
-                                divergence_known=True, oracle=self.settings.oracle)  # type: ignore[arg-type]
+                                divergence_known=not cast_elision, cast_elision_exact=cast_elision,
+                                oracle=self.settings.oracle)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,
@@ -909,6 +950,7 @@ class Session:
             self.folder.close()  # this process's copy of the lock's descriptor; the parent keeps the lock
         self.out_dir, self.folder, self.folder_error = self.root / f"pid{os.getpid()}", None, None
         self.divergence, self.report, self.localised, self.stopped = None, None, False, False
+        self.listed_report = None
         self.trace_recording = contextlib.ExitStack()  # the parent's trace stays the parent's
 
     def other_processes(self) -> list[dict[str, Any]]:
@@ -921,6 +963,8 @@ class Session:
         if self.report is None and self.divergence is None:
             self.settle_suspects()
         with self._tool_work():
+            if self.report is None and self.listed_report is not None:  # a skipped cast listed, nothing diverged
+                self.report = {**self.listed_report, "verdict": self._verdict_without_finding()}
             if self.report is None:
                 self.report = self._plain_report(self._verdict_without_finding())
             try:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import torch
 
 from ..verdict.candidate import NO_SWITCH, GraphCandidate, Switch
-from ..verdict.compare import Departure, Difference, Outcome, closer_to_fp64
+from ..verdict.compare import BITWISE, Departure, Difference, Outcome, closer_to_fp64
 from ..verdict.judgement import judge_against_eager, scale_floor
 from ..verdict.precision import op_base_name
 from ..verdict.fx_eval import values_of
@@ -183,6 +183,8 @@ def saved_value_consequence(forward: GraphContext, compiled_values: dict[str, An
 
 # Backward ops that turn a saved float into a mask: a comparison, a sign, relu's threshold.
 _MASKING = {"ge", "gt", "le", "lt", "eq", "ne", "sign", "threshold_backward", "where", "heaviside"}
+# Comparisons any one-ulp difference flips (a threshold is flipped only by a value at it: zero's side is checked)
+_EQUALITY = frozenset({"eq", "ne"})
 _VIEWS = {"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "clone", "alias", "squeeze",
           "unsqueeze", "_to_copy", "convert_element_type"}
 
@@ -192,7 +194,13 @@ def _read_as_mask(backward: GraphContext, name: str, eager: Any) -> bool:
     float of 0s and 1s, or a float an op of the backward compares (through views and copies)."""
     if not eager.is_floating_point() or (bool(((eager == 0) | (eager == 1)).all()) and bool((eager == 1).any())):
         return True
-    frontier = [backward.view.nodes[name]] if name in backward.view.nodes else []
+    return name in backward.view.nodes and _compared(backward.view.nodes[name])
+
+
+def _compared(node: Any, masking: frozenset[str] | set[str] = _MASKING) -> bool:
+    """Whether an op of ``node``'s graph compares its value (one of ``masking``: a mask, a sign),
+    through views and copies."""
+    frontier = [node]
     seen: set[Any] = set()
     while frontier:
         for user in frontier.pop().users:
@@ -200,21 +208,25 @@ def _read_as_mask(backward: GraphContext, name: str, eager: Any) -> bool:
                 continue
             seen.add(user)
             base = op_base_name(user.target)
-            if base in _MASKING:
+            if base in masking:
                 return True
             if base in _VIEWS:
                 frontier.append(user)
     return False
 
 
-def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any]) -> bool:
+def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any],
+                       backward: Any = None) -> bool:
     """Whether a value the forward saves for the backward may flip a mask there: compiled sets a
     bool or integer value otherwise than eager, or puts a float on the other side of zero (where
-    ``relu``, ``clamp_min(0)`` and a hinge's mask cut). Cheap (no replay): what keeps a clean
+    ``relu``, ``clamp_min(0)`` and a hinge's mask cut), or sets in any element a float that the
+    ``backward`` graph (its GraphModule, when captured) tests for equality (``eq(atan2, amin)`` in
+    amin's backward, pytorch#186799: one ulp flips it). Cheap (no replay): what keeps a clean
     forward graph's values for :func:`saved_value_consequence`."""
     model_outputs = forward.captured.model_outputs
     if model_outputs is None:
         return False
+    readers = {node.name: node for node in backward.graph.nodes if node.op == "placeholder"} if backward else {}
     for name in forward.view.output_names()[model_outputs:]:
         eager: Any = forward.eager_values.get(name)
         compiled: Any = compiled_values.get(name)
@@ -224,6 +236,8 @@ def saved_masks_differ(forward: GraphContext, compiled_values: dict[str, Any]) -
             if not torch.equal(eager, compiled):
                 return True
         elif not torch.equal(eager >= 0, compiled >= 0) or not torch.equal(eager > 0, compiled > 0):
+            return True
+        elif name in readers and not _equal(eager, compiled) and _compared(readers[name], _EQUALITY):
             return True
     return False
 
@@ -243,18 +257,45 @@ def _same_kind(eager: Any, compiled: Any) -> bool:
             and eager.shape == compiled.shape and eager.dtype == compiled.dtype)
 
 
-def follows_eager_with(context: GraphContext, search: GraphSearch, switch: Switch = EAGER_ROUNDING) -> bool:
+def follows_eager_with(context: GraphContext, search: GraphSearch, switch: Switch = EAGER_ROUNDING,
+                       away_from: dict[str, Any] | None = None) -> bool:
     """One compile of the whole graph under ``switch``: do its outputs then match eager's
     (eager taken as the reference, within the floors)? Where the switch cannot change the code
-    (:func:`rounding_switch_inert`) the whole graph's own compile answers (cached: no compile)."""
+    (:func:`rounding_switch_inert`) the whole graph's own compile answers (cached: no compile).
+    ``away_from``: outputs (by name) compiled without the switch, which differ from eager by less
+    than the floors (an elided fp16 rounding: one ulp); under the switch each must then equal
+    eager's or be clearly closer to it (:func:`clearly_closer`), since within the floors a match
+    alone says nothing."""
     names = context.view.compilable_names(keep_random=context.rng_strict)
     inert = switch == EAGER_ROUNDING and rounding_switch_inert(context)
     verdict = search.judge(GraphCandidate(context.name, frozenset(names), switch=NO_SWITCH if inert else switch,
                                           purpose="eager rounding"))
     if verdict.outcome is Outcome.CRASH or not verdict.compiled_values:
         return False
-    return all(judge_against_eager(context.oracle, context.eager_values.get(n), v).outcome is Outcome.MATCH
-               for n, v in verdict.compiled_values.items())
+    switched = verdict.compiled_values
+    if not all(judge_against_eager(context.oracle, context.eager_values.get(n), v).outcome is Outcome.MATCH
+               for n, v in switched.items()):
+        return False
+    return all(clearly_closer(before, context.eager_values.get(name), switched.get(name), context.tolerance.ratio)
+               for name, before in (away_from or {}).items())
+
+
+def clearly_closer(away: Any, toward: Any, value: Any, ratio: float) -> bool:
+    """``value`` equals ``toward`` (NaN as NaN), or departs from ``away`` while its error against
+    ``toward`` is at most ``1 / ratio`` of ``away``'s (the departures' "clearly closer", with
+    ``toward`` as the reference and no floor: for differences below the floors, one fp16 ulp)."""
+    if not _same_kind(toward, value):
+        return False
+    if _equal(toward, value):
+        return True
+    if not _same_kind(away, value):
+        return False
+    departure = closer_to_fp64(away, toward, value, BITWISE)
+    return departure is not None and departure.compiled_rms_ulps * ratio <= departure.eager_rms_ulps
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return bool(torch.equal(a, b)) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
 
 
 def rounding_switch_inert(context: GraphContext) -> bool:
@@ -338,13 +379,15 @@ def narrowing_casts(context: GraphContext) -> list[tuple[str, str]]:
     return found
 
 
-def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any]) -> ElidedCast | None:
+def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any], exact: bool = False) -> ElidedCast | None:
     """The narrowing cast(s) whose skipped rounding explains every output where compiled differs
     from eager: eager replayed with every cast's value kept wide first (one replay: none can
-    explain it when all together do not), then each alone (no compile)."""
-    differing = tuple(name for name, value in compiled_outputs.items()
-                      if judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome
-                      is not Outcome.MATCH)
+    explain it when all together do not), then each alone (no compile). The replay explains an
+    output when it matches compiled's and compiled is clearly closer to it than to eager's.
+    ``exact``: every output compiled returns otherwise than eager in any element counts, not only
+    those beyond the floors (script mode: a call that matched end to end, where a skipped fp16
+    rounding is one ulp, pytorch#182131)."""
+    differing = tuple(name for name, value in compiled_outputs.items() if _differs(context, name, value, exact))
     casts = narrowing_casts(context)
     if not differing or not casts:
         return None
@@ -356,9 +399,12 @@ def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any]) -> Elid
         except Exception as error:  # noqa: BLE001 - an op that refuses the wider dtype explains nothing
             log.debug("cast elision replay failed: %s", error)
             return False
-        return all(judge_against_eager(context.oracle, compiled_outputs[name],
-                                       _as_dtype_of(values.get(name), compiled_outputs[name])).outcome
-                   is Outcome.MATCH for name in differing)
+        for name in differing:
+            compiled, wide = compiled_outputs[name], _as_dtype_of(values.get(name), compiled_outputs[name])
+            if judge_against_eager(context.oracle, compiled, wide).outcome is not Outcome.MATCH \
+                    or not clearly_closer(context.eager_values.get(name), wide, compiled, context.tolerance.ratio):
+                return False
+        return True
 
     if not explains([cast for cast, _ in casts]):
         return None
@@ -368,6 +414,14 @@ def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any]) -> Elid
             return ElidedCast(cast, reader, dtype(cast), differing)
     (cast, reader), others = casts[0], tuple(name for name, _ in casts[1:])
     return ElidedCast(cast, reader, dtype(cast), differing, together=others)
+
+
+def _differs(context: GraphContext, name: str, value: Any, exact: bool) -> bool:
+    """Compiled's output ``name`` differs from eager's: beyond the floors, or (``exact``) in any element."""
+    eager: Any = context.eager_values.get(name)
+    if exact and _same_kind(eager, value) and eager.is_floating_point():
+        return not _equal(eager, value)
+    return judge_against_eager(context.oracle, eager, value).outcome is not Outcome.MATCH
 
 
 def _source(context: GraphContext, cast: str) -> str:

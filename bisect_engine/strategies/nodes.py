@@ -18,7 +18,7 @@ from typing import Any
 from ..search import split_failing
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
-from ..verdict.judgement import judge_against_eager
+from ..verdict.judgement import judge_against_eager, scalar_exact
 from ..verdict.fx_eval import interpret
 from ..verdict.graphs import node_signature, value_nodes
 from ..verdict.oracle import GraphContext, SubgraphVerdict, merged
@@ -164,7 +164,8 @@ def output_reach(context: GraphContext, culprit: str, verdict: SubgraphVerdict, 
     reached = []
     for name in model_outputs:
         reference = context.eager_values.get(name)
-        check = judge_against_eager(context.oracle, reference, replayed.get(name))
+        exact = scalar_exact(context.view.nodes.get(name))  # a remainder's output: one right answer
+        check = judge_against_eager(context.oracle, reference, replayed.get(name), exact=exact)
         if check.outcome is not Outcome.MATCH:
             reached.append((name, check.compiled_rms_ulps))
     return Reach(culprit, tuple(reached))

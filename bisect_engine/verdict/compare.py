@@ -524,6 +524,29 @@ def exact_integer(verdict: TensorVerdict, eager: Any, compiled: Any) -> TensorVe
                                                   "eager's (integer arithmetic, judged by equality)")
 
 
+def exact_float(verdict: TensorVerdict, eager: Any, reference: Any, compiled: Any) -> TensorVerdict:
+    """The exact rule on a floating value with one right answer (a remainder by a Python scalar in
+    fp16/bf16: the op's result jumps with the scalar, so a scalar kept as written where eager's op
+    rounds it is another computation, not rounding noise, pytorch#183083): a match where some
+    element of compiled's is neither eager's nor the reference's rounded to the dtype (NaN as NaN)
+    is a mismatch, saying how many."""
+    if verdict.outcome is not Outcome.MATCH or not all(isinstance(v, torch.Tensor) for v in (eager, compiled)) \
+            or not eager.is_floating_point() or compiled.shape != eager.shape or compiled.dtype != eager.dtype:
+        return verdict
+    eager, compiled = eager.detach().cpu(), compiled.detach().cpu()
+    wrong = (compiled != eager) & ~(compiled.isnan() & eager.isnan())
+    if isinstance(reference, torch.Tensor) and reference.shape == eager.shape:
+        rounded = reference.detach().cpu().to(eager.dtype)
+        wrong &= (compiled != rounded) & ~(compiled.isnan() & rounded.isnan())
+    differing = int(wrong.sum())
+    if not differing:
+        return verdict
+    return TensorVerdict(Outcome.MISMATCH, verdict.compiled_rms_ulps, verdict.eager_rms_ulps,
+                         verdict.compiled_max_ulps, verdict.eager_max_ulps,
+                         reason=f"exact: {differing} of {eager.numel()} element(s) differ from eager's and the "
+                                "reference's (an op whose result jumps with a scalar eager rounds, judged by equality)")
+
+
 # ---- Below tolerance: outputs that agree, yet compiled is clearly less accurate than eager -----
 # An output within the tolerance (compiled RMS <= RATIO x eager's + the 8-ulp floor) may still
 # carry a wrong op whose error the graph shrinks (a layer norm, a residual sum): a wrong gelu in

@@ -120,7 +120,8 @@ class _EagerInterpreter(fx.Interpreter):
     def _run_fp64(self, node: fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(node)
         promoted = self._reduced(node)
-        if promoted is not None and unsettled_scalars(node.target, args, kwargs, promoted):  # as eager sees it
+        if _fills(node.target) or (promoted is not None and unsettled_scalars(node.target, args, kwargs, promoted)):
+            # as eager sees it (a factory's fill value: as its dtype stores it)
             model_args = fx.node.map_arg(node.args, self._in_model_dtype)
             model_kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
             args, kwargs = scalars_as_eager(node.target, model_args, model_kwargs, args, kwargs)
@@ -279,8 +280,31 @@ def _reduced_promotion(values: Sequence[Any]) -> torch.dtype | None:
 
 
 def _jumps_with_scalar(target: Any) -> bool:
-    name = str(getattr(target, "__name__", target))
-    return name.split(".")[0] in _JUMPS_WITH_SCALAR
+    return _base_name(target) in _JUMPS_WITH_SCALAR
+
+
+def _base_name(target: Any) -> str:
+    return str(getattr(target, "__name__", target)).split(".")[0]
+
+
+# Factories and fills: the value they store is the Python scalar rounded to their dtype, whatever
+# op reads it next (eager's ``torch.full(..., 3.14, dtype=fp16)`` holds 3.140625); the fp64 run fills
+# with that stored value, as it reads an fp16 input's values.
+_FILLS = frozenset({"full", "full_like", "new_full", "scalar_tensor", "fill", "fill_"})
+_FILLS_LIKE = frozenset({"full_like", "new_full", "fill", "fill_"})  # stored in their tensor argument's dtype
+
+
+def _fills(target: Any) -> bool:
+    return _base_name(target) in _FILLS
+
+
+def _stored_dtype(target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> torch.dtype | None:
+    """The dtype a factory or fill stores its value in: its ``dtype`` argument, else (``full_like``,
+    ``new_full``, ``fill``) its tensor argument's."""
+    dtype = kwargs.get("dtype")
+    if dtype is None and _base_name(target) in _FILLS_LIKE:
+        dtype = next((v.dtype for v in args if isinstance(v, torch.Tensor)), None)
+    return dtype if isinstance(dtype, torch.dtype) else None
 
 
 def unsettled_scalars(target: Any, args: Sequence[Any], kwargs: dict[str, Any], promoted: torch.dtype) -> bool:
@@ -289,6 +313,20 @@ def unsettled_scalars(target: Any, args: Sequence[Any], kwargs: dict[str, Any], 
     return _jumps_with_scalar(target) and any(torch.tensor(value, dtype=torch.float64).to(promoted).item() != value
                and (str(target), key, value, promoted) not in _KEEPS_WIDE
                for key, value in scalar_arguments(target, args, kwargs))
+
+
+def jumps_with_a_rounded_scalar(node: fx.Node) -> bool:
+    """Whether ``node`` is an op whose result jumps with a Python scalar (:func:`_jumps_with_scalar`)
+    that its fp16/bf16 inputs' dtype rounds (:func:`unsettled_scalars`, from the recorded values,
+    torch-level ``torch.remainder`` too): a value with one right answer, eager's (pytorch#183083)."""
+    if node.op == "call_method":
+        target: Any = getattr(torch.Tensor, str(node.target), None)
+    else:
+        target = node.target
+    if target is None or not _jumps_with_scalar(target) or _writes_or_draws(target):
+        return False
+    promoted = _EagerInterpreter._reduced(node)
+    return promoted is not None and unsettled_scalars(target, node.args, dict(node.kwargs), promoted)
 
 
 def _writes_or_draws(target: Any) -> bool:
@@ -308,8 +346,21 @@ def scalars_as_eager(target: Any, model_args: Sequence[Any], model_kwargs: dict[
     on fp16), so it is asked of the op itself, run on ``model_args`` (the inputs in the model's
     dtypes): where rounding the scalar to the promoted dtype changes none of its results (NaN as
     NaN; a random op's draws differ, so it never does), eager rounds it (or cannot tell), and the
-    fp64 run gets the rounded scalar. Only fp16/bf16 ops: an fp32 op's scalar is rounded at 2**-24."""
+    fp64 run gets the rounded scalar. Only fp16/bf16 ops: an fp32 op's scalar is rounded at 2**-24.
+    A factory or fill (``full``, ``full_like``, ``fill_``) stores its value in its dtype: an fp16/bf16
+    one's scalar is always rounded, no probe asked."""
     args, kwargs = tuple(args), dict(kwargs)
+    if _fills(target):
+        stored = _stored_dtype(target, model_args, model_kwargs)
+        if stored not in _REDUCED:
+            return args, kwargs
+        for key, value in scalar_arguments(target, args, kwargs):
+            rounded = torch.tensor(value, dtype=torch.float64).to(stored).item()
+            if isinstance(key, str):
+                kwargs[key] = rounded
+            else:
+                args = (*args[:key], rounded, *args[key + 1:])
+        return args, kwargs
     if not _jumps_with_scalar(target):
         return args, kwargs
     promoted = _reduced_promotion([*model_args, *model_kwargs.values()])

@@ -57,8 +57,9 @@ import torch
 
 if __package__:  # imported by the tool; inside a repro these names are defined above
     from .compare import (BITWISE, Difference, Outcome, Tolerance, TensorVerdict, compare_random_draw,
-                          compare_values, exact_integer, exact_zero_sign, rounding_unit,
+                          compare_values, exact_float, exact_integer, exact_zero_sign, rounding_unit,
                           MATERIAL_ULPS)
+    from .fx_eval import jumps_with_a_rounded_scalar
     from .precision import MATMUL_OPERANDS, Precision, allowed_precision, op_base_name
 
 GRAPH, EAGER, PROGRAM, MODEL, SCAN = "graph", "eager", "program", "model", "scan"
@@ -116,6 +117,9 @@ class OutputFacts:
     bookkeeping: bool = False  # RNG state an attention kernel returns: a draw whatever the RNG rule
     exact: bool = False  # an integer/bool value computed from integers and constants alone: eager's, exactly
     sign_observed: bool = False  # a float whose zeros' sign a later op reads (signbit, copysign, atan2, a divisor)
+    # a float computed by an op whose result jumps with a Python scalar its fp16/bf16 dtype rounds
+    # (remainder, fmod, floor division: fx_eval.jumps_with_a_rounded_scalar): eager's or the reference's, exactly
+    scalar_exact: bool = False
 
 
 def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Sequence[Any] | None",
@@ -133,7 +137,7 @@ def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Seque
         return verdicts
     verdicts = [compare_random_draw(e, c) if f.bookkeeping or (f.random and not oracle.rng_strict) else v
                 for e, c, f, v in zip(eager, compiled, facts, verdicts)]
-    verdicts = exact_rules(oracle, eager, compiled, verdicts, facts)
+    verdicts = exact_rules(oracle, eager, compiled, verdicts, facts, reference)
     if scope == MODEL and oracle.reference == "fp64" and fp64 is not None:
         return upstream_gate(eager, fp64, compiled, verdicts)
     return verdicts
@@ -183,24 +187,33 @@ def upstream_same(eager: Any, compiled: Any, fp64: Any) -> bool:
 
 
 def exact_rules(oracle: Oracle, eager: Sequence[Any], compiled: Sequence[Any],
-                verdicts: "list[TensorVerdict]", facts: "Sequence[OutputFacts] | None" = None) -> "list[TensorVerdict]":
+                verdicts: "list[TensorVerdict]", facts: "Sequence[OutputFacts] | None" = None,
+                reference: "Sequence[Any] | None" = None) -> "list[TensorVerdict]":
     """The rules where the program is exact, after the ulp rule and under every oracle: the sign of
     a zero where a later op observes it (``facts.sign_observed``), and everywhere under ``--oracle
     bitwise`` (``compare.exact_zero_sign``); an integer value computed from integers and constants
-    alone equals eager's (``facts.exact``, ``compare.exact_integer``: never excused by fp64)."""
+    alone equals eager's (``facts.exact``, ``compare.exact_integer``: never excused by fp64); a float
+    an op that jumps with a rounded scalar computes is eager's or ``reference``'s rounded, element by
+    element (``facts.scalar_exact``, ``compare.exact_float``)."""
     facts = list(facts) if facts is not None and len(facts) == len(verdicts) else [OutputFacts()] * len(verdicts)
+    references = list(reference) if reference is not None and len(reference) == len(verdicts) else list(eager)
     judged = []
-    for e, c, v, f in zip(eager, compiled, verdicts, facts):
+    for e, c, v, f, r in zip(eager, compiled, verdicts, facts, references):
         if oracle.kind == "bitwise" or f.sign_observed:
             v = exact_zero_sign(v, e, c)
+        if f.scalar_exact:
+            v = exact_float(v, e, r, c)
         judged.append(exact_integer(v, e, c) if f.exact else v)
     return judged
 
 
-def judge_against_eager(oracle: Oracle, eager: Any, value: Any, scale_floor: float = 0.0) -> "TensorVerdict":
+def judge_against_eager(oracle: Oracle, eager: Any, value: Any, scale_floor: float = 0.0,
+                        exact: bool = False) -> "TensorVerdict":
     """One value against eager's (an eager replay with a compiled value injected): scope ``eager``;
-    ``scale_floor``: the scale its rounding lives at (the noise model's floor)."""
-    return judge_outputs(oracle, EAGER, [eager], None, [value], [OutputFacts(scale_floor=scale_floor)])[0]
+    ``scale_floor``: the scale its rounding lives at (the noise model's floor); ``exact``: a value
+    with one right answer (:func:`scalar_exact`)."""
+    return judge_outputs(oracle, EAGER, [eager], None, [value],
+                         [OutputFacts(scale_floor=scale_floor, scalar_exact=exact)])[0]
 
 
 # ---- run-to-run nondeterminism: judged against the spread ------------------------------------------
@@ -295,8 +308,19 @@ def output_facts(oracle: Oracle, nodes: "Mapping[str, torch.fx.Node]", values: "
     exact = integer_arithmetic(nodes, values, names, outputs)
     return [OutputFacts(_coarser(allowed_unit(oracle, nodes, name, output), above),
                         max(scale_floor(nodes, values, name, inherited), (noise or {}).get(name, 0.0)),
-                        name in random, name in bookkeeping, name in exact, sign_observed(nodes, name, output))
+                        name in random, name in bookkeeping, name in exact, sign_observed(nodes, name, output),
+                        scalar_exact(nodes.get(name)))
             for name, output, above in zip(names, outputs, upstream)]
+
+
+def scalar_exact(node: "torch.fx.Node | None") -> bool:
+    """Whether ``node``'s value (looked through to the op that computed it, past views and copies)
+    comes from an op whose result jumps with a Python scalar its fp16/bf16 dtype rounds
+    (``fx_eval.jumps_with_a_rounded_scalar``): a value with one right answer."""
+    while node is not None and node.op == "call_function" and op_base_name(node.target) in _RESHAPES \
+            and node.args and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return node is not None and node.op in ("call_function", "call_method") and jumps_with_a_rounded_scalar(node)
 
 
 def _integer(value: Any) -> bool:

@@ -19,10 +19,7 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.remainder.Scalar",
     "cli_args": [],
-    "known_miss": "clean: the fp64 reference now rounds the scalar as eager's remainder does (3.140625) and sides "
-                  "with eager (eager 0 ulps), but compiled's error (1.5 ulps RMS, 3.3 max at the output's scale) "
-                  "passes the end-to-end tolerance a script's call is judged by; remainder's result is exact, "
-                  "which no exact rule says yet",
+    "known_miss": None,
 }
 import torch
 

@@ -19,10 +19,12 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.atan2.default",
     "cli_args": [],
-    "known_miss": ("not_reproducible: the forward's amin matches eager bit for bit, but the atan2 values "
-                   "saved for amin's backward come from the vectorised kernel, 1 ulp from eager's at the "
-                   "argmin; the backward's exact eq(atan2, amin) flips and routes the gradient nowhere. Each "
-                   "graph matches alone (a departure by a saved tensor compared exactly: helper bugs3's class)"),
+    "known_miss": ("not_reproducible (cause backward_together), the mechanism listed: the compiled forward's saved "
+                   "atan2 (1 element off eager's, the correctly rounded one) substituted into eager's backward "
+                   "flips eq(atan2, amin) and the gradient of x (departures.saved_value_consequence; the forward's "
+                   "values are now kept for it). Not a finding yet: the saved atan2 is closer to fp64, so by the "
+                   "departure rule it is listed, while the bug is that the forward's amin was reduced over other "
+                   "atan2 values than the ones it saved (two values of one forward rounded differently)"),
 }
 import torch
 
