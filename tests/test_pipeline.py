@@ -371,3 +371,37 @@ def test_a_graph_called_again_in_a_loop_is_named_on_the_call_that_diverges() -> 
     result, report = _run(spec, graphs, compiler)
     assert (report["verdict"], report["culprit"]["op"], report["culprit"]["graph"]) == \
         ("divergent", "aten.masked_fill.Scalar", "forward_0_call2"), [g["name"] for g in report["graphs"]]
+
+
+def test_graphs_with_departures_let_go_of_their_values_once_carried_into_the_backward(monkeypatch) -> None:
+    # issue 34: a clean graph with departures holds its values for the carry into the backward
+    # only; then (before the model-level check) its digests are taken and its values dropped,
+    from bisect_engine.localise import graph_steps, run_steps
+    from bisect_engine.strategies.departures import DepartedValue
+    from bisect_engine.verdict.compare import Departure
+
+    def listed(context: Any, values: dict[str, Any], scope: str) -> list[DepartedValue]:
+        name = context.view.output_names()[0]
+        return [DepartedValue(name, name, scope, Departure(1.0, 4.0, 1.0, 4.0), 1)]
+
+    held_at_model_check: list[int] = []
+    model_check = run_steps._model_check
+
+    def checked(run: Any, driver: Any) -> Any:
+        held_at_model_check.append(sum(len(g.context.eager_values) for g in run.graphs))
+        return model_check(run, driver)
+
+    monkeypatch.setattr(graph_steps, "find_departures", listed)
+    monkeypatch.setattr(run_steps, "_model_check", checked)
+    monkeypatch.setattr(run_steps, "RUN_PLAN", tuple(dataclasses.replace(s, run=checked) if s.name == "model_check"
+                                                     else s for s in run_steps.RUN_PLAN))
+    torch.manual_seed(0)
+    training = ModelSpec(Path("block.py"), Block(), (torch.randn(4, 8),), lambda out: out.sum(), None)
+    graphs, _ = capture(training.model, training.inputs, training.loss_fn)
+    from bisect_engine.localise import pipeline
+    monkeypatch.setattr(pipeline, "RUN_PLAN", run_steps.RUN_PLAN)
+    result, report = _run(training, graphs, FakeCompiler(("nothing",)))
+    assert report["verdict"] == "clean" and len(report["differences"]) == 2  # one listed per graph
+    assert held_at_model_check == [0]  # every value let go before the model-level check
+    assert all(g.digests and g.context.eager_values == {} and not g.whole.compiled_values for g in result.graphs)
+    assert [len(g["digests"]) for g in report["graphs"]] == [len(g.digests) for g in result.graphs]
