@@ -43,17 +43,27 @@ class TensorDigest:
 def digest(tensor: torch.Tensor) -> TensorDigest:
     """Digest one tensor (any dtype, any device)."""
     tensor = tensor.detach()
-    if tensor.is_floating_point() or tensor.is_complex():
-        as64 = tensor.to(torch.complex128 if tensor.is_complex() else torch.float64)
-        l1_norm = float(as64.abs().sum())
-        if math.isfinite(l1_norm) and not tensor.is_complex():
+    if tensor.is_floating_point():
+        # |x| in fp64, in the widened copy's own memory (a copy of the tensor's: NaN, Inf and the
+        # zeroing below read the same from |x| as from x, and the sum adds the same values)
+        as64 = tensor.to(torch.float64)
+        magnitude = as64.abs_() if as64 is not tensor else as64.abs()
+        del as64
+        l1_norm = float(magnitude.sum())
+        if math.isfinite(l1_norm):
             # Every entry finite (an fp64 sum of widened floats cannot overflow): no NaN or Inf to
             # count or zero, and the sum is the one ``nan_to_num`` would have given (the same values).
             nan_count = inf_count = 0
         else:
-            nan_count = int(torch.isnan(as64).sum())
-            inf_count = int(torch.isinf(as64).sum())
-            l1_norm = float(torch.nan_to_num(as64, nan=0.0, posinf=0.0, neginf=0.0).abs().sum())
+            nan_count = int(torch.isnan(magnitude).sum())
+            inf_count = int(torch.isinf(magnitude).sum())
+            l1_norm = float(torch.nan_to_num(magnitude, nan=0.0, posinf=0.0, neginf=0.0).sum())
+        del magnitude
+    elif tensor.is_complex():
+        as64 = tensor.to(torch.complex128)
+        nan_count = int(torch.isnan(as64).sum())
+        inf_count = int(torch.isinf(as64).sum())
+        l1_norm = float(torch.nan_to_num(as64, nan=0.0, posinf=0.0, neginf=0.0).abs().sum())
         del as64
     else:
         nan_count = inf_count = 0
