@@ -123,8 +123,11 @@ def _release_carried(run: RunFinding, driver: Driver) -> RunFinding:
     """Once the departures are carried into the backward, nothing reads a clean graph's values
     but the report's digests: taken now, and the values let go before the model-level check (its
     fp64 model) as a clean graph without departures lets go of them once judged."""
-    graphs = tuple(release(graph, driver) if releasable(graph, run.graphs, carried=True) else graph
-                   for graph in run.graphs)
+    held = [graph for graph in run.graphs if releasable(graph, run.graphs, carried=True)]
+    if not held:
+        return run
+    with driver.progress.step(f"{', '.join(g.context.name for g in held)}: digests taken, values let go"):
+        graphs = tuple(release(graph, driver) if any(graph is g for g in held) else graph for graph in run.graphs)
     driver.note(graphs=graphs)
     return driver.finding
 
