@@ -110,11 +110,18 @@ def test_a_clean_graph_costs_one_compile_then_the_model_level_check(spec, captur
     assert report["graphs"][0]["whole_by"] == "compile" and report["graphs"][0]["checked_nodes"] == 0
 
 
-def test_a_clean_training_model_costs_one_localisation_compile_per_graph(spec) -> None:
-    # forward and backward, the outcome unknown (a model file): each graph compiled whole, once
+@pytest.fixture(scope="module")
+def training() -> tuple[ModelSpec, list[Any]]:
+    """A training step of ``Block`` (forward and backward graphs), captured once."""
     torch.manual_seed(0)
-    training = ModelSpec(Path("block.py"), Block(), (torch.randn(4, 8),), lambda out: out.sum(), None)
-    graphs, _ = capture(training.model, training.inputs, training.loss_fn)
+    spec = ModelSpec(Path("block.py"), Block(), (torch.randn(4, 8),), lambda out: out.sum(), None)
+    graphs, _ = capture(spec.model, spec.inputs, spec.loss_fn)
+    return spec, graphs
+
+
+def test_a_clean_training_model_costs_one_localisation_compile_per_graph(training) -> None:
+    # forward and backward, the outcome unknown (a model file): each graph compiled whole, once
+    training, graphs = training
     compiler = FakeCompiler(("nothing",))
     result, report = _run(training, graphs, compiler)
     assert report["verdict"] == "clean" and report["stats"]["graphs_captured"] == len(graphs) == 2
@@ -373,7 +380,7 @@ def test_a_graph_called_again_in_a_loop_is_named_on_the_call_that_diverges() -> 
         ("divergent", "aten.masked_fill.Scalar", "forward_0_call2"), [g["name"] for g in report["graphs"]]
 
 
-def test_graphs_with_departures_let_go_of_their_values_once_carried_into_the_backward(monkeypatch) -> None:
+def test_graphs_with_departures_let_go_of_their_values_once_carried_into_the_backward(training, monkeypatch) -> None:
     # issue 34: a clean graph with departures holds its values for the carry into the backward
     # only; then (before the model-level check) its digests are taken and its values dropped,
     from bisect_engine.localise import graph_steps, run_steps
@@ -395,9 +402,7 @@ def test_graphs_with_departures_let_go_of_their_values_once_carried_into_the_bac
     monkeypatch.setattr(run_steps, "_model_check", checked)
     monkeypatch.setattr(run_steps, "RUN_PLAN", tuple(dataclasses.replace(s, run=checked) if s.name == "model_check"
                                                      else s for s in run_steps.RUN_PLAN))
-    torch.manual_seed(0)
-    training = ModelSpec(Path("block.py"), Block(), (torch.randn(4, 8),), lambda out: out.sum(), None)
-    graphs, _ = capture(training.model, training.inputs, training.loss_fn)
+    training, graphs = training
     from bisect_engine.localise import pipeline
     monkeypatch.setattr(pipeline, "RUN_PLAN", run_steps.RUN_PLAN)
     result, report = _run(training, graphs, FakeCompiler(("nothing",)))
