@@ -158,3 +158,26 @@ def test_bit_hash_of_odd_byte_counts_depends_on_the_last_element() -> None:
 def test_bit_hash_of_an_offset_slice(dtype: torch.dtype) -> None:
     base = torch.arange(9).to(dtype)
     assert bit_hash(base[1:]) == bit_hash(base[1:].clone())
+
+
+def _whole_tensor_hash(tensor: torch.Tensor) -> str:
+    """The bit hash as one whole-tensor formula (main's before the chunked sum)."""
+    flat = tensor.detach().reshape(-1).clone(memory_format=torch.contiguous_format)
+    raw = (flat.to(torch.uint8) if flat.dtype == torch.bool else flat).view(torch.uint8)
+    raw = torch.cat([raw, raw.new_zeros((-raw.numel()) % 4)])
+    words = raw.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    positions = torch.arange(1, words.numel() + 1, dtype=torch.int64)
+    mixed = words * 0x9E3779B1 + positions * 0x85EBCA77
+    mixed = (mixed ^ (mixed >> 29)) * 0x27D4EB2F165667C5
+    mixed = mixed ^ (mixed >> 31)
+    return f"{int(mixed.sum()) & ((1 << 62) - 1):016x}"
+
+
+def test_the_bit_hash_summed_chunk_by_chunk_is_the_whole_tensor_hash() -> None:
+    from bisect_engine.verdict.digest import bit_hash
+    generator = torch.Generator().manual_seed(3)
+    values = torch.randn(7, 5, generator=generator) * 100
+    for tensor in (values, values.t(), values.half()[1:], values.to(torch.int8), values > 0, values.bfloat16(),
+                   values.double(), values[:, :3].to(torch.int16), torch.zeros(0), torch.tensor(2.5)):
+        expected = _whole_tensor_hash(tensor)
+        assert [bit_hash(tensor, chunk) for chunk in (1, 2, 3, 5, 1 << 20)] == [expected] * 5, tensor.dtype

@@ -441,3 +441,35 @@ def test_a_vectorised_erf_error_is_no_noise_and_is_listed_where_upstreams_same_p
     assert interior.outcome is Outcome.MATCH and interior.reason != UPSTREAM_SAME
     (alone,) = judge_outputs(Oracle(), GRAPH, [torch.erf(gate)], [exact], [off])
     assert alone.outcome is Outcome.MISMATCH and alone.compiled_rms_ulps > 4 * alone.eager_rms_ulps  # the op is wrong
+
+
+def test_listing_floors_run_only_what_the_named_values_read_and_set_no_judged_floor() -> None:
+    """A departure's listing floors (``GraphContext.listing_floors``): one kind, over what the named
+    values read: the same rule on another draw (a cancelled value still floored, an ordinary one
+    not), kept apart from the floors a judgement reads (``context.noise`` stays unset)."""
+    x = torch.randn(8, 512, generator=torch.Generator().manual_seed(0))
+    context = _context(_cancelling, x)
+    row_sum, product = context.view.output_names()
+    rms = float(context.eager_values[row_sum].double().square().mean().sqrt())
+    carried = context.listing_floors([row_sum], carried=True)
+    assert carried[row_sum] > CANCELLED * rms
+    assert context.listing_floors([product], carried=False) == {product: 0.0}  # the mm alone does not cancel
+    assert "noise" not in context.__dict__  # no judgement reads them
+    full = context.noise  # once the judgement's floors exist, the listing reads them
+    assert context.listing_floors([row_sum, product], carried=True) == {row_sum: full.floor(row_sum, True),
+                                                                         product: full.floor(product, True)}
+
+
+def test_noise_floors_over_every_name_and_kind_are_the_default_run() -> None:
+    """``names`` over every node and both kinds: the very run (draws and floors) of the default."""
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(2))
+    grad = torch.nn.functional.layer_norm(x, x.shape[-1:]) * 2 / x.numel()
+    context = _context(_layer_norm_grad, x, grad)
+    graph_module = context.captured.graph_module
+    dtypes = {name: value.dtype for name, value in context.eager_values.items() if isinstance(value, torch.Tensor)}
+    every = {node.name for node in graph_module.graph.nodes}
+    default = noise_floors(graph_module, context.captured.inputs, dtypes)
+    assert default.carried and default == noise_floors(graph_module, context.captured.inputs, dtypes, names=every)
+    last = context.view.output_names()[0]
+    lean = noise_floors(graph_module, context.captured.inputs, dtypes, names={last}, kinds=("carried",))
+    assert not lean.own and lean.floor(last, True) > 0.0  # no op-alone run; the cancelled gradient floored

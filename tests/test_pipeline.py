@@ -110,11 +110,18 @@ def test_a_clean_graph_costs_one_compile_then_the_model_level_check(spec, captur
     assert report["graphs"][0]["whole_by"] == "compile" and report["graphs"][0]["checked_nodes"] == 0
 
 
-def test_a_clean_training_model_costs_one_localisation_compile_per_graph(spec) -> None:
-    # forward and backward, the outcome unknown (a model file): each graph compiled whole, once
+@pytest.fixture(scope="module")
+def training() -> tuple[ModelSpec, list[Any]]:
+    """A training step of ``Block`` (forward and backward graphs), captured once."""
     torch.manual_seed(0)
-    training = ModelSpec(Path("block.py"), Block(), (torch.randn(4, 8),), lambda out: out.sum(), None)
-    graphs, _ = capture(training.model, training.inputs, training.loss_fn)
+    spec = ModelSpec(Path("block.py"), Block(), (torch.randn(4, 8),), lambda out: out.sum(), None)
+    graphs, _ = capture(spec.model, spec.inputs, spec.loss_fn)
+    return spec, graphs
+
+
+def test_a_clean_training_model_costs_one_localisation_compile_per_graph(training) -> None:
+    # forward and backward, the outcome unknown (a model file): each graph compiled whole, once
+    training, graphs = training
     compiler = FakeCompiler(("nothing",))
     result, report = _run(training, graphs, compiler)
     assert report["verdict"] == "clean" and report["stats"]["graphs_captured"] == len(graphs) == 2
@@ -371,3 +378,35 @@ def test_a_graph_called_again_in_a_loop_is_named_on_the_call_that_diverges() -> 
     result, report = _run(spec, graphs, compiler)
     assert (report["verdict"], report["culprit"]["op"], report["culprit"]["graph"]) == \
         ("divergent", "aten.masked_fill.Scalar", "forward_0_call2"), [g["name"] for g in report["graphs"]]
+
+
+def test_graphs_with_departures_let_go_of_their_values_once_carried_into_the_backward(training, monkeypatch) -> None:
+    # issue 34: a clean graph with departures holds its values for the carry into the backward
+    # only; then (before the model-level check) its digests are taken and its values dropped,
+    from bisect_engine.localise import graph_steps, run_steps
+    from bisect_engine.strategies.departures import DepartedValue
+    from bisect_engine.verdict.compare import Departure
+
+    def listed(context: Any, values: dict[str, Any], scope: str) -> list[DepartedValue]:
+        name = context.view.output_names()[0]
+        return [DepartedValue(name, name, scope, Departure(1.0, 4.0, 1.0, 4.0), 1)]
+
+    held_at_model_check: list[int] = []
+    model_check = run_steps._model_check
+
+    def checked(run: Any, driver: Any) -> Any:
+        held_at_model_check.append(sum(len(g.context.eager_values) for g in run.graphs))
+        return model_check(run, driver)
+
+    monkeypatch.setattr(graph_steps, "find_departures", listed)
+    monkeypatch.setattr(run_steps, "_model_check", checked)
+    monkeypatch.setattr(run_steps, "RUN_PLAN", tuple(dataclasses.replace(s, run=checked) if s.name == "model_check"
+                                                     else s for s in run_steps.RUN_PLAN))
+    training, graphs = training
+    from bisect_engine.localise import pipeline
+    monkeypatch.setattr(pipeline, "RUN_PLAN", run_steps.RUN_PLAN)
+    result, report = _run(training, graphs, FakeCompiler(("nothing",)))
+    assert report["verdict"] == "clean" and len(report["differences"]) == 2  # one listed per graph
+    assert held_at_model_check == [0]  # every value let go before the model-level check
+    assert all(g.digests and g.context.eager_values == {} and not g.whole.compiled_values for g in result.graphs)
+    assert [len(g["digests"]) for g in report["graphs"]] == [len(g.digests) for g in result.graphs]

@@ -62,18 +62,27 @@ def graph_digests(graph: GraphFinding) -> tuple[dict[str, Any], ...]:
                  if isinstance(eager.get(value.name), torch.Tensor))
 
 
-def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...], captured_graphs: Any = ()) -> bool:
+def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...], captured_graphs: Any = (),
+               carried: bool = False) -> bool:
     """Nothing later reads this graph's values: it is clean, holds no culprit or other finding
     read by value, and is not the backward a forward's departures are carried into.
     ``captured_graphs``: the run's captured graphs (the forward's backward, read for the saved
-    floats it compares)."""
+    floats it compares). ``carried``: the departures were carried into the backward already
+    (``run_steps.RUN_PLAN``'s ``departures_into_backward``), the one later reader of a clean graph's
+    departing values: a graph with departures lets go of its values too (its listing holds names and
+    numbers only)."""
     if graph.has_finding or graph.whole.outcome is not Outcome.MATCH or graph.harness is not None:
         return False
+    if graph.digests is not None:
+        return False  # released already
     below = graph.below is not None and graph.below.nodes.culprits  # the report lists those ops, by value
-    held = (graph.departures, graph.amplification, below, graph.inside, graph.sized_context,
-            graph.material, graph.eager_nonfinite, graph.compiled_nan, graph.replay_values, graph.window)
+    held = (graph.departures if not carried else None, graph.amplification, below, graph.inside,
+            graph.sized_context, graph.material, graph.eager_nonfinite, graph.compiled_nan, graph.replay_values,
+            graph.window)
     if any(item for item in held) or (graph.nodes is not None and graph.nodes.culprits):
         return False
+    if carried:
+        return True
     captured = graph.context.captured
     forward = f"forward_{captured.index}"
     backward = next((g.graph_module for g in captured_graphs

@@ -25,6 +25,7 @@ from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
 from .records import GraphFinding, RunFinding
+from .release import release, releasable
 from .upstream import within_upstream
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,19 @@ def _carried(graph: GraphFinding, backward: GraphFinding) -> GraphFinding:
         if misread is not None:
             return replace(graph, layout_misread=misread)
     return replace(graph, consequence=consequence)
+
+
+def _release_carried(run: RunFinding, driver: Driver) -> RunFinding:
+    """Once the departures are carried into the backward, nothing reads a clean graph's values
+    but the report's digests: taken now, and the values let go before the model-level check (its
+    fp64 model) as a clean graph without departures lets go of them once judged."""
+    held = [graph for graph in run.graphs if releasable(graph, run.graphs, carried=True)]
+    if not held:
+        return run
+    with driver.progress.step(f"{', '.join(g.context.name for g in held)}: digests taken, values let go"):
+        graphs = tuple(release(graph, driver) if any(graph is g for g in held) else graph for graph in run.graphs)
+    driver.note(graphs=graphs)
+    return driver.finding
 
 
 def _backend_rewrite(run: RunFinding, driver: Driver) -> RunFinding:
@@ -258,6 +272,7 @@ RUN_PLAN: tuple[Step[RunFinding], ...] = (
     Step("graphs", _graphs, stage="localise"),
     Step("upstream_gate", _upstream_gate, stage="model_check", when=_gated),
     Step("departures_into_backward", _carry_departures, when=_none_found),
+    Step("release_carried", _release_carried, when=_none_found, decides=False),
     Step("follow_up", _follow_up, when=_found),
     Step("backend_rewrite_of_script", _backend_rewrite, stage="subsystem",
          when=lambda r, d: _none_found(r, d) and not r.model_level_check),

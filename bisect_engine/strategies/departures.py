@@ -57,11 +57,27 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
     context.captured.check_inputs()
     fp64 = kept if kept is not None else values_of(context.captured.graph_module, context.captured.inputs,
                                                    departing, upcast=True)
-    found = []
+    # Each departure decided without the noise model where it can be (:func:`noise_open`); the
+    # noise floors then of the open ones alone, in one run, and only of those that can still be
+    # listed (before the MAX_LISTED-th departure listed for sure).
+    decided: list[tuple[str, Departure, bool | None, float]] = []
+    listed = 0
     for name in departing:
         eager, compiled = context.eager_values.get(name), compiled_values[name]
         departure = closer_to_fp64(eager, fp64.get(name), compiled, context.tolerance)
-        if departure is not None and not is_noise(context, name, departure, eager, fp64.get(name), compiled, scope):
+        if departure is None or listed >= MAX_LISTED:
+            continue
+        noise, order_floor = noise_open(context, name, departure, eager, fp64.get(name), compiled)
+        listed += noise is False
+        decided.append((name, departure, noise, order_floor))
+    floors = context.listing_floors([name for name, _d, noise, _f in decided if noise is None],
+                                    carried=scope != "node")
+    found = []
+    for name, departure, noise, order_floor in decided:
+        eager, compiled = context.eager_values.get(name), compiled_values[name]
+        if noise is None:
+            noise = at_noise_floor(context, eager, fp64.get(name), compiled, max(floors[name], order_floor))
+        if not noise:
             elements = int((eager != compiled).sum())
             found.append(DepartedValue(name, _computed_by(context, name), scope, departure, elements))
     return found[:MAX_LISTED]
@@ -75,16 +91,32 @@ def is_noise(context: GraphContext, name: str, departure: Departure, eager: Any,
     compiled not clearly closer to fp64 than eager (within the tolerance's ratio: two samples of
     one noise). A rounding eager made and compiled skipped (a bf16 ``(x + 32) - 32`` fused in fp32)
     leaves compiled many times closer: listed, whatever the floor."""
+    noise, order_floor = noise_open(context, name, departure, eager, fp64, compiled)
+    if noise is not None:
+        return noise
+    return at_noise_floor(context, eager, fp64, compiled,
+                          max(context.noise_floor(name, carried=scope != "node"), order_floor))
+
+
+def noise_open(context: GraphContext, name: str, departure: Departure, eager: Any, fp64: Any,
+               compiled: Any) -> tuple[bool | None, float]:
+    """:func:`is_noise` where it is decided without the noise model, else None: clearly closer
+    (listed whatever the floor), or no departure at the order floor (noise); with the order floor."""
     if departure.exact or departure.compiled_rms_ulps * context.tolerance.ratio <= departure.eager_rms_ulps:
-        return False  # clearly closer (or counted in elements): listed whatever the floor
+        return False, 0.0  # clearly closer (or counted in elements): listed whatever the floor
     order_floor = scale_floor(context.view.nodes, context.eager_values, name)  # a reduction's order floor
     # The noise model (an fp64 run perturbed op by op) only where the order floor leaves it open: a
     # floor only raises the scale both comparisons measure at, so no departure at the lower floor
     # is none at the higher one (``closer_to_fp64``: against eager, the error in units of that
     # scale only shrinks; against fp64, both errors are in one unit and keep their order).
     if order_floor > 0.0 and closer_to_fp64(eager, fp64, compiled, context.tolerance, order_floor) is None:
-        return True
-    floor = max(context.noise_floor(name, carried=scope != "node"), order_floor)
+        return True, order_floor
+    return None, order_floor
+
+
+def at_noise_floor(context: GraphContext, eager: Any, fp64: Any, compiled: Any, floor: float) -> bool:
+    """:func:`is_noise` once :func:`noise_open` left it open: no departure at ``floor``, the larger
+    of the noise floor and the order floor."""
     return floor > 0.0 and closer_to_fp64(eager, fp64, compiled, context.tolerance, floor) is None
 
 

@@ -457,6 +457,14 @@ def computed_by(nodes: "Mapping[str, torch.fx.Node]", name: str) -> "torch.fx.No
 def _rms(value: Any) -> float:
     if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
         return 0.0
+    # Every entry finite (the common case): the same 1-D values in the same order as the masked
+    # path's below, squared and averaged by the same ops (the same bits), without the mask and
+    # its copy; the widened copy squared in its own memory where it is a copy.
+    flat = value.detach().reshape(-1).double()
+    mean = (flat.square_() if value.dtype != torch.float64 else flat.square()).mean()
+    del flat
+    if math.isfinite(float(mean)):
+        return float(mean.sqrt())
     finite = value.detach().double()
     finite = finite[torch.isfinite(finite)]
     return float(finite.square().mean().sqrt()) if finite.numel() else 0.0
