@@ -4,9 +4,28 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import torch
 import torch.fx as fx
 
 from bisect_engine.verdict.compiler import Compiler
+
+
+def dynamo_graphs(*calls: tuple[Callable[..., Any], tuple[Any, ...]]) -> list[fx.GraphModule]:
+    """The Dynamo graph of each ``(function, arguments)``, compiled whole (``fullgraph``) by a backend
+    that keeps it and runs it as it is; Dynamo reset before and after."""
+    graphs: list[fx.GraphModule] = []
+
+    def keep(graph_module: fx.GraphModule, _inputs: Any) -> Any:
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    try:
+        for function, arguments in calls:
+            torch.compile(function, backend=keep, fullgraph=True)(*arguments)
+    finally:
+        torch._dynamo.reset()
+    return graphs
 
 
 def kernel(node: fx.Node) -> tuple[Any, ...]:

@@ -13,6 +13,7 @@ from bisect_engine.script.session import cast_elided
 from bisect_engine.strategies.departures import cast_round_trips, elided_cast
 from bisect_engine.verdict.graphs import CapturedGraph
 from bisect_engine.verdict.oracle import GraphContext
+from fakes import dynamo_graphs
 
 
 def _context(fn, *inputs: torch.Tensor) -> GraphContext:
@@ -230,19 +231,8 @@ def test_the_switch_is_checked_by_closeness_where_a_match_says_nothing() -> None
 
 
 def test_a_matching_call_goes_to_the_cast_look_only_with_a_written_cast_and_a_difference() -> None:
-    graphs: list[torch.fx.GraphModule] = []
-
-    def keep(graph_module: torch.fx.GraphModule, _inputs: Any) -> Any:
-        graphs.append(graph_module)
-        return graph_module.forward
-
-    torch._dynamo.reset()
-    try:
-        torch.compile(_fp16_add, backend=keep, fullgraph=True)(X182131, C182131)
-        torch.compile(lambda x: (x.double() * 3).sum(), backend=keep, fullgraph=True)(X182131)
-    finally:
-        torch._dynamo.reset()
-    with_cast, widening = graphs
+    with_cast, widening = dynamo_graphs((_fp16_add, (X182131, C182131)),
+                                        (lambda x: (x.double() * 3).sum(), (X182131,)))
     references = reference_outputs(with_cast, [X182131, C182131])
     assert may_elide_cast(with_cast, references, _skipped(X182131, C182131))
     assert not may_elide_cast(with_cast, references, references.eager)  # compiled equals eager: nothing to explain

@@ -7,6 +7,7 @@ import torch
 
 from bisect_engine.verdict.compare import Outcome, zero_sign_flips
 from bisect_engine.verdict.judgement import GRAPH, Oracle, judge_outputs
+from fakes import dynamo_graphs
 
 EAGER = torch.tensor([-0.0, 0.0, -1.0, 2.0])
 FLIPPED = torch.tensor([0.0, 0.0, -1.0, 2.0])  # compiled clamp(x, max=0.0) on torch 2.13
@@ -129,18 +130,7 @@ def test_a_remainder_by_a_scalar_its_dtype_rounds_has_one_right_answer() -> None
 
 
 def test_a_script_call_keeping_the_scalar_wide_diverges_and_eagers_rounding_matches() -> None:
-    graphs: list[torch.fx.GraphModule] = []
-
-    def keep(graph_module: torch.fx.GraphModule, _inputs: object) -> object:
-        graphs.append(graph_module)
-        return graph_module.forward
-
-    torch._dynamo.reset()
-    try:
-        torch.compile(lambda x: torch.remainder(x, 3.14), backend=keep, fullgraph=True)(X16)
-    finally:
-        torch._dynamo.reset()
-    (graph_module,) = graphs
+    (graph_module,) = dynamo_graphs((lambda x: torch.remainder(x, 3.14), (X16,)))
     references = reference_outputs(graph_module, [X16])
     eager = torch.remainder(X16, 3.14)
     assert torch.equal(references.eager[0], eager)
