@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import parse_python, planting_path, seeded_cache_dir
+from conftest import Job, background_result, parse_python, planting_path, seeded_cache_dir
 
 from bisect_engine.load.exported import DynamicDim, dynamic_dims, flat_graph_module, flat_inputs, resized_inputs
 from bisect_engine.script import aoti_check
@@ -233,12 +233,32 @@ def _cli(case: Path, out: Path, planted: bool) -> subprocess.CompletedProcess[st
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=out.parent)
 
 
+def _attention(base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    return _cli(CLEAN_CASE, base / "out", planted=False), base / "out"
+
+
+def background_jobs(session: pytest.Session) -> list[Job]:
+    """The attention block's run (an AOTInductor package: a whole-model C++ build), started when
+    collection ends where a test of this file reads it (tests/conftest.py)."""
+    if not any("aoti_attention" in getattr(item, "fixturenames", ()) for item in session.items
+               if getattr(item, "module", None) is sys.modules[__name__]):
+        return []
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    return [Job("aoti:attention", 60.0, lambda: _attention(factory.mktemp("aoti-attention")))]
+
+
+@pytest.fixture(scope="module")
+def aoti_attention(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    return background_result("aoti:attention", lambda: _attention(tmp_path_factory.mktemp("aoti-attention")))
+
+
 @pytest.mark.e2e
-def test_an_exported_attention_block_through_aot_inductor_is_clean_at_both_sizes(tmp_path: Path) -> None:
+def test_an_exported_attention_block_through_aot_inductor_is_clean_at_both_sizes(
+        aoti_attention: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     expected = _literal(CLEAN_CASE, "EXPECTED")
-    run = _cli(CLEAN_CASE, tmp_path / "out", planted=False)
+    run, out = aoti_attention
     assert run.returncode == 0, run.stderr
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == expected["verdict"] and report["script"]["graphs"][0]["backend"] == expected["backend"]
     (entry,) = report["exported"]
     assert entry["second_shape"]["outcome"] == expected["second_shape"] and entry["dynamic_dims"][0]["dim"] == 0
