@@ -4,8 +4,6 @@ writes lands outside its temporary folders."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,7 +25,8 @@ import pytest
 _KERNELS = Path(tempfile.mkdtemp(prefix="bisect-tests-kernels-"))
 # Inductor's two-character folders (``codecache.get_path``: characters 1-2 of a lower-case base32
 # hash) and its lock folder.
-_KERNEL_FOLDERS = tuple(a + b for a in "abcdefghijklmnopqrstuvwxyz234567" for b in "abcdefghijklmnopqrstuvwxyz234567") + ("locks",)
+_BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
+_KERNEL_FOLDERS = tuple(a + b for a in _BASE32 for b in _BASE32) + ("locks",)
 for _name in _KERNEL_FOLDERS:
     (_KERNELS / _name).mkdir()
 
@@ -138,6 +137,13 @@ class Job:
 WORKERS = int(os.environ.get("BISECT_TEST_WORKERS", "2"))
 _FUTURES: dict[str, Future[Any]] = {}
 _POOLS: list[ThreadPoolExecutor] = []
+
+
+def fixtures_read(session: pytest.Session, module: Any) -> set[str]:
+    """The fixtures the selected tests of ``module`` read: which of its runs its ``background_jobs``
+    starts."""
+    return {name for item in session.items if getattr(item, "module", None) is module
+            for name in getattr(item, "fixturenames", ())}
 
 
 # The fixtures that wait for background runs (in the modules that declare ``background_jobs``).

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import Job, background_result, parse_python, planting_path, seeded_cache_dir
+from conftest import Job, background_result, fixtures_read, parse_python, planting_path, seeded_cache_dir
 
 from bisect_engine.load.exported import DynamicDim, dynamic_dims, flat_graph_module, flat_inputs, resized_inputs
 from bisect_engine.script import aoti_check
@@ -240,8 +240,7 @@ def _attention(base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
 def background_jobs(session: pytest.Session) -> list[Job]:
     """The attention block's run (an AOTInductor package: a whole-model C++ build), started when
     collection ends where a test of this file reads it (tests/conftest.py)."""
-    if not any("aoti_attention" in getattr(item, "fixturenames", ()) for item in session.items
-               if getattr(item, "module", None) is sys.modules[__name__]):
+    if "aoti_attention" not in fixtures_read(session, sys.modules[__name__]):
         return []
     factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
     return [Job("aoti:attention", 60.0, lambda: _attention(factory.mktemp("aoti-attention")))]

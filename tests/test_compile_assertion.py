@@ -22,7 +22,7 @@ import torch
 from bisect_engine.assertion import failure_message, upstream_same
 from bisect_engine.live import CheckResult
 from bisect_engine.pytest_plugin import folder_name
-from conftest import Job, background_result
+from conftest import Job, background_result, fixtures_read
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,9 +141,8 @@ def _sample_suite(base: Path) -> tuple[subprocess.CompletedProcess[str], Path, P
 
 def background_jobs(session: pytest.Session) -> list[Job]:
     """The sample suite, started when collection ends where a test of this file reads it
-    (tests/conftest.py): its three models run beside the in-process tests."""
-    if not any("suite_run" in getattr(item, "fixturenames", ()) for item in session.items
-               if getattr(item, "module", None) is sys.modules[__name__]):
+    (tests/conftest.py): its models run beside the in-process tests."""
+    if "suite_run" not in fixtures_read(session, sys.modules[__name__]):
         return []
     factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
     return [Job("assertion:suite", 150.0, lambda: _sample_suite(factory.mktemp("sample_suite")))]

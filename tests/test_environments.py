@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import Job, background_result, seeded_cache_dir, unless_isa_probe
+from conftest import Job, background_result, fixtures_read, seeded_cache_dir, unless_isa_probe
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,8 +74,7 @@ def _model_runs(factory: pytest.TempPathFactory) -> ModelRuns:
 
 def background_jobs(session: pytest.Session) -> list[Job]:
     factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
-    wanted = {name for item in session.items if getattr(item, "module", None) is sys.modules[__name__]
-              for name in getattr(item, "fixturenames", ())}
+    wanted = fixtures_read(session, sys.modules[__name__])
     jobs = [Job("envs:model", 120.0, lambda: _model_runs(factory))] if "model_runs" in wanted else []
     return jobs + ([Job("envs:script", 150.0, lambda: _script_runs(factory))] if "script_runs" in wanted else [])
 

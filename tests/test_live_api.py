@@ -22,7 +22,7 @@ from torch import nn
 
 from bisect_engine.caller_state import caller_state_kept
 from bisect_engine.errors import UsageError
-from conftest import Job, background_result, seeded_cache_dir
+from conftest import Job, background_result, fixtures_read, seeded_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,8 +138,7 @@ def _notebook_session(factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
 def background_jobs(session: pytest.Session) -> list[Job]:
     """The notebook session, started when collection ends where a test of this file reads it
     (tests/conftest.py): it runs beside the in-process tests."""
-    if not any("notebook" in getattr(item, "fixturenames", ()) for item in session.items
-               if getattr(item, "module", None) is sys.modules[__name__]):
+    if "notebook" not in fixtures_read(session, sys.modules[__name__]):
         return []
     factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
     return [Job("api:notebook", 90.0, lambda: _notebook_session(factory))]

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import torch
 
-from conftest import Job, background_result, parse_python, seeded_cache_dir
+from conftest import Job, background_result, fixtures_read, parse_python, seeded_cache_dir
 
 from bisect_engine import autostart
 from bisect_engine.script.hook import HOOK_LINE, install_hook, uninstall_hook
@@ -762,8 +762,7 @@ def _jobs(factory: pytest.TempPathFactory) -> dict[str, Callable[[], Run]]:
 
 def background_jobs(session: pytest.Session) -> list[Job]:
     """The runs, started when collection ends, when any test of this file reads them (tests/conftest.py)."""
-    wanted = {name for item in session.items if getattr(item, "module", None) is sys.modules[__name__]
-              for name in getattr(item, "fixturenames", ())}
+    wanted = fixtures_read(session, sys.modules[__name__])
     factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
     jobs = [Job(f"script:{name}", 40.0, run) for name, run in _jobs(factory).items()] if "runs" in wanted else []
     if "own_runs" in wanted:
