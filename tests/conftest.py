@@ -99,13 +99,45 @@ E2E_SECONDS: dict[str, float] = {}
 JOB_SECONDS: dict[str, float] = {}
 
 
+# BISECT_TEST_TIMES: the CPU-seconds of the subprocesses each thread waited for (``os.wait4``'s
+# usage: a child's own and its reaped descendants'), so a run on a loaded machine still says what
+# each test and background job cost; the suite is CPU-bound, so its wall time follows their sum.
+_CHILD_CPU: dict[str, float] = {}
+_JOB_OF_THREAD = threading.local()
+
+
+def _count_children_cpu() -> None:
+    import subprocess
+
+    def try_wait(self: Any, wait_flags: int) -> tuple[int, int]:
+        try:
+            pid, status, usage = os.wait4(self.pid, wait_flags)
+        except ChildProcessError:
+            return self.pid, 0  # as subprocess's own: reaped elsewhere
+        if pid:
+            key = getattr(_JOB_OF_THREAD, "key", "main")
+            _CHILD_CPU[key] = _CHILD_CPU.get(key, 0.0) + usage.ru_utime + usage.ru_stime
+        return pid, status
+
+    subprocess.Popen._try_wait = try_wait  # type: ignore[attr-defined]
+
+
+_OWN_CPU = [time.process_time()]
+if os.environ.get("BISECT_TEST_TIMES"):
+    _count_children_cpu()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """BISECT_TEST_TIMES=FILE: each test phase's seconds appended to FILE as it ends (a run cut short
-    by a timeout still says where its time went; ``--durations`` prints only at the end)."""
+    by a timeout still says where its time went; ``--durations`` prints only at the end): wall, then
+    CPU-seconds (this process's, all its threads, and the subprocesses the main thread waited for)."""
     path = os.environ.get("BISECT_TEST_TIMES")
     if path:
+        own = time.process_time()
+        cpu = own - _OWN_CPU[0] + _CHILD_CPU.pop("main", 0.0)
+        _OWN_CPU[0] = own
         with open(path, "a") as times:
-            times.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\n")
+            times.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\t{cpu:.2f}\n")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -121,7 +153,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line("  " + ", ".join(f"{name} at {at - start:.0f} s"
                                                          for name, at in sorted(_TIMELINE.items(), key=lambda i: i[1])))
         for key, seconds in sorted(JOB_SECONDS.items(), key=lambda item: -item[1]):
-            terminalreporter.write_line(f"{seconds:7.1f}  {key}")
+            cpu = f"  ({_CHILD_CPU[key]:.0f} CPU-s)" if key in _CHILD_CPU else ""
+            terminalreporter.write_line(f"{seconds:7.1f}  {key}{cpu}")
 
 
 @dataclass(frozen=True)
@@ -182,9 +215,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _timed(job: Job) -> Any:
     started = time.perf_counter()
+    _JOB_OF_THREAD.key = job.key
     try:
         return job.run()
     finally:
+        _JOB_OF_THREAD.key = "main"
         JOB_SECONDS[job.key] = time.perf_counter() - started
         _TIMELINE["last job ended"] = time.perf_counter()
 
