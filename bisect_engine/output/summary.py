@@ -38,7 +38,7 @@ def culprit_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")
     if "forward_op" in culprit:
         lines.append(f"  backward of {culprit['forward_op']['op']} (forward node {culprit['forward_op']['node']})")
-    lines += _evidence_lines(culprit)
+    lines += _evidence_lines(culprit) + _saved_layout_lines(culprit)
     lines += kernel_lines(culprit.get("kernels") or [], with_repro=bool(report.get("repro")))
     lines += _other_findings_lines(report)
     if culprit["kind"] == "amplified":
@@ -63,6 +63,18 @@ def _evidence_lines(culprit: dict[str, Any]) -> list[str]:
     if culprit["propagators"]:
         lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
     return lines
+
+
+def _saved_layout_lines(culprit: dict[str, Any]) -> list[str]:
+    """A backward op that misreads a value the compiled forward saved laid out otherwise."""
+    if culprit["kind"] != "saved_layout":
+        return []
+    layout, out = culprit["saved_layout"], culprit["output_difference"]
+    saved_by = layout.get("saved_by") or {}
+    return [f"  saved:   {layout['value']} (by {saved_by.get('op', '?')}, node {saved_by.get('node', '?')}) strides "
+            f"{layout['compiled_strides']} compiled, {layout['eager_strides']} eager, the same values",
+            f"  output:  {out.get('gradient_of') or out['output']} differs materially on that layout alone ({out['elements']} of {out['total']}"
+            f" elements, max |diff| {out['max_abs_diff']}); each graph matches compiled alone, one eager replay"]
 
 
 def _other_findings_lines(report: dict[str, Any]) -> list[str]:
@@ -164,7 +176,7 @@ def nan_lines(report: dict[str, Any]) -> list[str]:
 def checks_lines(report: dict[str, Any]) -> list[str]:
     """What was not compiled, and where our own recompile needed a fallback."""
     lines = differences_lines(report.get("differences") or [])
-    for misread in report.get("saved_layout") or []:
+    for misread in [] if (report.get("culprit") or {}).get("kind") == "saved_layout" else report.get("saved_layout") or []:
         reader, backward = misread.get("reader") or {}, misread.get("backward") or {}
         lines.append(f"  saved layout: {misread['value']} (saved by {misread.get('op')}) is laid out "
                      f"{misread['compiled_strides']} compiled, {misread['eager_strides']} eager, same values; "

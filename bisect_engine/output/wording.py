@@ -45,6 +45,8 @@ def headline(report: dict[str, Any]) -> str:
         return f"{culprit_ops(culprit)}{where} differs slightly when compiled, and {amplifier} amplifies it"
     if culprit.get("crash"):
         return f"Inductor fails on {culprit_ops(culprit)}{where}"
+    if culprit.get("kind") == "saved_layout":
+        return f"{culprit_ops(culprit)}{where} misreads a value torch.compile saves for it in another memory layout"
     if culprit and verdict == "nan" and (culprit.get("error") or {}).get("new_nonfinite"):
         return f"Inductor makes NaN/Inf in {culprit_ops(culprit)}{where}"
     if culprit and culprit.get("kind") == "window":
@@ -93,6 +95,8 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
                 f"tolerance), but {amplifiers} turns that into a material difference of output "
                 f"{out.get('output', '?')} (max |diff| {out.get('max_abs_diff', '?')}); found by "
                 f"{culprit.get('replays', '?')} eager replays, no extra compile.")
+    if culprit.get("kind") == "saved_layout":
+        return saved_layout_answer(culprit)
     crash, error = culprit.get("crash"), culprit.get("error")
     place = f"node {culprit.get('node')} of {culprit.get('graph')}" + (
         f", module {culprit['module']}" if culprit.get("module") else "")
@@ -111,6 +115,20 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
     if subsystem:
         sentence += f" Cause: {subsystem_sentence(subsystem)}"
     return sentence
+
+
+def saved_layout_answer(culprit: dict[str, Any]) -> str:
+    """A backward op that reads the layout, not the values, of a value the compiled forward saves
+    laid out otherwise (culprit kind ``saved_layout``)."""
+    layout, out = culprit.get("saved_layout") or {}, culprit.get("output_difference") or {}
+    saved_by = layout.get("saved_by") or {}
+    changed = f"the gradient of {out['gradient_of']}" if out.get("gradient_of") else f"output {out.get('output', '?')}"
+    return (f"The compiled forward saves {layout.get('value', '?')} (made by {saved_by.get('op', '?')}) with strides "
+            f"{layout.get('compiled_strides')} where eager's are {layout.get('eager_strides')}, the same values; "
+            f"{culprit.get('op', '?')} reads the layout, not the values: eager's backward replayed on that layout "
+            f"changes {changed} in {out.get('elements', '?')} of {out.get('total', '?')} elements (max |diff| "
+            f"{short_number(out.get('max_abs_diff'))}). Each graph matches compiled alone; one eager replay, no extra "
+            "compile.")
 
 
 # ---- why a program's compiled result differs while no op is found (report key ``not_reproducible_cause``) --
