@@ -534,7 +534,7 @@ def _reader_layouts(backward: GraphContext, reader: str, values: dict[str, Any])
     found = []
     for value in backward.view.nodes[reader].all_input_nodes:
         eager, replayed = backward.eager_values.get(value.name), values.get(value.name)
-        if _laid_out_otherwise(eager, replayed):
+        if _laid_out_otherwise(eager, replayed) and isinstance(replayed, torch.Tensor):
             found.append((value.name, tuple(replayed.stride())))
     return tuple(found)
 
