@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from ..verdicts import FINDINGS, Verdict
-from .wording import (culprit_ops, saved_layout_answer, short_number, subsystem_sentence, ulps,
+from .wording import (culprit_ops, exact_reason, saved_layout_answer, short_number, subsystem_sentence, ulps,
                       within_upstream_sentences)
 
 GITHUB_BODY_LIMIT = 65_536  # characters GitHub accepts in an issue body
@@ -249,9 +249,10 @@ def _error_rows(error: dict[str, Any] | None, dtype: str | None) -> list[tuple[s
     if not error:
         return []
     unit = f"ulps of {dtype}" if dtype else "ulps"
-    rows = [(f"error vs fp64, RMS / max ({unit})",
-             f"compiled **{ulps(error.get('compiled_rms_ulps'))}** / {ulps(error.get('compiled_max_ulps'))}; "
-             f"eager's own {ulps(error.get('eager_rms_ulps'))} / {ulps(error.get('eager_max_ulps'))}")]
+    rows = [("judged by equality", str(error.get("reason")))] if exact_reason(error) else [
+        (f"error vs fp64, RMS / max ({unit})",
+         f"compiled **{ulps(error.get('compiled_rms_ulps'))}** / {ulps(error.get('compiled_max_ulps'))}; "
+         f"eager's own {ulps(error.get('eager_rms_ulps'))} / {ulps(error.get('eager_max_ulps'))}")]
     if "max_abs_diff" in error:
         relative = f", max rel diff {short_number(error['max_rel_diff'])}" if "max_rel_diff" in error else ""
         rows.append(("compiled vs eager", f"max abs diff {short_number(error['max_abs_diff'])}{relative}"))

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .amplified import amplification_lines, differences_lines
 from .inside import inside_lines
-from .wording import subsystem_sentence, ulps
+from .wording import exact_reason, subsystem_sentence, ulps
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -51,7 +51,9 @@ def culprit_lines(report: dict[str, Any]) -> list[str]:
 def _evidence_lines(culprit: dict[str, Any]) -> list[str]:
     lines = []
     error = culprit.get("error")
-    if error:
+    if error and exact_reason(error):
+        lines.append(f"  error:   {error['reason']} (against {error.get('reference', 'fp64')}; judged by equality, not in ulps)")
+    elif error:
         lines.append(
             f"  error:   compiled {ulps(error['compiled_rms_ulps'])} ulps RMS vs eager {ulps(error['eager_rms_ulps'])}"
             f" (against {error.get('reference', 'fp64')}; {error['reason']})"

@@ -29,6 +29,16 @@ def short_number(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
+ULP_REASONS = ("rms", "max", "nonfinite")  # the ulp rule's reasons (and a new NaN/Inf); others are exact rules
+
+
+def exact_reason(error: dict[str, Any]) -> bool:
+    """The verdict was an exact rule's (integers, a zero's sign, a value with one right answer,
+    a dtype or shape): its facts are the reason's words, its ulps say nothing (``compiled 0.001
+    ulps RMS vs eager 0`` beside ``exact: 4 of 8 elements``)."""
+    return bool(error.get("reason")) and error.get("reason") not in ULP_REASONS and not error.get("new_nonfinite")
+
+
 def culprit_ops(culprit: dict[str, Any]) -> str:
     ops = culprit.get("ops") or [culprit.get("op") or "?"]
     return ops[0] if len(ops) == 1 else f"{', '.join(ops[:3])}{' ...' if len(ops) > 3 else ''}"
@@ -103,6 +113,8 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
     if crash:
         first = (crash.get("message") or "").splitlines()[:1]
         sentence = f"Compiling or running {place} raises {crash.get('exception')}{': ' + first[0] if first else ''}."
+    elif error and exact_reason(error):
+        sentence = f"Judged by equality, not in ulps: {error.get('reason')} ({place})."
     elif error:
         sentence = (f"Its output is {ulps(error.get('compiled_rms_ulps'))} ulps RMS off the fp64 reference where "
                     f"eager's own error is {ulps(error.get('eager_rms_ulps'))} ulps ({place}).")
