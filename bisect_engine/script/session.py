@@ -419,7 +419,8 @@ class Session:
         record.departure_looked = True
         self._listing_look(record, "a departure",
                            lambda: self._localise(record, pristine, positions, stop_after="localise", departure=True),
-                           lambda result: any(graph.consequence is not None for graph in result.graphs))
+                           # listed only: a graph finding the matching call's end-to-end rule passed is not the run's
+                           lambda result: result.finding is None and any(g.consequence is not None for g in result.graphs))
 
     def _may_list(self, record: GraphRecord) -> bool:
         """A matching call may still be looked at for a listed difference (one per run, before any divergence)."""
