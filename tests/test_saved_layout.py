@@ -125,6 +125,8 @@ def test_a_misread_layout_is_a_finding_named_by_the_backward_op_with_a_repro_of_
     assert (culprit["op"], culprit["kind"], culprit["graph"]) == (
         "aten.adaptive_max_pool3d_backward.default", "saved_layout", "backward_0")
     assert culprit["saved_layout"]["saved_by"]["op"] == "aten.adaptive_max_pool3d.default"
+    # the forward op it differentiates, not the getitem of its result the forward saved
+    assert culprit["forward_op"]["op"] == "aten.adaptive_max_pool3d.default"
     assert culprit["output_difference"]["material"]
     assert "  saved:   " in summary(report) and "saved layout:" not in summary(report)  # one story, told once
     issue = render_bug_report(report, "", None) or ""
