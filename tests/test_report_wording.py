@@ -50,6 +50,9 @@ def test_a_departure_counted_by_element_is_not_called_an_exact_value() -> None:
     line = differences_lines([entry])[0]
     assert "3 element(s) differ from eager" in line and "compiled is off in 1 element(s), eager in 2" in line
     assert "an exact value" not in line and "agrees with fp64 where eager does not" not in line
+    unswitched = differences_lines([{**entry, "setting": {"name": "emulate_precision_casts", "value": True,
+                                                          "follows_eager": False}}])[0]
+    assert unswitched.endswith("emulate_precision_casts=True checked: compiled still differs")  # never "makes it follow"
 
 
 def test_a_clean_script_report_says_its_failing_call_was_explained_by_a_skipped_cast(tmp_path: Path) -> None:

@@ -64,8 +64,8 @@ def differences_lines(differences: list[dict[str, Any]]) -> list[str]:
         if entry.get("cast_elided"):
             lines.append(_cast_elided_line(entry, setting))
             continue
-        fix = (f"; {setting['name']}={setting['value']!r} makes compiled follow eager"
-               + ("" if setting.get("follows_eager") else " (checked: it does not)")) if setting else ""
+        fix = ("" if not setting else f"; {setting['name']}={setting['value']!r} makes compiled follow eager (checked)"
+               if setting.get("follows_eager") else f"; {setting['name']}={setting['value']!r} checked: compiled still differs")
         # counted by element (a mask, an index, or a saved float not closer by the ulp rule): what
         # is true of each, never "an exact value" of a float (pytorch#186799's saved atan2)
         measure = (f" {entry['elements']} element(s) differ from eager; against fp64 rounded to its dtype, compiled is"
