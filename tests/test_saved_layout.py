@@ -77,3 +77,69 @@ def test_the_not_reproducible_cause_names_the_layout_and_the_op() -> None:
     assert not_reproducible_cause(report)["cause"] == "backward_together"
     cause = not_reproducible_cause({**report, "saved_layout": [misread]})
     assert cause["cause"] == "saved_layout" and "misread by aten.adaptive_max_pool3d_backward.default" in cause["evidence"]
+
+
+def _run_with_misread(compiled_layout: bool = True) -> tuple[object, object]:
+    """The run as the engine leaves it: both graphs clean compiled alone, the forward's saved
+    indices laid out channels_last by compiled (the misread found by one eager replay, no compile)."""
+    from pathlib import Path
+
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.records import GraphFinding, RunFinding
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.compiler import Compiler
+    from bisect_engine.verdict.oracle import SubgraphVerdict
+
+    forward, backward = _contexts()
+    indices = forward.view.output_names()[-1]
+    values = {name: forward.eager_values[name] for name in forward.view.output_names()}
+    values[indices] = values[indices].contiguous(memory_format=torch.channels_last_3d)
+    misread = saved_layout_consequence(forward, values, backward)
+    assert misread is not None
+    whole = SubgraphVerdict(Outcome.MATCH)
+    graphs = (GraphFinding(forward, whole, layout_misread=misread), GraphFinding(backward, whole))
+    spec = ModelSpec(Path("issue_197888.py"), None, (), None, None)  # type: ignore[arg-type]
+    result = RunFinding(spec, graphs, Compiler(), 0.0, captured=[forward.captured, backward.captured])
+    return result, misread
+
+
+def test_a_misread_layout_is_a_finding_named_by_the_backward_op_with_a_repro_of_both_layouts(tmp_path) -> None:
+    """Issue 37 (pytorch#197888): the misread is the run's finding (``divergent``), its culprit the
+    backward op that reads the layout (kind ``saved_layout``); the repro runs that op eagerly on the
+    same values in both layouts and reproduces (exit 1); with eager's own layout it does not (exit 0)."""
+    import dataclasses
+    import runpy
+
+    from bisect_engine.localise.release import releasable
+    from bisect_engine.output.report import build_report, finding_repro_spec
+    from bisect_engine.output.repro import render
+    from bisect_engine.output.bug_report import render_bug_report
+    from bisect_engine.output.html import render_html
+    from bisect_engine.output.summary import summary
+
+    result, misread = _run_with_misread()
+    assert not releasable(result.graphs[1], result.graphs, carried=True)  # the repro reads its values
+    report = build_report(result)
+    culprit = report["culprit"]
+    assert report["verdict"] == "divergent" and report["not_reproducible_cause"] is None
+    assert (culprit["op"], culprit["kind"], culprit["graph"]) == (
+        "aten.adaptive_max_pool3d_backward.default", "saved_layout", "backward_0")
+    assert culprit["saved_layout"]["saved_by"]["op"] == "aten.adaptive_max_pool3d.default"
+    # the forward op it differentiates, not the getitem of its result the forward saved
+    assert culprit["forward_op"]["op"] == "aten.adaptive_max_pool3d.default"
+    assert culprit["output_difference"]["material"]
+    assert "  saved:   " in summary(report) and "saved layout:" not in summary(report)  # one story, told once
+    issue = render_bug_report(report, "", None) or ""
+    changed = culprit["output_difference"]
+    assert "misreads a value the compiled forward saves" in issue and f"{changed['elements']} of {changed['total']}" in issue
+    assert "aten.adaptive_max_pool3d_backward.default" in render_html(report)
+    spec = finding_repro_spec(result)
+    assert spec is not None and spec.expect == "saved_layout"
+    assert dict(spec.layouts) == {misread.value: misread.compiled_strides}
+    for layouts, expected in ((spec.layouts, 1), (((misread.value, misread.eager_strides),), 0)):
+        path = tmp_path / f"repro_{expected}.py"
+        path.write_text(render(dataclasses.replace(spec, layouts=layouts)).script)
+        namespace = runpy.run_path(str(path), run_name="not_main")
+        status = namespace["layout_main"](namespace["Repro"](), namespace["INPUTS_B64"], None, namespace["INPUT_NAMES"],
+                                          namespace["OUTPUT_NAMES"], namespace["LAYOUTS"], str(path))
+        assert status == expected

@@ -199,3 +199,10 @@ class RunFinding:
     @property
     def finding(self) -> GraphFinding | None:
         return next((g for g in self.graphs if g.has_finding), None)
+
+    @property
+    def layout_finding(self) -> GraphFinding | None:
+        """The forward graph whose saved value the compiled forward lays out otherwise and a backward
+        op misreads (``GraphFinding.layout_misread``): a finding of the run without a culprit subgraph
+        (each graph matches alone), named by that backward op, its repro the op on both layouts."""
+        return next((g for g in self.graphs if g.layout_misread is not None), None) if self.finding is None else None

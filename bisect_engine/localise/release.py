@@ -81,6 +81,8 @@ def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...], captured_g
             graph.window)
     if any(item for item in held) or (graph.nodes is not None and graph.nodes.culprits):
         return False
+    if any(g.layout_misread is not None and g.layout_misread.consequence.graph == graph.context.name for g in others):
+        return False  # a layout misread's repro runs this backward's op on its eager values (output/saved_layout.py)
     if carried:
         return True
     captured = graph.context.captured

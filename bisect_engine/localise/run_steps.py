@@ -182,7 +182,7 @@ def _unexplained_divergence(run: RunFinding, driver: Driver) -> bool:
     """The program's compiled result differs (the model-level check, or a script's checked call:
     script mode localises only a call that diverged) and nothing found says where."""
     known = run.model_level == "mismatch" or (not run.model_level_check and driver.options.divergence_known)
-    return run.finding is None and run.pre_grad is None and known
+    return run.finding is None and run.pre_grad is None and run.layout_finding is None and known
 
 
 def _inside_hop(finding: GraphFinding, driver: Driver) -> GraphFinding:
@@ -265,7 +265,8 @@ def _none_found(run: RunFinding, driver: Driver) -> bool:
 
 
 def _model_diverges(run: RunFinding, driver: Driver) -> bool:
-    return run.finding is None and run.model_level == "mismatch"
+    """The model diverges and no graph's finding, nor a saved layout a backward op misreads, says where."""
+    return run.finding is None and run.layout_finding is None and run.model_level == "mismatch"
 
 
 RUN_PLAN: tuple[Step[RunFinding], ...] = (

@@ -64,10 +64,12 @@ def differences_lines(differences: list[dict[str, Any]]) -> list[str]:
         if entry.get("cast_elided"):
             lines.append(_cast_elided_line(entry, setting))
             continue
-        fix = (f"; {setting['name']}={setting['value']!r} makes compiled follow eager"
-               + ("" if setting.get("follows_eager") else " (checked: it does not)")) if setting else ""
-        measure = (f" {entry['elements']} element(s) differ from eager (an exact value); compiled agrees with fp64"
-                   f" where eager does not ({entry['compiled_wrong']} vs eager's {entry['eager_wrong']} elements off fp64)"
+        fix = ("" if not setting else f"; {setting['name']}={setting['value']!r} makes compiled follow eager (checked)"
+               if setting.get("follows_eager") else f"; {setting['name']}={setting['value']!r} checked: compiled still differs")
+        # counted by element (a mask, an index, or a saved float not closer by the ulp rule): what
+        # is true of each, never "an exact value" of a float (pytorch#186799's saved atan2)
+        measure = (f" {entry['elements']} element(s) differ from eager; against fp64 rounded to its dtype, compiled is"
+                   f" off in {entry['compiled_wrong']} element(s), eager in {entry['eager_wrong']}"
                    if entry.get("exact") else
                    f" {entry['difference_max_ulps']} ulps from eager, fp64 error {entry['compiled_rms_ulps']}"
                    f" vs eager's {entry['eager_rms_ulps']} ulps RMS")

@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from ..verdicts import FINDINGS, Verdict
-from .wording import culprit_ops, short_number, subsystem_sentence, ulps, within_upstream_sentences
+from .wording import (culprit_ops, exact_reason, saved_layout_answer, short_number, subsystem_sentence, ulps,
+                      within_upstream_sentences)
 
 GITHUB_BODY_LIMIT = 65_536  # characters GitHub accepts in an issue body
 INLINE_REPRO_LIMIT = 20_000  # characters: a longer repro is attached, with an excerpt inline
@@ -133,6 +134,8 @@ def title(report: dict[str, Any]) -> str:
         return f"[inductor] {op} fails to compile{on}: {culprit['crash'].get('exception')}"
     if report.get("verdict") == "nan" and not culprit.get("error"):
         return f"[inductor] {op} gives NaN/Inf{on} where eager is finite"
+    if culprit.get("kind") == "saved_layout":
+        return f"[inductor] {op} misreads a value the compiled forward saves in another memory layout{on}: wrong gradients"
     if culprit.get("kind") == "amplified":
         return (f"[inductor] {op} differs from eager by a few ulps{on}, amplified by "
                 f"{culprit.get('amplifier') or 'a later op'} into a different output")
@@ -201,6 +204,8 @@ def _lead(report: dict[str, Any]) -> str:
         crash = culprit["crash"]
         return (f"Compiling {op}{where} with Inductor raises `{crash.get('exception')}`; eager runs it fine."
                 f"\n\n{_fence(crash.get('message') or '', '')}")
+    if culprit.get("kind") == "saved_layout":
+        return f"Under `torch.compile` (Inductor), {op}{where} gives other gradients than eager. {saved_layout_answer(culprit)}"
     if report.get("verdict") == "nan" and not culprit.get("error"):
         return f"Under `torch.compile` (Inductor), {op}{where} produces NaN/Inf where eager stays finite."
     return (f"Under `torch.compile` (Inductor), {op}{where} gives results that disagree with eager: its error "
@@ -212,6 +217,14 @@ def _what_differs(report: dict[str, Any]) -> str:
     if not culprit or is_model_issue(report):
         return ""
     rows = [("op", f"`{culprit.get('op')}` (node `{culprit.get('node')}` of graph `{culprit.get('graph')}`)")]
+    if culprit.get("kind") == "saved_layout":
+        layout, out = culprit.get("saved_layout") or {}, culprit.get("output_difference") or {}
+        rows += [("saved for the backward", f"`{layout.get('value')}` by `{(layout.get('saved_by') or {}).get('op')}`"),
+                 ("strides", f"compiled {layout.get('compiled_strides')}, eager {layout.get('eager_strides')} (same values)"),
+                 ("differs", f"{out.get('gradient_of') or out.get('output')}: {out.get('elements')} of {out.get('total')} "
+                             f"elements, max abs diff {short_number(out.get('max_abs_diff'))}")]
+        table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+        return f"**What differs**\n\n| | |\n|---|---|\n{table}"
     if culprit.get("kind") == "pre_grad":
         rows += [("rewritten by", f"`{culprit.get('pass')}`"), ("before", f"`{culprit.get('before')}`"),
                  ("after", f"`{culprit.get('after')}`"), ("max abs diff", str(culprit.get("max_abs_diff")))]
@@ -236,9 +249,10 @@ def _error_rows(error: dict[str, Any] | None, dtype: str | None) -> list[tuple[s
     if not error:
         return []
     unit = f"ulps of {dtype}" if dtype else "ulps"
-    rows = [(f"error vs fp64, RMS / max ({unit})",
-             f"compiled **{ulps(error.get('compiled_rms_ulps'))}** / {ulps(error.get('compiled_max_ulps'))}; "
-             f"eager's own {ulps(error.get('eager_rms_ulps'))} / {ulps(error.get('eager_max_ulps'))}")]
+    rows = [("judged by equality", str(error.get("reason")))] if exact_reason(error) else [
+        (f"error vs fp64, RMS / max ({unit})",
+         f"compiled **{ulps(error.get('compiled_rms_ulps'))}** / {ulps(error.get('compiled_max_ulps'))}; "
+         f"eager's own {ulps(error.get('eager_rms_ulps'))} / {ulps(error.get('eager_max_ulps'))}")]
     if "max_abs_diff" in error:
         relative = f", max rel diff {short_number(error['max_rel_diff'])}" if "max_rel_diff" in error else ""
         rows.append(("compiled vs eager", f"max abs diff {short_number(error['max_abs_diff'])}{relative}"))

@@ -396,8 +396,11 @@ def _script_section(script: dict[str, Any] | None) -> str:
              ("graphs", f"{esc(script.get('graphs_compiled'))} compiled, {esc(script.get('graphs_checked'))} checked"),
              ("calls", f"{esc(script.get('calls_checked'))} of {esc(script.get('calls'))} checked")]
     if first:
-        pairs.append(("diverged", f"{esc(first.get('graph'))} on its call {esc(first.get('graph_call'))} "
-                                  f"(program call {esc(first.get('call'))})"))
+        explained = (" explained: a cast the compiled code skipped (see differences), not a divergence"
+                     if first.get("explained_by") == "cast_elided" else "")
+        pairs.append(("differed" if explained else "diverged",
+                      f"{esc(first.get('graph'))} on its call {esc(first.get('graph_call'))} "
+                      f"(program call {esc(first.get('call'))}){explained}"))
     if script.get("not_localised"):
         pairs.append(("not localised", esc(script["not_localised"])))
     return f'<section id="script"><h2>Script mode</h2>{_dl(pairs)}</section>'

@@ -6,6 +6,7 @@ extend, never rename.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import platform
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import digest
 from .inside import apply_inside
 from .amplified import amplification_json, amplified_repro_spec
+from .saved_layout import saved_layout_culprit, saved_layout_repro_spec
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
 from ..load.model_file import ModelSpec
@@ -44,6 +46,8 @@ def verdict_of(result: RunResult) -> str:
     if finding is None:
         if result.pre_grad is not None:  # a torch-level pass rewrote a node: localised, not only named
             return "divergent"
+        if result.layout_finding is not None:  # a backward op misreads the layout compiled saved
+            return "divergent"
         if result.budget or len(result.graphs) < result.captured_count:
             return "incomplete"
         return {"mismatch": "not_reproducible", "crash": "crash"}.get(result.model_level or "", "clean")
@@ -67,7 +71,8 @@ def forward_node_of(result: RunResult, graph: GraphResult, node: fx.Node) -> fx.
     forward = result.forward_graphs.get(graph.context.captured.index)
     if forward is None:
         return None
-    candidates = [n for n in forward.graph.nodes if n.op == "call_function" and n.meta.get("seq_nr") == node.meta["seq_nr"]]
+    candidates = [n for n in forward.graph.nodes if n.op == "call_function" and n.meta.get("seq_nr") == node.meta["seq_nr"]
+                  and n.target is not operator.getitem]  # the op, not the item of its result it saved
     return candidates[-1] if candidates else None
 
 
@@ -303,7 +308,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
     report: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "verdict": verdict_of(result),
-        "culprit": culprit_json(result, finding) if finding else pre_grad_culprit(result),
+        "culprit": culprit_json(result, finding) if finding else (pre_grad_culprit(result)
+                                                                  or saved_layout_culprit(result, describe_node, _gradient_of)),
         "findings": findings_json(result, finding) if finding else below_tolerance_json(result),
         "nan": nan_json(result, finding) if finding else None,
         "model": str(result.spec.path),
@@ -453,6 +459,9 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
     instead of embedding the real values.
     """
     target = repro_target(result)
+    if target is None and result.layout_finding is not None:
+        return saved_layout_repro_spec(result, describe_node, environment=environment(),
+                                       finding=[("verdict", "divergent"), ("model", result.spec.path.name)])
     if target is None:
         return pre_grad_repro_spec(result)
     graph, names, expect = target

@@ -42,7 +42,9 @@ KERNEL_COMMENT_COUNT = 3
 SIDECAR_NAME = "repro_inputs.bin"
 # "pre_grad": ``Repro`` is a torch-level (Dynamo) graph; torch.compile runs Inductor's pre-grad
 # passes on it (the user's pre_grad_custom_pass included), eager does not.
-Expect = Literal["mismatch", "crash", "eager_nonfinite", "amplified", "pre_grad"]
+# "saved_layout": ``Repro`` is one backward op, run eagerly on its inputs as eager laid them out and
+# again with those in ``LAYOUTS`` laid out as the compiled forward saved them (no compile).
+Expect = Literal["mismatch", "crash", "eager_nonfinite", "amplified", "pre_grad", "saved_layout"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ class ReproSpec:
     # The finding came from an AOTInductor package: the repro exports the cut and compiles it with
     # aoti_compile_and_package (then aoti_load_package), as the user's program did (COMPILE_WITH).
     aot_inductor: bool = False
+    # A layout misread (expect "saved_layout"): (input name, strides) of each input laid out as the
+    # compiled forward saved it.
+    layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -321,6 +326,26 @@ if __name__ == "__main__":
     sys.exit(status)
 '''
 
+_LAYOUTS = '''
+# The inputs the compiled forward saved in another memory layout (the same values): their strides.
+LAYOUTS = {layouts}
+INPUT_NAMES = {input_names}
+'''
+
+_MAIN_LAYOUT = '''
+
+if __name__ == "__main__":
+    try:
+        status = layout_main(Repro(), INPUTS_B64, INPUTS_FILE, INPUT_NAMES, OUTPUT_NAMES, LAYOUTS, __file__, SEED)
+    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
+        import traceback
+
+        traceback.print_exc()
+        print("repro: cannot run (unexpected error)")
+        status = EXIT_CANNOT_RUN
+    sys.exit(status)
+'''
+
 _MAIN = '''
 
 if __name__ == "__main__":
@@ -403,6 +428,8 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + _BODY.format(
             what=("The torch-level (Dynamo) graph, before Inductor's pre-grad passes: torch.compile runs them on it."
                   if spec.expect == "pre_grad" else
+                  "The backward op that reads its input's memory layout, at aten level (run eagerly)."
+                  if spec.expect == "saved_layout" else
                   "The minimal failing subgraph, at aten level (before Inductor's decompositions)."),
             forward=_indent(spec.forward_code), output_names=list(spec.output_names), expect=spec.expect,
             rng_strict=spec.rng_strict, seed=spec.seed,
@@ -420,9 +447,11 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + (_embedded(shapes_module) if spec.symbolic else "")
         + ((_CONSTANTS if spec.constants_frozen else _GRAPH_CONSTANTS).format(positions=list(spec.constants))
            + _embedded(frozen_module) if spec.constants else "")
+        + (_LAYOUTS.format(layouts=_layouts_literal(spec.layouts), input_names=list(spec.input_names)) if spec.expect == "saved_layout" else "")
         + _embedded(repro_runtime)
         + _judgement_block(spec)
-        + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN_PRE_GRAD if spec.expect == "pre_grad" else _MAIN)
+        + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN_PRE_GRAD if spec.expect == "pre_grad"
+           else _MAIN_LAYOUT if spec.expect == "saved_layout" else _MAIN)
     )
     return RenderedRepro(script, None if inline else spec.inputs_blob)
 
@@ -454,6 +483,10 @@ def with_judgement(spec: ReproSpec, context: Any, subgraph: Subgraph | None = No
     constants = tuple(context.constant_positions(spec.input_names))
     return dataclasses.replace(spec, oracle=context.oracle.pinned(), output_facts=facts, title=title,
                                constants=constants, constants_frozen=context.constants_frozen)
+
+
+def _layouts_literal(layouts: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
+    return "{" + ", ".join(f"{name!r}: {list(strides)!r}" for name, strides in layouts) + "}"
 
 
 def _shapes_literal(signature: tuple[Any, ...] | None) -> str:

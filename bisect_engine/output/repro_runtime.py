@@ -273,6 +273,46 @@ def amplified_main(culprit_module, downstream_module, inputs_b64, inputs_file, i
                                  f"{'changes' if material else 'does not change'} the outputs materially")
 
 
+def laid_out(value, strides):
+    """``value``'s elements in a tensor of its size and dtype with ``strides`` (another layout)."""
+    moved = torch.empty_strided(tuple(value.shape), tuple(strides), dtype=value.dtype, device=value.device)
+    return moved.copy_(value)
+
+
+def layout_main(repro_module, inputs_b64, inputs_file, input_names, output_names, layouts, script_path, seed=0):
+    """A layout misread: ``Repro`` (one op) run eagerly on its inputs as eager laid them out, then
+    on the same values with the inputs in ``layouts`` laid out as the compiled forward saved them;
+    it reproduces when an output then differs materially (the op reads the layout, not the values)."""
+    try:
+        inputs = load_inputs(inputs_b64, inputs_file, script_path, None, seed)
+        moved = [laid_out(v, layouts[name]) if name in layouts else v for name, v in zip(input_names, inputs)]
+        if any(name in layouts and (list(m.stride()) != list(layouts[name]) or not torch.equal(m, v))
+               for name, v, m in zip(input_names, inputs, moved)):
+            print("repro: cannot run (an input could not be laid out as the compiled forward saved it)")
+            return EXIT_CANNOT_RUN
+
+        def run(arguments):
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                outputs = repro_module(*[clone_value(v) for v in arguments])
+            return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+        eager, other = run(inputs), run(moved)
+    except Exception:
+        traceback.print_exc()
+        print("repro: cannot run (loading the inputs or running the op failed)")
+        return EXIT_CANNOT_RUN
+    for name, strides in layouts.items():
+        print(f"input {name:<20} laid out with strides {list(strides)} (eager's: {list(inputs[input_names.index(name)].stride())})")
+    differences = [material_difference(e, o) for e, o in zip(eager, other)]
+    for name, difference in zip(output_names, differences):
+        print(f"output {name:<20} {'MATERIAL' if difference.material else 'same':<9} {difference.elements} of "
+              f"{difference.total} elements differ, max |diff| {difference.max_abs:.4g} ({difference.reason or '-'})")
+    material = any(d.material for d in differences)
+    return say_verdict(material, "the same input values, laid out as the compiled forward saved them, "
+                                 f"{'change' if material else 'do not change'} the op's outputs materially")
+
+
 def compile_torch_level(repro_module, inputs, inductor_config, seed):
     """``repro_module`` through a real ``torch.compile`` (Dynamo, then Inductor with its pre-grad
     passes), fresh: no cache entry may answer for it."""

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .amplified import amplification_lines, differences_lines
 from .inside import inside_lines
-from .wording import subsystem_sentence, ulps
+from .wording import exact_reason, subsystem_sentence, ulps
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -38,7 +38,7 @@ def culprit_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")
     if "forward_op" in culprit:
         lines.append(f"  backward of {culprit['forward_op']['op']} (forward node {culprit['forward_op']['node']})")
-    lines += _evidence_lines(culprit)
+    lines += _evidence_lines(culprit) + _saved_layout_lines(culprit)
     lines += kernel_lines(culprit.get("kernels") or [], with_repro=bool(report.get("repro")))
     lines += _other_findings_lines(report)
     if culprit["kind"] == "amplified":
@@ -51,7 +51,9 @@ def culprit_lines(report: dict[str, Any]) -> list[str]:
 def _evidence_lines(culprit: dict[str, Any]) -> list[str]:
     lines = []
     error = culprit.get("error")
-    if error:
+    if error and exact_reason(error):
+        lines.append(f"  error:   {error['reason']} (against {error.get('reference', 'fp64')}; judged by equality, not in ulps)")
+    elif error:
         lines.append(
             f"  error:   compiled {ulps(error['compiled_rms_ulps'])} ulps RMS vs eager {ulps(error['eager_rms_ulps'])}"
             f" (against {error.get('reference', 'fp64')}; {error['reason']})"
@@ -63,6 +65,18 @@ def _evidence_lines(culprit: dict[str, Any]) -> list[str]:
     if culprit["propagators"]:
         lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
     return lines
+
+
+def _saved_layout_lines(culprit: dict[str, Any]) -> list[str]:
+    """A backward op that misreads a value the compiled forward saved laid out otherwise."""
+    if culprit["kind"] != "saved_layout":
+        return []
+    layout, out = culprit["saved_layout"], culprit["output_difference"]
+    saved_by = layout.get("saved_by") or {}
+    return [f"  saved:   {layout['value']} (by {saved_by.get('op', '?')}, node {saved_by.get('node', '?')}) strides "
+            f"{layout['compiled_strides']} compiled, {layout['eager_strides']} eager, the same values",
+            f"  output:  {out.get('gradient_of') or out['output']} differs materially on that layout alone ({out['elements']} of {out['total']}"
+            f" elements, max |diff| {out['max_abs_diff']}); each graph matches compiled alone, one eager replay"]
 
 
 def _other_findings_lines(report: dict[str, Any]) -> list[str]:
@@ -164,7 +178,7 @@ def nan_lines(report: dict[str, Any]) -> list[str]:
 def checks_lines(report: dict[str, Any]) -> list[str]:
     """What was not compiled, and where our own recompile needed a fallback."""
     lines = differences_lines(report.get("differences") or [])
-    for misread in report.get("saved_layout") or []:
+    for misread in [] if (report.get("culprit") or {}).get("kind") == "saved_layout" else report.get("saved_layout") or []:
         reader, backward = misread.get("reader") or {}, misread.get("backward") or {}
         lines.append(f"  saved layout: {misread['value']} (saved by {misread.get('op')}) is laid out "
                      f"{misread['compiled_strides']} compiled, {misread['eager_strides']} eager, same values; "

@@ -29,6 +29,16 @@ def short_number(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
+ULP_REASONS = ("rms", "max", "nonfinite")  # the ulp rule's reasons (and a new NaN/Inf); others are exact rules
+
+
+def exact_reason(error: dict[str, Any]) -> bool:
+    """The verdict was an exact rule's (integers, a zero's sign, a value with one right answer,
+    a dtype or shape): its facts are the reason's words, its ulps say nothing (``compiled 0.001
+    ulps RMS vs eager 0`` beside ``exact: 4 of 8 elements``)."""
+    return bool(error.get("reason")) and error.get("reason") not in ULP_REASONS and not error.get("new_nonfinite")
+
+
 def culprit_ops(culprit: dict[str, Any]) -> str:
     ops = culprit.get("ops") or [culprit.get("op") or "?"]
     return ops[0] if len(ops) == 1 else f"{', '.join(ops[:3])}{' ...' if len(ops) > 3 else ''}"
@@ -45,6 +55,8 @@ def headline(report: dict[str, Any]) -> str:
         return f"{culprit_ops(culprit)}{where} differs slightly when compiled, and {amplifier} amplifies it"
     if culprit.get("crash"):
         return f"Inductor fails on {culprit_ops(culprit)}{where}"
+    if culprit.get("kind") == "saved_layout":
+        return f"{culprit_ops(culprit)}{where} misreads a value torch.compile saves for it in another memory layout"
     if culprit and verdict == "nan" and (culprit.get("error") or {}).get("new_nonfinite"):
         return f"Inductor makes NaN/Inf in {culprit_ops(culprit)}{where}"
     if culprit and culprit.get("kind") == "window":
@@ -93,12 +105,16 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
                 f"tolerance), but {amplifiers} turns that into a material difference of output "
                 f"{out.get('output', '?')} (max |diff| {out.get('max_abs_diff', '?')}); found by "
                 f"{culprit.get('replays', '?')} eager replays, no extra compile.")
+    if culprit.get("kind") == "saved_layout":
+        return saved_layout_answer(culprit)
     crash, error = culprit.get("crash"), culprit.get("error")
     place = f"node {culprit.get('node')} of {culprit.get('graph')}" + (
         f", module {culprit['module']}" if culprit.get("module") else "")
     if crash:
         first = (crash.get("message") or "").splitlines()[:1]
         sentence = f"Compiling or running {place} raises {crash.get('exception')}{': ' + first[0] if first else ''}."
+    elif error and exact_reason(error):
+        sentence = f"Judged by equality, not in ulps: {error.get('reason')} ({place})."
     elif error:
         sentence = (f"Its output is {ulps(error.get('compiled_rms_ulps'))} ulps RMS off the fp64 reference where "
                     f"eager's own error is {ulps(error.get('eager_rms_ulps'))} ulps ({place}).")
@@ -111,6 +127,20 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
     if subsystem:
         sentence += f" Cause: {subsystem_sentence(subsystem)}"
     return sentence
+
+
+def saved_layout_answer(culprit: dict[str, Any]) -> str:
+    """A backward op that reads the layout, not the values, of a value the compiled forward saves
+    laid out otherwise (culprit kind ``saved_layout``)."""
+    layout, out = culprit.get("saved_layout") or {}, culprit.get("output_difference") or {}
+    saved_by = layout.get("saved_by") or {}
+    changed = f"the gradient of {out['gradient_of']}" if out.get("gradient_of") else f"output {out.get('output', '?')}"
+    return (f"The compiled forward saves {layout.get('value', '?')} (made by {saved_by.get('op', '?')}) with strides "
+            f"{layout.get('compiled_strides')} where eager's are {layout.get('eager_strides')}, the same values; "
+            f"{culprit.get('op', '?')} reads the layout, not the values: eager's backward replayed on that layout "
+            f"changes {changed} in {out.get('elements', '?')} of {out.get('total', '?')} elements (max |diff| "
+            f"{short_number(out.get('max_abs_diff'))}). Each graph matches compiled alone; one eager replay, no extra "
+            "compile.")
 
 
 # ---- why a program's compiled result differs while no op is found (report key ``not_reproducible_cause``) --

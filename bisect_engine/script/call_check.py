@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from ..verdict.compare import Outcome, TensorVerdict, worst
+from ..verdict.compare import Outcome, TensorVerdict, material_difference, worst
 from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, OutputFacts, judge_outputs, scalar_exact
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 from ..verdict.noise import model_floors
@@ -49,6 +49,10 @@ class References:
 class CallVerdict:
     outcome: Outcome
     outputs: dict[str, TensorVerdict]
+    # outputs judged a match (compiled at least as close to fp64 as eager) that still differ from
+    # eager's materially: a departure the program sees (pytorch#185517: a bf16 hinge's saved mask
+    # flipped, every gradient element off), listed by the engine's departure look, never a divergence
+    departing: tuple[str, ...] = ()
 
     @property
     def failing(self) -> str | None:
@@ -319,7 +323,10 @@ def check_gradients(graph_module: fx.GraphModule, compiled: Callable[..., Any], 
         verdicts = judge_outputs(oracle, PROGRAM, eager_grads, fp64_grads, compiled_grads,
                                  [OutputFacts(scale_floor=floor) for floor in floors])
     outputs = {f"gradient of {input_label(graph_module, i)}": v for i, v in zip(positions, verdicts)}
-    return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+    departing = tuple(name for (name, v), e, c in zip(outputs.items(), eager_grads, compiled_grads)
+                      if v.outcome is Outcome.MATCH and isinstance(e, torch.Tensor) and isinstance(c, torch.Tensor)
+                      and material_difference(e, c).material)
+    return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs, departing)
 
 
 def _gradient_floors(module64: fx.GraphModule, inputs: Sequence[Any], positions: list[int],

@@ -100,6 +100,7 @@ class GraphRecord:
     # a graph taking a list (compiled autograd's backward): graph_module is its flat copy (script/flat_inputs.py)
     flat: FlatInputs | None = None
     cast_looked: bool = False  # a matching call of it was looked at for an elided cast (once per graph)
+    departure_looked: bool = False  # a call whose gradients match yet depart from eager's was looked at (once)
 
     @property
     def name(self) -> str:
@@ -399,16 +400,42 @@ class Session:
         (``departures.elided_cast``, exact: within the end-to-end tolerance), and checks
         ``emulate_precision_casts``. Found, its report (clean, the cast listed) is the run's unless
         a divergence comes; not found, nothing is written. A failure here is logged, never a verdict."""
-        if (record.cast_looked or self.divergence is not None or self.listed_report is not None
-                or self.settings.level < Level.LOCALISE or record.inductor_options is None or record.flat is not None):
-            return
-        if not may_elide_cast(record.graph_module, references, outputs):
+        if record.cast_looked or not self._may_list(record) or not may_elide_cast(record.graph_module, references, outputs):
             return
         record.cast_looked = True
+        self._listing_look(record, "an elided cast",
+                           lambda: self._localise(record, pristine, stop_after="localise", cast_elision=True),
+                           lambda result: any(graph.cast_elision_explains for graph in result.graphs))
+
+    def _departure_look(self, record: GraphRecord, pristine: list[Any], positions: list[int]) -> None:
+        """A training call whose gradients match (compiled at least as close to fp64 as eager) yet
+        differ from eager's materially (``CallVerdict.departing``; once per graph): the engine, on
+        its forward and backward graphs, lists the value the compiled forward computes otherwise and
+        the gradient it flips (``departures.saved_value_consequence``: a bf16 hinge's saved mask,
+        pytorch#185517), as for a model file. Found, its report (clean, the departure under
+        ``differences``) is the run's unless a divergence comes; not found, nothing is written."""
+        if record.departure_looked or not self._may_list(record):
+            return
+        record.departure_looked = True
+        self._listing_look(record, "a departure",
+                           lambda: self._localise(record, pristine, positions, stop_after="localise", departure=True),
+                           # listed only: a graph finding the matching call's end-to-end rule passed is not the run's
+                           lambda result: result.finding is None and any(g.consequence is not None for g in result.graphs))
+
+    def _may_list(self, record: GraphRecord) -> bool:
+        """A matching call may still be looked at for a listed difference (one per run, before any divergence)."""
+        return not (self.divergence is not None or self.listed_report is not None or self.settings.level < Level.LOCALISE
+                    or record.inductor_options is None or record.flat is not None)
+
+    def _listing_look(self, record: GraphRecord, what: str, localise: Callable[[], Any],
+                      listed: Callable[[Any], bool]) -> None:
+        """The engine on a matching call (``localise``); where ``listed`` holds of its result, the
+        report (clean, what it found listed) is written and becomes the run's unless a divergence
+        comes. A failure here is logged, never a verdict: the call's match stands."""
         try:
             with self._tool_work():
-                result = self._localise(record, pristine, stop_after="localise", cast_elision=True)
-                if not any(graph.cast_elision_explains for graph in result.graphs):
+                result = localise()
+                if not listed(result):
                     return
                 folder = self.output_folder()
                 if folder is None:
@@ -421,7 +448,7 @@ class Session:
         except (KeyboardInterrupt, Interrupted):
             raise
         except Exception as error:  # noqa: BLE001 - an optional look: the call's match stands
-            log.warning("looking for an elided cast in %s failed: %s: %s", record.name, type(error).__name__, error)
+            log.warning("looking for %s in %s failed: %s: %s", what, record.name, type(error).__name__, error)
             log.debug("%s", traceback.format_exc())
 
     def _traced(self, record: GraphRecord, verdict: CallVerdict, references: Any, pristine: list[Any],
@@ -545,6 +572,8 @@ class Session:
                                                                       positions, self.oracle))
             if gradients is not None and gradients.outcome is not Outcome.MATCH:
                 self._diverged(record, gradients, pristine, positions=positions)
+            elif gradients is not None and gradients.departing and not random:
+                self._departure_look(record, pristine, positions)
 
     @contextlib.contextmanager
     def _tool_work(self) -> Iterator[None]:
@@ -601,7 +630,7 @@ class Session:
         self.divergence = Divergence(record.name, graph_call, call, time.time(), verdict.to_json())
         with contextlib.suppress(OutputError):
             self.output_folder()  # where this process writes (OUT/pid<N> beside another program) is decided here
-        log.warning("%s diverged from eager on its call %d (%s: %s); writing %s",
+        log.warning("%s differs from eager on its call %d (%s: %s); looking into it, writing %s",
                     record.name, record.calls, verdict.failing, record.detail.get("reason"), self.out_dir)
         try:
             self._write_status(final=False)
@@ -609,6 +638,9 @@ class Session:
                 self._write_graph(record, pristine)
                 self.report = self._divergence_report(record, pristine, result, positions)
                 self._save_report()
+                if self.report.get("verdict") == "clean" and cast_elided(self.report):
+                    log.warning("%s: explained: the compiled code skips a cast the program wrote (emulate_precision_casts "
+                                "makes it follow eager, checked): listed under differences, not a divergence", record.name)
             self._write_status(final=False)
         except (KeyboardInterrupt, Interrupted) as interrupt:  # the program's own signal: report, then go on
             self.interrupted = interrupt.name if isinstance(interrupt, Interrupted) else "SIGINT"
@@ -724,11 +756,12 @@ class Session:
                 folder.write_text(INTERNAL_ERROR_LOG, text)
 
     def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None,
-                  stop_after: str | None = None, cast_elision: bool = False) -> Any:
+                  stop_after: str | None = None, cast_elision: bool = False, departure: bool = False) -> Any:
         """The engine on this graph's aten graphs (the backward one too when ``positions`` names
         the differentiated inputs), under the user's Inductor options. ``cast_elision``: a call
         that matched, looked at for a skipped cast only (``EngineOptions.cast_elision_exact``; the
-        graph judged whole first, as a model file's)."""
+        graph judged whole first, as a model file's); ``departure``: a call whose gradients matched,
+        looked at for a departure the backward turns into other gradients (``_departure_look``)."""
         from torch._inductor import config as inductor_config
 
         from ..load.capture import capture_graph_module, capture_graph_module_with_backward
@@ -738,7 +771,7 @@ class Session:
         spec = self._spec(record, pristine)
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
                                 stop_after=stop_after or self.settings.stage,  # type: ignore[arg-type]
-                                divergence_known=not cast_elision, cast_elision_exact=cast_elision,
+                                divergence_known=not (cast_elision or departure), cast_elision_exact=cast_elision,
                                 oracle=self.settings.oracle)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
@@ -888,6 +921,10 @@ class Session:
         own = (self.report.get("script") or {}).get("own_verdict")
         self.report["verdict"] = own or self.report["verdict"]  # the processes are covered again below
         self.report["script"] = self.script_json()
+        if self.divergence is not None and self.report["verdict"] == "clean" and cast_elided(self.report):
+            # one story: the call that failed the end-to-end rule is explained, not a divergence
+            self.report["script"]["first_divergence_call"] = {**self.report["script"]["first_divergence_call"],
+                                                              "explained_by": "cast_elided"}
         if self.divergence is not None and self.report["verdict"] == "clean" and not cast_elided(self.report):
             self.report["verdict"] = "not_reproducible"  # diverged in the program, not on its own
             # The program's compiled code diverged, a fresh compile of the same graph does not. Only
@@ -1046,7 +1083,9 @@ def script_summary(report: dict[str, Any]) -> str:
             what = "not every process checked"
         return "\n".join([f"bisect-accuracy: {what} ({counts}); report: {report['report_path']}",
                           *process_lines(script), *aoti_check.summary_lines(report), *unseen_lines(script),
-                          *differences_lines([d for d in report.get("differences") or [] if d.get("cast_elided")]),
+                          # what a listing look found: a skipped cast, a departure the gradients show
+                          *differences_lines([d for d in report.get("differences") or []
+                                              if d.get("cast_elided") or d.get("backward")]),
                           *within_upstream_lines(script)]
                          ) + not_checked_lines(script)
     lines = [summary(report)]

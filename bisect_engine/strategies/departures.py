@@ -493,6 +493,9 @@ class LayoutMisread:
     compiled_strides: tuple[int, ...]
     reader: str  # the backward node that misreads it
     consequence: Consequence
+    # the reader's inputs that the replay lays out otherwise (name, strides compiled gave them):
+    # the saved value itself, or a view of it; what the repro lays out so (``expect="saved_layout"``)
+    reader_layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 def _laid_out_otherwise(eager: Any, compiled: Any) -> bool:
@@ -517,12 +520,23 @@ def saved_layout_consequence(forward: GraphContext, compiled_values: dict[str, A
         if not _laid_out_otherwise(eager, compiled) or not torch.equal(eager, compiled):
             continue
         consequence = _flipped(backward, {name: compiled})
-        reader = _layout_reader(backward, replay(backward, {name: compiled})) if consequence is not None else None
+        values = replay(backward, {name: compiled}) if consequence is not None else {}
+        reader = _layout_reader(backward, values) if consequence is not None else None
         if consequence is None or reader is None:
             continue
         return LayoutMisread(name, _computed_by(forward, name), tuple(eager.stride()), tuple(compiled.stride()),
-                             reader, consequence)
+                             reader, consequence, _reader_layouts(backward, reader, values))
     return None
+
+
+def _reader_layouts(backward: GraphContext, reader: str, values: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The reader's inputs whose strides the replay (compiled's saved layout) changed, with those strides."""
+    found = []
+    for value in backward.view.nodes[reader].all_input_nodes:
+        eager, replayed = backward.eager_values.get(value.name), values.get(value.name)
+        if _laid_out_otherwise(eager, replayed) and isinstance(replayed, torch.Tensor):
+            found.append((value.name, tuple(replayed.stride())))
+    return tuple(found)
 
 
 def _layout_reader(backward: GraphContext, values: dict[str, Any]) -> str | None:

@@ -17,11 +17,16 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.max_pool2d_with_indices.default",
     "cli_args": [],
-    "known_miss": ("not_reproducible (as issue 37 describes): forward and backward graphs each match when "
-                   "compiled alone. The op is not confirmed: aot_eager_decomp_partition is right (so "
-                   "Inductor's lowering, not a decomposition), falling back max_pool2d_with_indices_backward "
-                   "alone does not fix it; the suspect is Inductor's low-memory max pool (forward offsets, "
-                   "backward offsets_to_indices), named by its forward op"),
+    "known_miss": ("not_reproducible, cause backward_together: forward and backward graphs each match when "
+                   "compiled alone. Not the saved offsets (bugs7): the real compile's backward graph, as "
+                   "compile_fx_inner receives it (after Inductor's decompositions and partition: the int8 offsets "
+                   "saved, offsets_to_indices + scatter_add in the backward), compiled alone on its own eager saved "
+                   "values, gives the program's wrong gradients (48.9 / 43.5 / 77.0), while every node of it "
+                   "matches alone; the engine on that graph names the window where_1, where_2, view_2, "
+                   "scatter_add, view_4, add_7, convolution_backward (named by convolution_backward, 45 compiles). "
+                   "Removing Inductor's max_pool2d_with_indices(_backward) decompositions does not fix the "
+                   "program. Our capture (AOT without decompositions) never compiles that graph: recapturing "
+                   "through Inductor's own entry points (forward and backward) is the missing step"),
 }
 import torch
 import torch.nn.functional as F

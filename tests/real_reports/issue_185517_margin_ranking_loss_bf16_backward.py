@@ -13,19 +13,20 @@ program gets differs in every element. Class: a real bug of the compiled program
 a saved mask, the hinge's ``clamp_min``/``gt``, flipped by fp32 vs bf16 rounding).
 Mechanism (own check): eager rounds the scalar margin into the bf16 add, -1.703125 + bf16(1.7)
 = 0, and clamp_min's backward passes the gradient at the boundary; compiled adds 1.7 in fp32.
-Tool: ``clean``, no difference listed.
+Tool: before, ``clean`` with nothing listed (0 compiles: the call matched, so the engine never ran).
+Now ``clean`` with the hinge listed under ``differences`` (compiled closer to fp64: by policy listed,
+never divergent): the saved ``clone`` of ``aten.add.Scalar`` (the captured op; the margin is a
+Python scalar), with the gradient it flips through the backward's ``ge`` (script mode's departure
+look: a training call whose gradients match fp64 yet differ from eager's materially, issue 37).
 Edits: the stored thread text ends after ``fn``; the driver (eager backward, compiled backward on
 copies, print) is written from the description.
 """
 REAL_REPORT = {
     "issue": 185517, "class": "real_bug",
-    "verdict": "divergent",
-    "op": "aten.add.Tensor",
+    "verdict": "clean",
+    "op": "aten.add.Scalar",
     "cli_args": [],
-    "known_miss": ("clean with nothing listed (0 compiles): compiled's hinge -(x1 - x2) + 1.7 stays in fp32 "
-                   "(-0.003125, the fp64 sign) where eager rounds the margin to bf16 and gets exactly 0, so "
-                   "the saved clamp_min mask flips and the gradient is zero; the departure is a saved mask "
-                   "closer to fp64 (helper bugs3's class)"),
+    "known_miss": None,
 }
 import torch
 

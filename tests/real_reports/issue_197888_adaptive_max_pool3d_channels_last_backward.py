@@ -12,6 +12,8 @@ Check on torch 2.13.0+cpu: eager vs aot_eager max |diff| 0; eager vs Inductor 3.
 values are a permutation, so the fp64 eager gradient is eager's exactly). Class: a real bug of the
 compiled program; the wrong values come from ``aten.adaptive_max_pool3d_backward`` fed the layout
 Inductor chose.
+Tool: divergent, culprit kind ``saved_layout`` (the backward op, with the saved value's two layouts);
+its repro runs that op eagerly on both layouts (issue 37, helper bugs7).
 Edits: the stored thread text ends at the input's ``torch.randperm(1 * 4 * 4 * 6``; the input's
 shape (1, 4, 4, 6, 10) as channels_last_3d, the ``grad_of`` helper and the print are written from
 the summary.
@@ -21,10 +23,7 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.adaptive_max_pool3d_backward.default",
     "cli_args": [],
-    "known_miss": ("not_reproducible, cause saved_layout: the report names the op (saved_layout: getitem_1, "
-                   "saved by adaptive_max_pool3d, channels_last compiled, contiguous eager, same values, misread "
-                   "by aten.adaptive_max_pool3d_backward.default), but a layout misread is no finding yet: its "
-                   "repro needs the backward op run on both layouts, not compiled vs eager on one"),
+    "known_miss": None,
 }
 import torch, torch.nn.functional as F
 
