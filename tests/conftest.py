@@ -130,14 +130,14 @@ if os.environ.get("BISECT_TEST_TIMES"):
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """BISECT_TEST_TIMES=FILE: each test phase's seconds appended to FILE as it ends (a run cut short
     by a timeout still says where its time went; ``--durations`` prints only at the end): wall, then
-    CPU-seconds (this process's, all its threads, and the subprocesses the main thread waited for)."""
+    CPU-seconds (this process's, all its threads, and the subprocesses the main thread waited for), outcome."""
     path = os.environ.get("BISECT_TEST_TIMES")
     if path:
         own = time.process_time()
         cpu = own - _OWN_CPU[0] + _CHILD_CPU.pop("main", 0.0)
         _OWN_CPU[0] = own
         with open(path, "a") as times:
-            times.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\t{cpu:.2f}\n")
+            times.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\t{cpu:.2f}\t{report.outcome}\n")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
