@@ -181,7 +181,7 @@ def fixtures_read(session: pytest.Session, module: Any) -> set[str]:
 
 # The fixtures that wait for background runs (in the modules that declare ``background_jobs``).
 BACKGROUND_FIXTURES = {"case_runs", "runs", "model_runs", "script_runs", "worker_runs", "suite_run", "notebook",
-                       "relu_report", "own_runs", "aoti_attention"}
+                       "relu_report", "own_runs", "aoti_attention", "many_local"}
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import seeded_cache_dir
+from conftest import Job, background_result, fixtures_read, seeded_cache_dir
 
 from bisect_engine.errors import UsageError
 from bisect_engine.many import ModelRun, exit_code, model_files, out_names, table
@@ -30,14 +31,30 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, env=environment, timeout=900)
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("models")
+def _folder(factory: pytest.TempPathFactory) -> Path:
+    root = factory.mktemp("models")
     (root / "a_clean.py").write_text(CLEAN)
     (root / "b_relu.py").write_text(PLANTED)
     (root / "c_broken.py").write_text(BROKEN)
     (root / "helper_script.py").write_text("print('not a model')\n")
     return root
+
+
+_FOLDERS: dict[str, Path] = {}
+_FOLDER_LOCK = threading.Lock()
+
+
+def _models(factory: pytest.TempPathFactory) -> Path:
+    """The models' folder, made once (by the background run or the first test that reads it)."""
+    with _FOLDER_LOCK:
+        if "models" not in _FOLDERS:
+            _FOLDERS["models"] = _folder(factory)
+        return _FOLDERS["models"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _models(tmp_path_factory)
 
 
 def test_a_folder_expands_to_its_model_files_in_order(folder: Path) -> None:
@@ -80,16 +97,29 @@ def _many(folder: Path, out: Path, executor: str) -> tuple[subprocess.CompletedP
     return result, {Path(m["model"]).stem: m for m in summary["models"]}
 
 
+def _local(factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
+    return _many(_models(factory), factory.mktemp("local") / "many", "local")
+
+
+def background_jobs(session: pytest.Session) -> list[Job]:
+    """The local pool's run of the folder, in the background pool beside the in-process tests
+    (tests/conftest.py), where a test of this file reads it."""
+    if "many_local" not in fixtures_read(session, sys.modules[__name__]):
+        return []
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    return [Job("many:local", 60.0, lambda: _local(factory))]
+
+
 @pytest.fixture(scope="module")
-def local(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
+def many_local(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
     """The folder on the local pool: each model a `bisect-accuracy run` process of its own."""
-    return _many(folder, tmp_path_factory.mktemp("local") / "many", "local")
+    return background_result("many:local", lambda: _local(tmp_path_factory))
 
 
 @pytest.mark.e2e
 def test_a_folder_gives_one_verdict_per_model_and_the_worst_status(
-        local: tuple[subprocess.CompletedProcess[str], dict[str, dict]]) -> None:
-    result, rows = local
+        many_local: tuple[subprocess.CompletedProcess[str], dict[str, dict]]) -> None:
+    result, rows = many_local
     assert result.returncode == 1, result.stdout + result.stderr  # a finding outranks the refused file
     assert list(rows) == ["a_clean", "b_relu", "c_broken"]
     assert rows["b_relu"]["op"] == "aten.relu.default" and rows["b_relu"]["exit_code"] == 1
@@ -107,12 +137,12 @@ def test_a_folder_gives_one_verdict_per_model_and_the_worst_status(
                     reason="BISECT_CORPUS=all: Ray's local cluster and three runs as tasks take about 130 s of make "
                            "test's 15 minutes on 2 cores; the local pool's test covers `many` beside it")
 def test_ray_tasks_give_the_local_pools_verdicts(folder: Path, tmp_path: Path,
-                                                 local: tuple[subprocess.CompletedProcess[str], dict[str, dict]]) -> None:
+                                                 many_local: tuple[subprocess.CompletedProcess[str], dict[str, dict]]) -> None:
     pytest.importorskip("ray")
     result, rows = _many(folder, tmp_path / "many", "ray")
-    assert result.returncode == local[0].returncode, result.stdout + result.stderr
+    assert result.returncode == many_local[0].returncode, result.stdout + result.stderr
     keys = ("verdict", "op", "exit_code")
-    assert {n: tuple(r[k] for k in keys) for n, r in rows.items()} == {n: tuple(r[k] for k in keys) for n, r in local[1].items()}
+    assert {n: tuple(r[k] for k in keys) for n, r in rows.items()} == {n: tuple(r[k] for k in keys) for n, r in many_local[1].items()}
 
 
 def test_many_model_options_are_refused_for_one_model(folder: Path, tmp_path: Path) -> None:
