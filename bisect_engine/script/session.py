@@ -405,7 +405,9 @@ class Session:
         record.cast_looked = True
         self._listing_look(record, "an elided cast",
                            lambda: self._localise(record, pristine, stop_after="localise", cast_elision=True),
-                           lambda result: any(graph.cast_elision_explains for graph in result.graphs))
+                           # as the departure look: a graph finding the matching call's end-to-end rule passed is
+                           # not the run's (its report would be a clean one naming a culprit)
+                           lambda result: result.finding is None and any(g.cast_elision_explains for g in result.graphs))
 
     def _departure_look(self, record: GraphRecord, pristine: list[Any], positions: list[int]) -> None:
         """A training call whose gradients match (compiled at least as close to fp64 as eager) yet
