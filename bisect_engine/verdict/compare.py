@@ -148,8 +148,11 @@ def _compare_floating(
         # reference (a large value's peak: an embedding's gradient).
         errors = _errors_in_one_buffer(eager, ref.reshape(-1), compiled, unit_roundoff, scale_floor)
         if errors is not None:
-            reason = _mismatch_reason(tolerance, **errors, new_nonfinite=0)
-            return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, **errors)
+            compiled_rms, eager_rms, compiled_max, eager_max = errors
+            reason = _mismatch_reason(tolerance, compiled_rms_ulps=compiled_rms, eager_rms_ulps=eager_rms,
+                                      compiled_max_ulps=compiled_max, eager_max_ulps=eager_max, new_nonfinite=0)
+            return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, compiled_rms, eager_rms,
+                                 compiled_max, eager_max, reason=reason)
     eager64, compiled64 = _widened(eager), _widened(compiled)
     masked = _masked(ref, eager64, compiled64, eager.dtype, tolerance)
     if isinstance(masked, TensorVerdict):
@@ -179,8 +182,9 @@ def _compare_floating(
 
 
 def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torch.Tensor,
-                          unit_roundoff: float | None, scale_floor: float) -> dict[str, float] | None:
-    """The ulp errors of an all-usable value, computed in one fp64 buffer (``ref``: the finite,
+                          unit_roundoff: float | None, scale_floor: float) -> tuple[float, float, float, float] | None:
+    """The ulp errors of an all-usable value (compiled's RMS, eager's RMS, compiled's max, eager's
+    max), computed in one fp64 buffer (``ref``: the finite,
     unsaturated reference, flat and row-major); None where eager or compiled has a non-finite
     entry (the masks decide). The same bits as the masked path with every entry usable: each
     elementwise step is the same correctly rounded fp64 operation (widening is exact; ``x*x``,
@@ -205,12 +209,12 @@ def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torc
     # (a sum or mean that cancels to ~0 is judged at the scale of its terms, where its rounding is).
     scale = max(reference_scale, compiled_scale, scale_floor)
     unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
-    errors: dict[str, float] = {}
-    for side, value in (("compiled", compiled), ("eager", eager)):
+    maxima, rms = [], []
+    for value in (compiled, eager):
         error = widened_into(value).sub_(ref).abs_().div_(unit)
-        errors[f"{side}_max_ulps"] = float(error.max())
-        errors[f"{side}_rms_ulps"] = float(error.square_().mean().sqrt())
-    return errors
+        maxima.append(float(error.max()))
+        rms.append(float(error.square_().mean().sqrt()))
+    return rms[0], rms[1], maxima[0], maxima[1]
 
 
 def _widened(value: torch.Tensor) -> torch.Tensor:
