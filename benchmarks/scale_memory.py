@@ -18,6 +18,11 @@ own high-water mark, exact) of any member seen while it ran: a run killed at the
 supervisor no time to reap the worker, whose peak only ``VmHWM`` saw. ``group_peak_mb`` is the
 sampled peak of the group's summed RSS (compile workers and verification runs included).
 
+Stage peaks (a tool run): the tool runs with ``-v``, which logs each progress step's duration as it
+ends; the watchdog reads those lines as they come and gives each step the largest RSS one process of
+the group had (sampled every 0.1 s) since the step before it ended, so a step that holds others is
+measured over its own tail only. Printed under the row as ``stages`` and kept in ``--results``.
+
 Series (``--series``, comma separated):
   params    pre-norm MLP blocks (LayerNorm, Linear W->4W, GELU, Linear 4W->W, residual), 2 blocks,
             width doubling from 256 (``--max-size`` caps the width);
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -203,10 +209,10 @@ def size_of(label: str) -> int:
     return int(digits) if digits else 0
 
 
-def group_rss(pgid: int) -> tuple[int, int]:
-    """The summed RSS (bytes) of every process in process group ``pgid``, and the largest
-    high-water mark (``VmHWM``, bytes) among them."""
-    total, high = 0, 0
+def group_rss(pgid: int) -> tuple[int, int, int]:
+    """The summed RSS (bytes) of every process in process group ``pgid``, the largest high-water
+    mark (``VmHWM``, bytes) among them and the largest RSS one of them has now."""
+    total, high, largest = 0, 0, 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -215,7 +221,8 @@ def group_rss(pgid: int) -> tuple[int, int]:
                 fields = stat.read().rsplit(")", 1)[1].split()
             if int(fields[2]) != pgid:
                 continue
-            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            resident = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            total, largest = total + resident, max(largest, resident)
             with open(f"/proc/{entry}/status") as status:
                 for line in status:
                     if line.startswith("VmHWM:"):
@@ -223,7 +230,37 @@ def group_rss(pgid: int) -> tuple[int, int]:
                         break
         except (OSError, IndexError, ValueError):
             continue
-    return total, high
+    return total, high, largest
+
+
+STEP_LINE = re.compile(r"^bisect_engine\.progress: (?P<step>.*): (?P<seconds>[0-9.]+) s$")
+
+
+class Stages:
+    """The tool's progress steps as its ``-v`` log ends them, each with the largest one-process RSS
+    sampled since the step before it ended."""
+
+    def __init__(self, path: Path) -> None:
+        self.source = path.open("r", errors="replace")
+        self.pending = ""
+        self.peak = 0
+        self.rows: list[dict[str, Any]] = []
+
+    def sample(self, largest: int) -> None:
+        self.peak = max(self.peak, largest)
+        self.pending += self.source.read()
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            match = STEP_LINE.match(line.strip())
+            if match:
+                self.rows.append({"step": match["step"], "seconds": float(match["seconds"]),
+                                  "peak_mb": round(self.peak / MB)})
+                self.peak = largest
+
+    def close(self) -> list[dict[str, Any]]:
+        self.sample(0)
+        self.source.close()
+        return self.rows
 
 
 def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: float, cwd: str,
@@ -232,7 +269,8 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
     readable while it runs, else a temporary file)."""
     start = time.monotonic()
     # a file, not a pipe: a chatty child (the tool's -v) never blocks on a full pipe
-    sink = log.open("w+b") if log else tempfile.TemporaryFile()
+    sink = log.open("w+b") if log else tempfile.NamedTemporaryFile()
+    stages = Stages(Path(sink.name))
     child = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT,
                              start_new_session=True)
     peak_group, peak_process, killed = 0, 0, ""
@@ -240,8 +278,9 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid:
             break
-        rss, high = group_rss(child.pid)
+        rss, high, largest = group_rss(child.pid)
         peak_group, peak_process = max(peak_group, rss), max(peak_process, high)
+        stages.sample(largest)
         if rss > cap_bytes or time.monotonic() - start > timeout_s:
             killed = "killed at cap" if rss > cap_bytes else "killed at timeout"
             os.killpg(child.pid, signal.SIGKILL)
@@ -253,7 +292,7 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
     sink.close()
     return {"rc": os.waitstatus_to_exitcode(status), "seconds": round(time.monotonic() - start, 1),
             "peak_mb": round(max(usage.ru_maxrss * 1024, peak_process) / MB), "group_peak_mb": round(peak_group / MB), "killed": killed,
-            "tail": output[-2000:]}
+            "tail": output[-2000:], "stages": stages.close()}
 
 
 def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -263,7 +302,7 @@ def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dic
         env["PYTHONPATH"] = args.pythonpath
     if kind == "tool":
         out = work / f"out-{model.stem}"
-        command = [sys.executable, "-m", "bisect_engine.cli", "run", str(model), "--out", str(out), "-q",
+        command = [sys.executable, "-m", "bisect_engine.cli", "run", str(model), "--out", str(out), "-q", "-v",
                    *shlex.split(args.tool_args)]
     else:
         command = [sys.executable, "-c", STEP, str(model), kind]
@@ -372,6 +411,8 @@ def main() -> int:
                 model.write_text(textwrap.dedent(text))
                 results = {kind: measure(kind, model, args, work) for kind in args.only.split(",")}
                 print(row(series, size, results), flush=True)
+                for step in (results.get("tool") or {}).get("stages") or []:
+                    print(f"  stage {step['step']}: {step['seconds']:.1f} s, peak {step['peak_mb']} MB", flush=True)
                 if args.results:
                     with args.results.open("a") as sink:
                         sink.write(json.dumps({"label": args.label, "series": series, "size": size,

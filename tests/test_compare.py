@@ -487,3 +487,78 @@ def test_the_material_rule_without_masks_gives_what_the_masks_give(monkeypatch) 
     fast = [dataclasses.astuple(material_difference(e, c, scale_floor=f)) for e, c, f in cases]
     monkeypatch.setattr(compare, "_all_finite", lambda *values: False)
     assert fast == [dataclasses.astuple(material_difference(e, c, scale_floor=f)) for e, c, f in cases]
+
+
+# --- the all-usable path in one fp64 buffer: the same bits as the masked path ----------------------
+
+def _errors_by_new_tensors(eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor,
+                           unit_roundoff: float | None, scale_floor: float) -> dict[str, float]:
+    """The formula as it was written before the one-buffer path (main 0b58e45): every step into a
+    new fp64 tensor, the three values widened side by side."""
+    ref = fp64.detach().to(torch.float64, memory_format=torch.contiguous_format).reshape(eager.shape).reshape(-1)
+    eager64 = eager.detach().to(torch.float64, memory_format=torch.contiguous_format).reshape(-1)
+    compiled64 = compiled.detach().to(torch.float64, memory_format=torch.contiguous_format).reshape(-1)
+    scale = max(float(ref.square().mean().sqrt()), float(compiled64.square().mean().sqrt()), scale_floor)
+    unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
+    compiled_error = compiled64.sub(ref).abs_().div_(unit)
+    eager_error = eager64.sub(ref).abs_().div_(unit)
+    return dict(compiled_rms_ulps=float(compiled_error.square().mean().sqrt()),
+                eager_rms_ulps=float(eager_error.square().mean().sqrt()),
+                compiled_max_ulps=float(compiled_error.max()), eager_max_ulps=float(eager_error.max()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("seed", range(6))
+def test_one_buffer_path_gives_the_bits_of_the_formula_with_new_tensors(dtype: torch.dtype, seed: int) -> None:
+    """Random values, shapes (transposed and sliced: not row-major; large enough for a
+    multi-threaded reduction), scales, units and scale floors: every field equal bit for bit."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = [1, 7, 300, 1500, 2048, 33][seed]
+    span = 3 if dtype == torch.float16 else 20  # finite in the dtype: the all-usable path
+    scale = 10.0 ** float(torch.randint(-span, span, (1,), generator=generator))
+    ref = torch.randn(rows, 130, dtype=torch.float64, generator=generator) * scale
+    eager = ref.to(dtype)
+    compiled = (ref * (1 + 1e-3 * torch.randn(ref.shape, dtype=torch.float64, generator=generator))).to(dtype)
+    if seed % 2:  # not row-major: a transposed view, a strided slice of the reference
+        ref, eager, compiled = ref.t(), eager.t(), compiled.t()
+    if seed % 3 == 2:
+        ref, eager, compiled = ref[..., ::2], eager[..., ::2], compiled[..., ::2]
+    unit_roundoff = [None, 2.0**-11][seed % 2]
+    scale_floor = [0.0, scale * 3.0, scale * 1e-3][seed % 3]
+    verdict = compare_tensor(eager, ref, compiled, Tolerance(), unit_roundoff, scale_floor)
+    expected = _errors_by_new_tensors(eager, ref, compiled, unit_roundoff, scale_floor)
+    got = {name: getattr(verdict, name) for name in expected}
+    assert got == expected, (got, expected)
+    assert all(math.isfinite(value) for value in got.values())
+
+
+def test_one_buffer_path_leaves_a_nonfinite_compiled_value_to_the_masks() -> None:
+    """Compiled non-finite where eager and fp64 are finite: still the masked path's verdict."""
+    ref = torch.randn(5000, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    compiled = ref.to(torch.float32)
+    compiled[17] = float("nan")
+    verdict = compare_tensor(ref.to(torch.float32), ref, compiled)
+    assert verdict.outcome is Outcome.MISMATCH and verdict.new_nonfinite == 1 and verdict.reason == "nonfinite"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_material_difference_in_one_buffer_gives_the_bits_of_new_tensors(seed: int) -> None:
+    """The squares and the difference in one buffer: scale, max |diff| and ulps as the formula
+    with new tensors computes them (finite values, and with a NaN that sends it to the masks)."""
+    from bisect_engine.verdict.compare import MATERIAL_FRACTION, MATERIAL_ULPS, material_difference
+    generator = torch.Generator().manual_seed(seed)
+    eager = torch.randn([3, 400, 2000, 77][seed], 129, generator=generator) * 10.0 ** (seed - 2)
+    compiled = eager * (1 + [1e-7, 1e-2, 1e-5, 0.2][seed] * torch.randn(eager.shape, generator=generator))
+    if seed % 2:
+        eager, compiled = eager.t(), compiled.t()
+    if seed == 3:
+        eager[0, 0] = compiled[0, 0] = float("nan")
+    got = material_difference(eager, compiled)
+    a, b = eager.to(torch.float64).reshape(-1), compiled.to(torch.float64).reshape(-1)
+    keep = torch.isfinite(a)
+    a, b = a[keep], b[keep]
+    scale = max(float(a.square().mean().sqrt()), float(b.square().mean().sqrt()))
+    max_abs = float((a - b).abs().max())
+    unit = rounding_unit(torch.float32)
+    assert (got.max_abs, got.max_ulps) == (max_abs, max_abs / (unit * scale))
+    assert got.material == (max_abs > max(MATERIAL_ULPS * unit, MATERIAL_FRACTION) * scale)

@@ -181,3 +181,37 @@ def test_the_bit_hash_summed_chunk_by_chunk_is_the_whole_tensor_hash() -> None:
                    values.double(), values[:, :3].to(torch.int16), torch.zeros(0), torch.tensor(2.5)):
         expected = _whole_tensor_hash(tensor)
         assert [bit_hash(tensor, chunk) for chunk in (1, 2, 3, 5, 1 << 20)] == [expected] * 5, tensor.dtype
+    # the default chunk over several chunks, the last one short and padded (odd half-precision count)
+    many = torch.randn(40_001, generator=generator)
+    for tensor in (many, many.half(), many[1:].bfloat16(), many.view(1, -1)[:, ::2]):
+        assert bit_hash(tensor) == _whole_tensor_hash(tensor)
+
+
+# --- Digests: values alive together, a view digested once ------------------------------------------
+
+def test_digests_of_views_and_repeats_equal_each_ones_own_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same tensor again, a row-major view of it, a transposed view, a slice, a value written
+    in place after it was digested, other dtypes: each equal to its own ``digest``; only the
+    transposed view and the written value hash their bits again."""
+    from bisect_engine.verdict import digest as digest_module
+    generator = torch.Generator().manual_seed(4)
+    base = torch.randn(6, 10, generator=generator)
+    written = torch.randn(5, generator=generator)
+    values = [base, base, base.view(60), base.reshape(3, 20), base.t(), base[1:], base[:, :3], written,
+              torch.tensor([1, 2, 3]), torch.ones(4, dtype=torch.bool), torch.zeros(0)]
+    expected = [digest(v) for v in values]
+    expected.append(digest(written.add(1.0)))
+    hashed: list[tuple[int, ...]] = []
+    real = digest_module.bit_hash
+
+    def counted(tensor: torch.Tensor, *args: object) -> str:
+        hashed.append(tuple(tensor.shape))
+        return real(tensor, *args)
+
+    monkeypatch.setattr(digest_module, "bit_hash", counted)
+    digests = digest_module.Digests()
+    got = [digests(v) for v in values]
+    written.add_(1.0)  # the same memory, another version: digested again
+    got.append(digests(written))
+    assert got == expected
+    assert hashed == [(6, 10), (10, 6), (5, 10), (6, 3), (5,), (3,), (4,), (0,), (5,)]

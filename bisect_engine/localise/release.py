@@ -18,7 +18,7 @@ import torch
 import torch.fx as fx
 
 from ..verdict.compare import Outcome, TensorVerdict
-from ..verdict.digest import digest
+from ..verdict.digest import Digests
 from ..verdict.graphs import op_name, source_location, value_nodes
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
 from ..verdict.oracle import SubgraphVerdict
@@ -30,11 +30,13 @@ replace = dataclasses.replace
 
 
 def digest_entry(node: fx.Node, name: str, eager_value: torch.Tensor, compiled_value: Any,
-                 verdict: TensorVerdict | None, scope: str) -> dict[str, Any]:
+                 verdict: TensorVerdict | None, scope: str, digest: Digests | None = None) -> dict[str, Any]:
     """One value's digests, eager and compiled (``producer``: the compute node of a ``getitem``
     value); with its verdict (``error``) when it was judged:
     ``scope`` ``node`` when the node was judged on eager inputs (the per-node check), ``graph``
-    when it is an output of the whole graph compiled at once (errors accumulated upstream)."""
+    when it is an output of the whole graph compiled at once (errors accumulated upstream).
+    ``digest``: the digests of the values alive beside this one (a view digested once)."""
+    digest = digest or Digests()
     entry: dict[str, Any] = {
         "node": name,
         "op": op_name(node),
@@ -56,8 +58,9 @@ def graph_digests(graph: GraphFinding) -> tuple[dict[str, Any], ...]:
     compiled = graph.nodes.verdict.compiled_values if graph.nodes else graph.whole.compiled_values
     verdicts, scope = (graph.nodes.verdict.outputs, "node") if graph.nodes else (graph.whole.outputs, "graph")
     eager = graph.context.eager_values
+    digests = Digests()  # every value below is alive until it returns
     return tuple(digest_entry(node, value.name, eager[value.name], compiled.get(value.name),
-                              verdicts.get(value.name), scope)
+                              verdicts.get(value.name), scope, digests)
                  for node in graph.context.view.compute_nodes for value in value_nodes(node)
                  if isinstance(eager.get(value.name), torch.Tensor))
 

@@ -142,20 +142,24 @@ def _compare_floating(
     # Widened into row-major memory: the flat views below are then views, never copies (the same
     # elements in the same order as a non-contiguous value flattened or indexed by a mask).
     ref = _widened(fp64).reshape(eager.shape)
-    eager64, compiled64 = _widened(eager), _widened(compiled)
-    new_nonfinite = lost_nonfinite = saturated_wrong = 0
-    if _all_finite(ref, eager64, compiled64) and not _any_saturated(ref, eager.dtype):
+    if eager.numel() and _all_finite(ref) and not _any_saturated(ref, eager.dtype):
         # The common case, every entry usable: no masks (what the masks below would find, in a few
-        # reductions instead of some thirty passes over the values).
-        ref_used, compiled_used, eager_used = ref.reshape(-1), compiled64.reshape(-1), eager64.reshape(-1)
-    else:
-        masked = _masked(ref, eager64, compiled64, eager.dtype, tolerance)
-        if isinstance(masked, TensorVerdict):
-            return masked
-        usable, new_nonfinite, lost_nonfinite, saturated_wrong = masked
-        ref_used, compiled_used, eager_used = _used(usable, ref, compiled64, eager64)
-        del usable
-    del ref, compiled64, eager64  # the used values only from here (a large tensor's peak)
+        # reductions instead of some thirty passes over the values), and one fp64 buffer beside the
+        # reference (a large value's peak: an embedding's gradient).
+        errors = _errors_in_one_buffer(eager, ref.reshape(-1), compiled, unit_roundoff, scale_floor)
+        if errors is not None:
+            compiled_rms, eager_rms, compiled_max, eager_max = errors
+            reason = _mismatch_reason(tolerance, compiled_rms_ulps=compiled_rms, eager_rms_ulps=eager_rms,
+                                      compiled_max_ulps=compiled_max, eager_max_ulps=eager_max, new_nonfinite=0)
+            return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, compiled_rms, eager_rms,
+                                 compiled_max, eager_max, reason=reason)
+    eager64, compiled64 = _widened(eager), _widened(compiled)
+    masked = _masked(ref, eager64, compiled64, eager.dtype, tolerance)
+    if isinstance(masked, TensorVerdict):
+        return masked
+    usable, new_nonfinite, lost_nonfinite, saturated_wrong = masked
+    ref_used, compiled_used, eager_used = _used(usable, ref, compiled64, eager64)
+    del usable, ref, compiled64, eager64  # the used values only from here (a large tensor's peak)
     # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
     # still gives a finite, meaningful error. ``scale_floor``: the scale of what the op combined
     # (a sum or mean that cancels to ~0 is judged at the scale of its terms, where its rounding is).
@@ -175,6 +179,42 @@ def _compare_floating(
     reason = (_mismatch_reason(tolerance, **verdict) or ("nonfinite" if lost_nonfinite else "")
               or ("saturated" if saturated_wrong else ""))
     return TensorVerdict(Outcome.MISMATCH if reason else Outcome.MATCH, reason=reason, lost_nonfinite=lost_nonfinite, **verdict)
+
+
+def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torch.Tensor,
+                          unit_roundoff: float | None, scale_floor: float) -> tuple[float, float, float, float] | None:
+    """The ulp errors of an all-usable value (compiled's RMS, eager's RMS, compiled's max, eager's
+    max), computed in one fp64 buffer (``ref``: the finite,
+    unsaturated reference, flat and row-major); None where eager or compiled has a non-finite
+    entry (the masks decide). The same bits as the masked path with every entry usable: each
+    elementwise step is the same correctly rounded fp64 operation (widening is exact; ``x*x``,
+    ``a-b``, ``|x|``, ``x/u`` have one result), done in place instead of into a new tensor, and
+    each reduction (``mean``, ``max``, ``sum``) runs over the same values in the same flat
+    row-major layout (tests/test_compare.py checks it bit for bit)."""
+    work = torch.empty(ref.shape, dtype=torch.float64)
+    shaped = work.view(eager.shape)
+
+    def widened_into(value: torch.Tensor) -> torch.Tensor:
+        shaped.copy_(value.detach())
+        return work
+
+    if not math.isfinite(float(widened_into(eager).sum())):
+        return None
+    if not math.isfinite(float(widened_into(compiled).sum())):
+        return None
+    compiled_scale = float(work.square_().mean().sqrt())
+    reference_scale = float(torch.square(ref, out=work).mean().sqrt())
+    # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
+    # still gives a finite, meaningful error. ``scale_floor``: the scale of what the op combined
+    # (a sum or mean that cancels to ~0 is judged at the scale of its terms, where its rounding is).
+    scale = max(reference_scale, compiled_scale, scale_floor)
+    unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
+    maxima, rms = [], []
+    for value in (compiled, eager):
+        error = widened_into(value).sub_(ref).abs_().div_(unit)
+        maxima.append(float(error.max()))
+        rms.append(float(error.square_().mean().sqrt()))
+    return rms[0], rms[1], maxima[0], maxima[1]
 
 
 def _widened(value: torch.Tensor) -> torch.Tensor:
@@ -375,8 +415,13 @@ def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = N
             return Difference(saturated_differ, differing, total, reason="saturated" if saturated_differ else "")
         a, b = a[ordinary], b[ordinary]
     # ``scale_floor``: a sum or mean that cancels to ~0 is measured at the scale of its terms.
-    scale = max(float(a.square().mean().sqrt()), float(b.square().mean().sqrt()), scale_floor)
-    max_abs = float((a - b).abs().max())
+    # One fp64 buffer for the squares and the difference (in place: the same bits as new tensors,
+    # each reduction over the same flat values; tests/test_compare.py checks it).
+    work = torch.empty_like(a, memory_format=torch.contiguous_format)
+    scale = max(float(torch.square(a, out=work).mean().sqrt()), float(torch.square(b, out=work).mean().sqrt()),
+                scale_floor)
+    max_abs = float(torch.sub(a, b, out=work).abs_().max())
+    del work
     if scale == 0.0:
         return Difference(False, differing, total)
     max_ulps = max_abs / (unit * scale)
