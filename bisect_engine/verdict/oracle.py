@@ -248,9 +248,11 @@ class GraphContext:
     def _eager_runs(self, subgraph: Subgraph, inputs: list[Any], own_inputs: bool) -> EagerRuns:
         """Eager's side of a candidate for :func:`over_runs`: its first values (the captured ones,
         None where the candidate ran eager on inputs of its own) and one more eager run of the
-        subgraph on the same inputs (random draws as judged, inputs copied)."""
+        subgraph on the same inputs (random draws as judged; inputs copied only for a graph that
+        writes them: a whole graph's parameters are not held twice)."""
         first = None if own_inputs else [self.eager_values.get(name) for name in subgraph.output_names]
-        return first, lambda: run_graph(subgraph.graph_module, [clone_value(v) for v in inputs],
+        writes = mutates(subgraph.graph_module)
+        return first, lambda: run_graph(subgraph.graph_module, [clone_value(v) for v in inputs] if writes else inputs,
                                         overrides=self._draws(fp64=False))
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
@@ -521,8 +523,8 @@ def over_runs(first: Judged, outputs: list[Any], run: Callable[[], list[Any]],
     torch.manual_seed(seed)
     again = run()
     compiled_changes = not bitwise_equal(outputs, again)
-    eager_seen = eager_spread(eager, seed, runs) if eager is not None else []
-    eager_changes = bool(eager_seen)
+    eager_spreads = eager_spread(eager, seed, runs) if eager is not None else []
+    eager_changes = bool(eager_spreads)
     if not compiled_changes and not eager_changes:
         return None
     seen = [outputs, again] if compiled_changes else [outputs]
@@ -530,9 +532,8 @@ def over_runs(first: Judged, outputs: list[Any], run: Callable[[], list[Any]],
         torch.manual_seed(seed)
         seen.append(run())
     spreads = run_to_run_spread(seen)
-    if eager_changes and len(eager_seen[0]) == len(spreads):  # the union: per output, the larger spread
-        spreads = [max(pair) for pair in zip(spreads, run_to_run_spread(eager_seen))]
-    del eager_seen
+    if len(eager_spreads) == len(spreads):  # the union: per output, the larger spread
+        spreads = [max(pair) for pair in zip(spreads, eager_spreads)]
     verdicts = [judge(values, spreads) for values in seen]
     del seen
     failing = [verdict for verdict in verdicts if failed(verdict)]
@@ -542,13 +543,15 @@ def over_runs(first: Judged, outputs: list[Any], run: Callable[[], list[Any]],
     return chosen, (len(failing), len(verdicts)), side
 
 
-def eager_spread(eager: EagerRuns, seed: int, runs: int = RUNS) -> list[list[Any]]:
-    """Eager's runs of a candidate where they change run to run on the same inputs, else []:
-    one more run compared with the first values (``eager``'s, or a run of its own where none are
-    kept); where they differ, one more, and only where that one differs from the last too is
-    eager nondeterministic (a captured value our harness computed otherwise, a whole graph
-    interpreted where the candidate runs a cut of it, is no run-to-run change); then ``runs``
-    runs in all. Eager's runs cost no compile: where a candidate failed, one eager run of it."""
+def eager_spread(eager: EagerRuns, seed: int, runs: int = RUNS) -> list[float]:
+    """Per output, how far eager's runs of a candidate lie apart where they change run to run on
+    the same inputs (:func:`~bisect_engine.verdict.judgement.run_to_run_spread` over ``runs``
+    runs), else []: one more run compared with the first values (``eager``'s, or a run of its own
+    where none are kept); where they differ, one more, and only where that one differs from the
+    last too is eager nondeterministic (a captured value our harness computed otherwise, a whole
+    graph interpreted where the candidate runs a cut of it, is no run-to-run change). Eager's runs
+    cost no compile (where a candidate failed, one eager run of it) and are measured as they come:
+    the first values and one run held at a time."""
     first, rerun = eager
 
     def again() -> list[Any]:
@@ -563,10 +566,11 @@ def eager_spread(eager: EagerRuns, seed: int, runs: int = RUNS) -> list[list[Any
     if bitwise_equal(second, third):
         log.debug("eager's first values differ from two equal reruns: our harness, not run to run")
         return []
-    seen = [first, second, third]
-    while len(seen) < runs:
-        seen.append(again())
-    return seen
+    spreads = [max(pair) for pair in zip(run_to_run_spread([first, second]), run_to_run_spread([first, third]))]
+    del second, third
+    for _ in range(runs - 3):
+        spreads = [max(pair) for pair in zip(spreads, run_to_run_spread([first, again()]))]
+    return spreads
 
 
 def bitwise_equal(first: Sequence[Any], second: Sequence[Any]) -> bool:
