@@ -181,6 +181,7 @@ def test_run_to_run_noise_never_picks_a_batch_and_the_same_error_made_every_run_
     assert result.scan == {"batches_scanned": 3}, result.scan
     verdicts = [verdict for key, verdict in search.history if isinstance(key, ScanCandidate)]
     assert len(verdicts) == 3 and verdicts[0].runs == (2, RUNS), [v.runs for v in verdicts]
+    assert verdicts[0].nondeterministic == "compiled"  # eager rerun on the batch too: its values did not change
     torch._dynamo.reset()
     result, search = _scan(_spec([4, 4, 4]), FakeCompiler(("relu",), fault=_jitter(400.0, every_run=False)))
     assert result.scan["batch"]["index"] == 0 and result.scan["batch"]["nondeterministic"] is None, result.scan
@@ -208,6 +209,7 @@ def test_a_fault_at_a_training_step_is_named_there_through_run_to_run_noise() ->
     earlier = [verdict for key, verdict in search.history
                if isinstance(key, ScanCandidate) and key.index < noisy.scan["step"]]
     assert any(v.runs for v in earlier)  # a step the noise failed once was decided over runs, and not picked
+    assert {v.nondeterministic for v in earlier if v.runs} == {"compiled"}  # eager's loss and gradients rerun: steady
     assert noisy.finding is not None and noisy.finding.culprit_nodes == ("relu",)
 
 

@@ -66,13 +66,13 @@ def judge(eager: list[Any], fp64: list[Any], compiled: list[Any], oracle: Oracle
     return Check(any(v.outcome is not Outcome.MATCH for v in verdicts), nonfinite, tuple(verdicts))
 
 
-def scan_verdict(checks: dict[str, Check], runs: tuple[int, ...] = ()) -> SubgraphVerdict:
+def scan_verdict(checks: dict[str, Check], runs: tuple[int, ...] = (), side: str = "") -> SubgraphVerdict:
     """A batch's or step's verdict in the search: MISMATCH when a part diverged or turned
     non-finite, each output's verdict named by its part ("output 0", "gradients 3"); ``runs``:
-    (runs that failed, runs) where the compiled values changed run to run (:func:`decided`)."""
+    (runs that failed, runs) where values changed run to run, ``side`` whose (:func:`decided`)."""
     outputs = {f"{part} {i}": v for part, check in checks.items() for i, v in enumerate(check.verdicts)}
     failed = any(check.failed for check in checks.values())
-    return SubgraphVerdict(Outcome.MISMATCH if failed else Outcome.MATCH, outputs, runs=runs)
+    return SubgraphVerdict(Outcome.MISMATCH if failed else Outcome.MATCH, outputs, runs=runs, nondeterministic=side)
 
 
 Parts = dict[str, list[torch.Tensor]]
@@ -103,15 +103,18 @@ def noise_floors(checks: dict[str, Check], noisy_run: Callable[[], Parts], fp64:
 
 def decided(checks: dict[str, Check], compiled: Parts, rerun: Callable[[], Parts],
             judge_parts: Callable[[Parts, dict[str, Sequence[float]]], dict[str, Check]],
-            seed: int) -> tuple[dict[str, Check], tuple[int, ...]]:
-    """A batch or step that diverged, decided over runs where the compiled copy gives other values
-    run to run on the same batch (a duplicate-index sum's atomics; issue 36): the one decision
-    every judged candidate takes (:func:`~bisect_engine.verdict.oracle.over_runs`: judged against
-    the runs' spread, then by most runs), so run-to-run noise never picks a batch or a step.
+            seed: int, eager: tuple[Parts, Callable[[], Parts]] | None = None,
+            ) -> tuple[dict[str, Check], tuple[int, ...], str]:
+    """A batch or step that diverged, decided over runs where the compiled copy, or eager
+    (``eager``: its parts and the run that makes them again), gives other values run to run on the
+    same batch (a duplicate-index sum's atomics; issue 36): the one decision every judged
+    candidate takes (:func:`~bisect_engine.verdict.oracle.over_runs`: judged against the union of
+    both sides' spread, then by most runs), so run-to-run noise never picks a batch or a step.
     Only a divergence is decided so (a non-finite value stands as it is); ``rerun``: the compiled
-    side once more on the same inputs and state. The checks that decide, and (failed, runs)."""
+    side once more on the same inputs and state. The checks that decide, (failed, runs) and the
+    side whose values changed ("": none)."""
     if not any(check.diverged for check in checks.values()) or any(check.nonfinite for check in checks.values()):
-        return checks, ()
+        return checks, (), ""
     names = list(compiled)
 
     def flat(parts: Parts) -> list[Any]:
@@ -124,13 +127,14 @@ def decided(checks: dict[str, Check], compiled: Parts, rerun: Callable[[], Parts
             start += len(compiled[name])
         return parts
 
+    eager_runs = None if eager is None else (flat(eager[0]), lambda: flat(eager[1]()))
     outcome = over_runs(checks, flat(compiled), lambda: flat(rerun()),
                         lambda values, spreads: judge_parts(split(values), split(spreads)),
-                        lambda judged: any(check.failed for check in judged.values()), seed)
+                        lambda judged: any(check.failed for check in judged.values()), seed, eager=eager_runs)
     if outcome is None:
-        return checks, ()
-    log.info("scan: compiled values change run to run; %d of %d runs diverge", *outcome[1])
-    return outcome[0], outcome[1]
+        return checks, (), ""
+    log.info("scan: %s values change run to run; %d of %d compiled runs diverge", outcome[2], *outcome[1])
+    return outcome[0], outcome[1], outcome[2]
 
 
 def compiled_copy(model: Callable[..., Any], compiler: Compiler, allowed: list[float] | None = None) -> Callable[..., Any]:
@@ -160,12 +164,14 @@ class BatchFinding:
     scanned: int
     nonfinite: bool
     crashed: str = ""  # the compiled copy raised on this batch (the error)
-    runs: tuple[int, ...] = ()  # compiled values changed run to run: (runs that diverged, runs)
+    runs: tuple[int, ...] = ()  # values changed run to run: (compiled runs that diverged, compiled runs)
+    side: str = ""  # whose values changed run to run: "compiled", "eager" or "both"
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "samples": list(self.samples) if self.samples is not None else None,
                 "independent": self.independent, "batches_scanned": self.scanned, "nonfinite": self.nonfinite,
-                "crashed": self.crashed or None, "nondeterministic": list(self.runs) or None}
+                "crashed": self.crashed or None, "nondeterministic": list(self.runs) or None,
+                "nondeterministic_side": self.side or None}
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,8 @@ class BatchLook:
     compiled: list[torch.Tensor]
     unit: float | None
     check: Check
+    spreads: tuple[float, ...] = ()  # per output, the run-to-run spread it was judged against (() none)
+    floors: tuple[float, ...] = ()  # per output, its noise floor (() none measured)
 
 
 class BatchScan:
@@ -205,10 +213,16 @@ class BatchScan:
                 return {"output": _run(self.compiled, batch, self.seed)}
 
         floors: dict[str, list[float]] = {}
+        spread: dict[str, Sequence[float]] = {"output": ()}  # the spreads the batch was last judged against
 
         def judged(compiled: Parts, spreads: dict[str, Sequence[float]]) -> dict[str, Check]:
+            spread.update(spreads)
             return {"output": judge(eager_out, fp64_out, compiled["output"], self.oracle, unit, spreads["output"],
                                     floors.get("output", ()))}
+
+        def eager_run() -> Parts:
+            with torch.no_grad():
+                return {"output": _user_run(self.model, batch, self.seed, f"batch {index}")}
 
         def noisy_run() -> Parts:
             with torch.no_grad():
@@ -220,11 +234,13 @@ class BatchScan:
             if fp64_out is not eager_out:  # an fp64 model ran: its noise floors where the batch diverged
                 floors.update(noise_floors(checks, noisy_run, {"output": fp64_out}, {"output": eager_out}))
                 checks = judged(compiled_out, {"output": ()}) if floors else checks
-            checks, runs = decided(checks, compiled_out, compiled_run, judged, self.seed)
+            checks, runs, side = decided(checks, compiled_out, compiled_run, judged, self.seed,
+                                         ({"output": eager_out}, eager_run))
         except Exception as error:  # a budget cut is no Exception: it reaches the scan's caller
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
-        self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out["output"], unit, checks["output"])
-        return scan_verdict(checks, runs)
+        self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out["output"], unit, checks["output"],
+                              tuple(spread["output"]), tuple(floors.get("output", ())))
+        return scan_verdict(checks, runs, side)
 
     def look(self, index: int) -> BatchLook:
         """What batch ``index``, the one judged last, gave (batches are judged in order, each once)."""
@@ -246,9 +262,9 @@ def scan_batches(search: ScanSearch, scan: BatchScan) -> BatchFinding | None:
         if verdict.outcome is not Outcome.MATCH:
             look = scan.look(index)
             samples, independent = failing_samples(scan.model, look.batch, look.eager, look.fp64, look.compiled,
-                                                   scan.oracle, scan.seed, look.unit)
+                                                   scan.oracle, scan.seed, look.unit, look.spreads, look.floors)
             return BatchFinding(index, look.batch, samples, independent, index + 1, look.check.nonfinite,
-                                runs=verdict.runs)
+                                runs=verdict.runs, side=verdict.nondeterministic)
     return None
 
 
@@ -321,8 +337,15 @@ def take_samples(batch: Sequence[Any], samples: Sequence[int]) -> tuple[Any, ...
 
 def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: list[torch.Tensor],
                     fp64: list[torch.Tensor], compiled: list[torch.Tensor], oracle: Oracle,
-                    seed: int, unit: float | None = None) -> tuple[tuple[int, ...] | None, bool]:
+                    seed: int, unit: float | None = None, spreads: Sequence[float] = (),
+                    floors: Sequence[float] = ()) -> tuple[tuple[int, ...] | None, bool]:
     """Rows whose outputs fail, and whether the model treats samples independently.
+
+    Each row is judged as the batch was (:func:`judge`): at the scale floor its output was judged
+    at, its noise floor raised to its run-to-run spread (``floors``, ``spreads``: per output, ()
+    none; :func:`~bisect_engine.verdict.judgement.with_run_floors` over the whole output), so a
+    row that differs only by a nondeterministic batch's run-to-run noise or its rounding is no
+    failing sample.
 
     Independence is checked eagerly: the failing rows run on their own must give the rows they
     gave inside the batch. When they do not (batch norm in training, attention across the batch),
@@ -330,8 +353,10 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
     user allowed TF32 (``unit``), they agree to that precision, not to float32's.
     """
     size = batch_size(batch)
+    floors = list(floors) if len(floors) == len(eager) else [0.0] * len(eager)
+    floors = [f.scale_floor for f in with_run_floors([OutputFacts(scale_floor=f) for f in floors], spreads, eager)]
     rows = [i for i in range(size or 0)
-            if _row_fails(i, size, eager, fp64, compiled, oracle, unit)]
+            if _row_fails(i, size, eager, fp64, compiled, oracle, unit, floors)]
     if not rows or size is None:
         return None, False
     with torch.no_grad():
@@ -344,11 +369,15 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
 
 
 def _row_fails(row: int, size: int | None, eager: list[torch.Tensor], fp64: list[torch.Tensor],
-               compiled: list[torch.Tensor], oracle: Oracle, unit: float | None = None) -> bool:
-    def pick(values: list[torch.Tensor]) -> list[torch.Tensor]:
+               compiled: list[torch.Tensor], oracle: Oracle, unit: float | None = None,
+               floors: Sequence[float] = ()) -> bool:
+    """Whether ``row`` fails, judged as its batch was: ``floors``, per output, the scale floor the
+    whole output was judged at (its noise floor, raised to its run-to-run spread)."""
+    def pick(values: Sequence[Any]) -> list[Any]:
         return [t[row] for t in values if t.dim() > 0 and t.shape[0] == size]
 
-    return judge(pick(eager), pick(fp64), pick(compiled), oracle, unit).failed
+    row_floors = [f for t, f in zip(eager, floors) if t.dim() > 0 and t.shape[0] == size]
+    return judge(pick(eager), pick(fp64), pick(compiled), oracle, unit, floors=row_floors).failed
 
 
 def _agree(alone: torch.Tensor, inside: torch.Tensor, unit: float | None) -> bool:
@@ -371,11 +400,13 @@ class StepFinding:
     diverged_in: tuple[str, ...]  # "loss", "gradients", "parameters"
     nonfinite: bool
     scanned: int
-    runs: tuple[int, ...] = ()  # compiled values changed run to run: (runs that diverged, runs)
+    runs: tuple[int, ...] = ()  # values changed run to run: (compiled runs that diverged, compiled runs)
+    side: str = ""  # whose values changed run to run: "compiled", "eager" or "both"
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "diverged_in": list(self.diverged_in), "nonfinite": self.nonfinite,
-                "steps_scanned": self.scanned, "nondeterministic": list(self.runs) or None}
+                "steps_scanned": self.scanned, "nondeterministic": list(self.runs) or None,
+                "nondeterministic_side": self.side or None}
 
 
 def default_optimizer(parameters: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -473,10 +504,26 @@ class StepScan:
         floors.update(noise_floors(checks, lambda: self._gradients64(snapshot, batch, step),
                                    lambda: self._gradients64(snapshot, batch, step), first))
         checks = judged(compiled, {}) if floors else checks
-        checks, runs = decided(checks, compiled, compiled_run, judged, self.seed + step)
+        checks, runs, side = decided(checks, compiled, compiled_run, judged, self.seed + step,
+                                     (first, lambda: self._eager_again(snapshot, batch, step, first)))
         del before
         self.last = StepLook(step, batch, snapshot, checks)
-        return scan_verdict(checks, runs)
+        return scan_verdict(checks, runs, side)
+
+    def _eager_again(self, state: dict[str, Any], batch: tuple[Any, ...], step: int, first: Parts) -> Parts:
+        """Eager's loss and gradients once more from ``state`` (eager's before the step) on
+        ``batch`` (a copy of the model, no optimizer step): what says whether eager's own values
+        change run to run; its parameters are ``first``'s (an update of gradients already rerun)."""
+        model = copy.deepcopy(self.eager.model)
+        model.load_state_dict(state)
+        for parameter in model.parameters():
+            parameter.grad = None
+        torch.manual_seed(self.seed + step)
+        loss = self.eager.loss_fn(model(*batch))
+        loss.backward()
+        return {"loss": [loss.detach().clone()],
+                "gradients": [p.grad.detach().clone() for p in model.parameters() if p.grad is not None],
+                "parameters": first["parameters"]}
 
     def _gradients64(self, state: dict[str, Any], batch: tuple[Any, ...], step: int) -> Parts:
         """Loss and gradients of the fp64 model from ``state`` (eager's before the step) on
@@ -506,5 +553,6 @@ def scan_steps(search: ScanSearch, scan: StepScan) -> StepFinding | None:
             look = scan.look(step)
             failed = tuple(part for part, check in look.checks.items() if check.failed)
             return StepFinding(step, look.batch, look.state, failed,
-                               any(c.nonfinite for c in look.checks.values()), step + 1, verdict.runs)
+                               any(c.nonfinite for c in look.checks.values()), step + 1, verdict.runs,
+                               verdict.nondeterministic)
     return None

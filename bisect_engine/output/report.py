@@ -294,13 +294,24 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
         # compiled values that changed run to run on the same inputs, where a mismatch was then
         # decided over runs (issue 36): {"whole"/"nodes": [runs that mismatched, runs]}
         "nondeterministic": _runs(graph) or None,
+        # whose values changed run to run there (the determinism question: eager, compiled or both)
+        "nondeterministic_side": _sides(graph) or None,
     }
 
 
+def _scoped(graph: GraphResult) -> dict[str, Any]:
+    return {"whole": graph.whole, "nodes": graph.nodes.verdict if graph.nodes else None,
+            "window": graph.window_verdict}
+
+
 def _runs(graph: GraphResult) -> dict[str, list[int]]:
-    verdicts = {"whole": graph.whole, "nodes": graph.nodes.verdict if graph.nodes else None,
-                "window": graph.window_verdict}
-    return {scope: list(verdict.runs) for scope, verdict in verdicts.items() if verdict is not None and verdict.runs}
+    return {scope: list(verdict.runs) for scope, verdict in _scoped(graph).items()
+            if verdict is not None and verdict.runs}
+
+
+def _sides(graph: GraphResult) -> dict[str, str]:
+    return {scope: verdict.nondeterministic for scope, verdict in _scoped(graph).items()
+            if verdict is not None and verdict.nondeterministic}
 
 
 def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:

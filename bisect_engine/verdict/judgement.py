@@ -218,8 +218,9 @@ def judge_against_eager(oracle: Oracle, eager: Any, value: Any, scale_floor: flo
 
 # ---- run-to-run nondeterminism: judged against the spread ------------------------------------------
 def run_to_run_spread(runs: "Sequence[Sequence[Any]]") -> "list[float]":
-    """Per output, how far compiled values that change run to run on the same inputs lie apart
-    (a duplicate-index sum's atomics, a reduction split across threads; issue 36): the largest
+    """Per output, how far one side's values (compiled's, or eager's: ``oracle.over_runs`` takes
+    the larger of the two) that change run to run on the same inputs lie apart (a duplicate-index
+    sum's atomics, a reduction split across threads; issue 36): the largest
     difference of any run from the first, in the value's units; 0 where every run agrees, or for a
     value that is not floating."""
     spreads: "list[float]" = []

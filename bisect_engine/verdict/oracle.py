@@ -13,7 +13,7 @@ import logging
 import operator
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import torch
 import torch.fx as fx
@@ -44,8 +44,10 @@ class SubgraphVerdict:
     calls: int = 0  # per-node check: runs of the compiled graph
     code: tuple[OutputCode, ...] = ()  # what Inductor generated, when the candidate asked to keep it
     sizes: tuple[tuple[int, str], ...] = ()  # a size sweep: (size, "match"/"mismatch"/"crash"/"invalid")
-    # a mismatch whose compiled values changed run to run (same inputs): (runs that mismatched, runs)
+    # a mismatch whose values changed run to run (same inputs): (compiled runs that mismatched, compiled runs judged)
     runs: tuple[int, ...] = ()
+    # which side's values changed run to run there: "compiled", "eager" or "both" ("": neither, or not asked)
+    nondeterministic: str = ""
 
     @property
     def failing_outputs(self) -> list[str]:
@@ -222,22 +224,36 @@ class GraphContext:
             if verdict.outcome is Outcome.MISMATCH:
                 verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs),
                                           lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs,
-                                                                                 spreads))
+                                                                                 spreads),
+                                          self._eager_runs(subgraph, inputs, own_inputs))
         except Exception as error:  # the verdict says so (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), code=tuple(code or ()))
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
 
     def _over_runs(self, verdict: SubgraphVerdict, outputs: list[Any], run: Callable[[], list[Any]],
-                   judge: Callable[[list[Any], list[float]], SubgraphVerdict]) -> SubgraphVerdict:
-        """A mismatch decided over runs where the compiled values change run to run on the same
-        inputs (:func:`over_runs`: judged against the spread, then by most runs; the verdict's
-        ``runs`` says how many mismatched). ``judge``: outputs and their run-to-run spreads in."""
-        decided = over_runs(verdict, outputs, run, judge, lambda v: v.outcome is not Outcome.MATCH, self.seed)
+                   judge: Callable[[list[Any], list[float]], SubgraphVerdict],
+                   eager: EagerRuns | None = None) -> SubgraphVerdict:
+        """A mismatch decided over runs where the compiled values, or eager's (``eager``), change
+        run to run on the same inputs (:func:`over_runs`: judged against the union of both sides'
+        spread, then by most runs; the verdict's ``runs`` says how many mismatched, its
+        ``nondeterministic`` which side changed). ``judge``: outputs and their run-to-run spreads in."""
+        decided = over_runs(verdict, outputs, run, judge, lambda v: v.outcome is not Outcome.MATCH, self.seed,
+                            eager=eager)
         if decided is None:
             return verdict
-        chosen, runs = decided
-        log.info("%s: compiled values change run to run; %d of %d runs mismatch", self.name, *runs)
-        return dataclasses.replace(chosen, runs=runs)
+        chosen, runs, side = decided
+        log.info("%s: %s values change run to run; %d of %d compiled runs mismatch", self.name, side, *runs)
+        return dataclasses.replace(chosen, runs=runs, nondeterministic=side)
+
+    def _eager_runs(self, subgraph: Subgraph, inputs: list[Any], own_inputs: bool) -> EagerRuns:
+        """Eager's side of a candidate for :func:`over_runs`: its first values (the captured ones,
+        None where the candidate ran eager on inputs of its own) and one more eager run of the
+        subgraph on the same inputs (random draws as judged; inputs copied only for a graph that
+        writes them: a whole graph's parameters are not held twice)."""
+        first = None if own_inputs else [self.eager_values.get(name) for name in subgraph.output_names]
+        writes = mutates(subgraph.graph_module)
+        return first, lambda: run_graph(subgraph.graph_module, [clone_value(v) for v in inputs] if writes else inputs,
+                                        overrides=self._draws(fp64=False))
 
     def judge_nodes(self, names: list[str], compiler: Compiler, *, label: str,
                     max_calls: int | None = None) -> SubgraphVerdict:
@@ -277,7 +293,8 @@ class GraphContext:
             verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
             if verdict.outcome is Outcome.MISMATCH:
                 verdict = self._over_runs(verdict, compiled_outputs, run,
-                                          lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, False, spreads))
+                                          lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, False, spreads),
+                                          self._eager_runs(subgraph, inputs, False))
         except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), copies=len(plan.members), calls=plan.calls)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
@@ -369,10 +386,12 @@ class GraphContext:
         if compiled_outputs is None:
             return SubgraphVerdict(Outcome.CRASH, error=error)
         verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
-        if verdict.outcome is Outcome.MISMATCH and len(reruns) == RUNS - 1:
-            further = iter(reruns)
+        if verdict.outcome is Outcome.MISMATCH:
+            # no reruns sent: the worker's second run gave the same bits (eager's side is still asked)
+            further = iter(reruns) if len(reruns) == RUNS - 1 else iter([compiled_outputs])
             verdict = self._over_runs(verdict, compiled_outputs, lambda: list(next(further)),
-                                      lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs, spreads))
+                                      lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs, spreads),
+                                      self._eager_runs(subgraph, inputs, own_inputs))
         return verdict
 
     def _verdict(self, subgraph: Subgraph, inputs: list[Any], compiled_outputs: list[Any],
@@ -478,35 +497,80 @@ RUNS = 5  # a run-dependent mismatch: judged against the spread of this many run
 Judged = TypeVar("Judged")
 
 
+# Eager's side of a candidate for over_runs: its first values (None: not kept) and one more eager run
+EagerRuns = tuple[Optional[list[Any]], Callable[[], list[Any]]]
+
+
 def over_runs(first: Judged, outputs: list[Any], run: Callable[[], list[Any]],
               judge: Callable[[list[Any], list[float]], Judged], failed: Callable[[Judged], bool],
-              seed: int, runs: int = RUNS) -> tuple[Judged, tuple[int, int]] | None:
+              seed: int, runs: int = RUNS,
+              eager: EagerRuns | None = None) -> tuple[Judged, tuple[int, int], str] | None:
     """A failing verdict (``first``, on ``outputs``) decided over runs, where the compiled values
-    change run to run on the same inputs: one more run (``run``, under ``seed``) says whether they
-    do (None: the same bits, ``first`` stands); then ``runs`` runs in all, each judged again
-    against the spread of all of them (``judge(outputs, spreads)``, the spreads from
-    :func:`~bisect_engine.verdict.judgement.run_to_run_spread`, floors by
+    or eager's change run to run on the same inputs: one more compiled run (``run``, under
+    ``seed``) and one more eager run (``eager``: :func:`eager_spread`) say whether they do (None:
+    each side gave the same bits, ``first`` stands). Where compiled's change, ``runs`` compiled
+    runs in all (else its one); each is judged again against the union of both sides' spreads
+    (``judge(outputs, spreads)``, each side's from
+    :func:`~bisect_engine.verdict.judgement.run_to_run_spread`, their larger per output, floors by
     :func:`~bisect_engine.verdict.judgement.with_run_floors`: a difference from the reference no
-    larger than rounding-sized runs differ among themselves is noise), and the failure stands only
-    where most runs still fail there (:func:`~bisect_engine.verdict.judgement.decided_by_runs`).
-    The one decision for a per-node check, a window, a whole graph and a scan's batch or step;
-    runs cost no compile. Returns the verdict (a failing run's where it stands, else a passing
-    run's) and (runs that failed, runs)."""
+    larger than rounding-sized runs of either side differ among themselves is noise; eager's order
+    is one valid order, a CUDA atomic's or a threaded reduction's), and the failure stands only
+    where most compiled runs still fail there
+    (:func:`~bisect_engine.verdict.judgement.decided_by_runs`). The one decision for a per-node
+    check, a window, a whole graph and a scan's batch or step; runs cost no compile. Returns the
+    verdict (a failing run's where it stands, else a passing run's), (runs that failed, runs) and
+    the side whose values changed: "compiled", "eager" or "both"."""
     torch.manual_seed(seed)
     again = run()
-    if bitwise_equal(outputs, again):
+    compiled_changes = not bitwise_equal(outputs, again)
+    eager_spreads = eager_spread(eager, seed, runs) if eager is not None else []
+    eager_changes = bool(eager_spreads)
+    if not compiled_changes and not eager_changes:
         return None
-    seen = [outputs, again]
-    while len(seen) < runs:
+    seen = [outputs, again] if compiled_changes else [outputs]
+    while compiled_changes and len(seen) < runs:
         torch.manual_seed(seed)
         seen.append(run())
     spreads = run_to_run_spread(seen)
+    if len(eager_spreads) == len(spreads):  # the union: per output, the larger spread
+        spreads = [max(pair) for pair in zip(spreads, eager_spreads)]
     verdicts = [judge(values, spreads) for values in seen]
     del seen
     failing = [verdict for verdict in verdicts if failed(verdict)]
     stands = decided_by_runs([failed(verdict) for verdict in verdicts])
     chosen = failing[0] if stands else next(v for v in verdicts if not failed(v))
-    return chosen, (len(failing), len(verdicts))
+    side = "both" if compiled_changes and eager_changes else ("compiled" if compiled_changes else "eager")
+    return chosen, (len(failing), len(verdicts)), side
+
+
+def eager_spread(eager: EagerRuns, seed: int, runs: int = RUNS) -> list[float]:
+    """Per output, how far eager's runs of a candidate lie apart where they change run to run on
+    the same inputs (:func:`~bisect_engine.verdict.judgement.run_to_run_spread` over ``runs``
+    runs), else []: one more run compared with the first values (``eager``'s, or a run of its own
+    where none are kept); where they differ, one more, and only where that one differs from the
+    last too is eager nondeterministic (a captured value our harness computed otherwise, a whole
+    graph interpreted where the candidate runs a cut of it, is no run-to-run change). Eager's runs
+    cost no compile (where a candidate failed, one eager run of it) and are measured as they come:
+    the first values and one run held at a time."""
+    first, rerun = eager
+
+    def again() -> list[Any]:
+        torch.manual_seed(seed)
+        return rerun()
+
+    first = again() if first is None else first
+    second = again()
+    if bitwise_equal(first, second):
+        return []
+    third = again()
+    if bitwise_equal(second, third):
+        log.debug("eager's first values differ from two equal reruns: our harness, not run to run")
+        return []
+    spreads = [max(pair) for pair in zip(run_to_run_spread([first, second]), run_to_run_spread([first, third]))]
+    del second, third
+    for _ in range(runs - 3):
+        spreads = [max(pair) for pair in zip(spreads, run_to_run_spread([first, again()]))]
+    return spreads
 
 
 def bitwise_equal(first: Sequence[Any], second: Sequence[Any]) -> bool:
