@@ -7,7 +7,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from bisect_engine.strategies.departures import elided_cast, narrowing_casts
-from bisect_engine.strategies.windows import named_by_error, window_culprit
+from bisect_engine.strategies.windows import attributed_node, named_by_error, window_culprit
 from bisect_engine.verdict.compare import Outcome
 from bisect_engine.verdict.fx_eval import run_graph, scalar_arguments
 from bisect_engine.verdict.graphs import CapturedGraph
@@ -166,3 +166,30 @@ def test_a_crash_window_is_named_by_the_op_its_compile_error_names() -> None:
     assert str(context.view.nodes[named_by_error(context.view, window, lowering)].target) == "aten.mul.Tensor"
     assert named_by_error(context.view, window, "KeyError: 'buf1'") is None  # names nothing: the first node
     assert window_culprit(context.view, window, SubgraphVerdict(Outcome.CRASH, error="KeyError: 'buf1'")) == window[0]
+
+
+def _abs_read_by_sum(x: torch.Tensor) -> torch.Tensor:
+    magnitude = torch.abs(x)
+    return torch.cat([magnitude, torch.neg(magnitude)]).sum()
+
+
+def _arange_times(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange(x.shape[0], dtype=torch.int64) * 10**9
+
+
+def test_a_window_is_named_by_the_op_whose_fallback_the_subsystem_names() -> None:
+    """pytorch#187018 / #175966: the window's only failing output is its last node's; the subsystem
+    bisection's lowering fallback names the op whose code differs (directly, or the op its
+    Inductor decomposition reaches): the window is named by that node. A pass names no op."""
+    x = torch.tensor([1, 200, 3], dtype=torch.uint8)
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(_abs_read_by_sum)(x), [x], True))
+    window = tuple(n.name for n in context.view.compute_nodes)
+    named = attributed_node(context.view, window, "lowering", "aten.abs.default")
+    assert str(context.view.nodes[named].target) == "aten.abs.default"
+    assert attributed_node(context.view, window, "pass", "pattern_matcher") is None
+    assert attributed_node(context.view, window, "lowering", "aten.exp.default") is None  # not in the window
+    y = torch.ones(8)
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(_arange_times)(y), [y], True))
+    window = tuple(n.name for n in context.view.compute_nodes)
+    named = attributed_node(context.view, window, "lowering", "prims.iota.default")
+    assert named is not None and "arange" in str(context.view.nodes[named].target)  # decomposed as iota

@@ -20,7 +20,7 @@ from ..strategies.nodes import NodeCheck, Reach
 from ..strategies.pregrad import PassRewrite
 from ..strategies.sizes import SizeSweep
 from ..strategies.subsystems import Attribution
-from ..strategies.windows import window_culprit
+from ..strategies.windows import attributed_node, window_culprit
 from ..verdict.compare import Outcome
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
@@ -123,11 +123,16 @@ class GraphFinding:
 
     @property
     def named_node(self) -> str | None:
-        """The node the culprit is named by: a window's node whose own output departs, or the one
-        its compile error names (``strategies.windows.window_culprit``); else the culprit."""
+        """The node the culprit is named by: a window's node whose op the subsystem's lowering or
+        decomposition fallback names (``strategies.windows.attributed_node``), else its node whose
+        own output departs, or the one its compile error names (``window_culprit``); else the culprit."""
         names = self.culprit_nodes
         if self.window and names == self.window:
-            return window_culprit(self.context.view, self.window, self.window_verdict)
+            crashed = self.window_verdict is not None and self.window_verdict.outcome is Outcome.CRASH
+            attribution = self.attribution
+            by_switch = None if crashed or attribution is None else attributed_node(
+                self.context.view, self.window, attribution.kind, attribution.name)
+            return by_switch or window_culprit(self.context.view, self.window, self.window_verdict)
         return names[0] if names else None
 
     @property

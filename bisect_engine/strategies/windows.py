@@ -70,6 +70,56 @@ def window_culprit(view: GraphView, names: tuple[str, ...], verdict: SubgraphVer
     return names[0]
 
 
+def attributed_node(view: GraphView, names: tuple[str, ...], kind: str | None, ops: str | None) -> str | None:
+    """The window node whose op the subsystem attribution names (``kind`` ``lowering`` or
+    ``decomposition``, ``ops`` its comma-separated op names): falling that op's code back made the
+    window match eager, so it is the culprit whichever node's output shows the error (a uint8
+    ``abs`` read by ``sum``, pytorch#187018). A node's own op first, else the op its Inductor
+    decomposition reaches (``aten.arange`` lowered as ``prims.iota``, pytorch#175966)."""
+    if kind not in ("lowering", "decomposition") or not ops:
+        return None
+    wanted = {op.strip() for op in ops.split(",")}
+    for name in names:
+        if str(view.nodes[name].target) in wanted:
+            return name
+    return next((name for name in names if wanted & decomposed_ops(view.nodes[name])), None)
+
+
+def decomposed_ops(node: Any) -> set[str]:
+    """The ops ``node``'s Inductor decomposition traces to, on concrete tensors of its recorded
+    sizes (empty where it has no decomposition, symbolic sizes, or the trace fails)."""
+    import torch
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    decomposition = select_decomp_table().get(node.target)
+    if decomposition is None:
+        return set()
+    try:
+        def concrete(value: Any) -> Any:
+            if isinstance(value, torch.fx.Node):
+                meta = value.meta.get("val")
+                if not isinstance(meta, torch.Tensor) or any(not isinstance(size, int) for size in meta.shape):
+                    raise ValueError("no concrete tensor")
+                return torch.zeros(meta.shape, dtype=meta.dtype)
+            return value
+
+        args = [concrete(arg) for arg in node.args]
+        kwargs = {key: concrete(value) for key, value in node.kwargs.items()}
+        tensors = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+        def call(*values: Any) -> Any:
+            called = list(args)
+            for i, value in zip(tensors, values):
+                called[i] = value
+            return decomposition(*called, **kwargs)
+
+        traced = make_fx(call, decomposition_table=select_decomp_table())(*[args[i] for i in tensors])
+    except Exception:  # noqa: BLE001 - no decomposition to read: the node is not named by it
+        return set()
+    return {str(n.target) for n in traced.graph.nodes if n.op == "call_function"}
+
+
 def named_by_error(view: GraphView, names: tuple[str, ...], error: str) -> str | None:
     """The window node a compile error's text names: its aten op (``aten.sum``, ``aten::sum``),
     else, for an accumulator of the generated kernel (``at_Half_tmp_acc0_vec``: pytorch#194706's
