@@ -124,7 +124,9 @@ def test_the_spec_of_live_objects_reads_them_as_a_model_file_would(tmp_path: Pat
 
 # --- one notebook-style session on a planted model object (real Inductor compiles) ----------------
 
-def _notebook_session(factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def _notebook_session(factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path,
+                                                                 subprocess.CompletedProcess[str] | None]:
+    """The session, then (in the same background job) the repro it wrote, alone in a fresh process."""
     from conftest import seeded_cache_dir
 
     out, cwd = factory.mktemp("notebook") / "out", factory.mktemp("cwd")
@@ -132,7 +134,19 @@ def _notebook_session(factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
     run = subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "notebook_session.py"),
                           str(ROOT / "repro_cases" / "relu_bug.py"), str(out)],
                          capture_output=True, text=True, timeout=900, env=environment, cwd=cwd)
-    return run, out, cwd
+    repro = out / "repro.py"
+    return run, out, cwd, (_repro_alone(repro, factory.mktemp("repro-alone")) if run.returncode == 0 and repro.exists()
+                           else None)
+
+
+def _repro_alone(written: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """``written`` copied to ``folder`` and run there with ``python -P`` and no PYTHONPATH (no plant)."""
+    repro = folder / "repro.py"
+    shutil.copy(written, repro)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environment["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(folder / "cache"))
+    return subprocess.run([sys.executable, "-P", str(repro)], capture_output=True, text=True, timeout=600,
+                          cwd=folder, env=environment)
 
 
 def background_jobs(session: pytest.Session) -> list[Job]:
@@ -146,9 +160,9 @@ def background_jobs(session: pytest.Session) -> list[Job]:
 
 @pytest.fixture(scope="module")
 def notebook(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    run, out, cwd = background_result("api:notebook", lambda: _notebook_session(tmp_path_factory))
+    run, out, cwd, alone = background_result("api:notebook", lambda: _notebook_session(tmp_path_factory))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return {**json.loads(run.stdout.strip().splitlines()[-1]), "out": out, "cwd": cwd}
+    return {**json.loads(run.stdout.strip().splitlines()[-1]), "out": out, "cwd": cwd, "repro_alone": alone}
 
 
 @pytest.mark.e2e
@@ -173,12 +187,7 @@ def test_check_leaves_the_model_the_random_states_and_torch_as_they_were(noteboo
 
 @pytest.mark.e2e
 def test_the_repro_check_wrote_runs_alone_in_a_fresh_process(notebook: dict, tmp_path: Path) -> None:
-    repro = tmp_path / "repro.py"
-    shutil.copy(Path(notebook["repro"]), repro)
-    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    environment["TORCHINDUCTOR_CACHE_DIR"] = str(seeded_cache_dir(tmp_path / "cache"))
-    run = subprocess.run([sys.executable, "-P", str(repro)], capture_output=True, text=True, timeout=600,
-                         cwd=tmp_path, env=environment)
+    run = notebook["repro_alone"] or _repro_alone(Path(notebook["repro"]), tmp_path)
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
     assert "REPRODUCED" in run.stdout
 
