@@ -265,12 +265,18 @@ def amplified_main(culprit_module, downstream_module, inputs_b64, inputs_file, i
         unit = rounding_unit(eager.dtype) if isinstance(eager, torch.Tensor) and eager.is_floating_point() else 1.0
         print(f"culprit {name}: compiled differs from eager by at most {change / unit:.4g} ulps (elementwise)")
     differences = [material_difference(e, h) for e, h in zip(downstream(eager_mid), downstream(compiled_mid))]
-    for name, difference in zip(downstream_outputs, differences):
-        print(f"output {name:<20} {'MATERIAL' if difference.material else 'noise':<9} {difference.elements} of "
+    return say_outputs(downstream_outputs, differences, "noise", "the culprit's compiled output, run through the eager "
+                       "path,", ("changes", "does not change"), "the outputs materially")
+
+
+def say_outputs(output_names, differences, quiet, subject, verbs, rest):
+    """Each output's difference printed (``quiet``: the word for one that is not material), then the
+    verdict: reproduced when any output differs materially (``verbs``: the material and the other)."""
+    for name, difference in zip(output_names, differences):
+        print(f"output {name:<20} {'MATERIAL' if difference.material else quiet:<9} {difference.elements} of "
               f"{difference.total} elements differ, max |diff| {difference.max_abs:.4g} ({difference.reason or '-'})")
     material = any(d.material for d in differences)
-    return say_verdict(material, "the culprit's compiled output, run through the eager path, "
-                                 f"{'changes' if material else 'does not change'} the outputs materially")
+    return say_verdict(material, f"{subject} {verbs[0] if material else verbs[1]} {rest}")
 
 
 def laid_out(value, strides):
@@ -305,12 +311,8 @@ def layout_main(repro_module, inputs_b64, inputs_file, input_names, output_names
     for name, strides in layouts.items():
         print(f"input {name:<20} laid out with strides {list(strides)} (eager's: {list(inputs[input_names.index(name)].stride())})")
     differences = [material_difference(e, o) for e, o in zip(eager, other)]
-    for name, difference in zip(output_names, differences):
-        print(f"output {name:<20} {'MATERIAL' if difference.material else 'same':<9} {difference.elements} of "
-              f"{difference.total} elements differ, max |diff| {difference.max_abs:.4g} ({difference.reason or '-'})")
-    material = any(d.material for d in differences)
-    return say_verdict(material, "the same input values, laid out as the compiled forward saved them, "
-                                 f"{'change' if material else 'do not change'} the op's outputs materially")
+    return say_outputs(output_names, differences, "same", "the same input values, laid out as the compiled forward "
+                       "saved them,", ("change", "do not change"), "the op's outputs materially")
 
 
 def compile_torch_level(repro_module, inputs, inductor_config, seed):
