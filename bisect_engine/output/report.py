@@ -101,7 +101,7 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
         names, made_by = (graph.eager_nan,), "model"
     if not names:
         return None
-    named = graph.named_node if made_by == "compiler" and graph.named_node else names[0]
+    named = (graph.named_node if made_by == "compiler" else None) or names[0]
     culprit = describe_node(result, graph, named)  # a window: listed whole, named by its culprit
     culprit["made_by"] = made_by
     culprit["kind"] = graph.culprit_kind
@@ -476,7 +476,7 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
     if target is None:
         return pre_grad_repro_spec(result)
     graph, names, expect = target
-    named = graph.named_node if names == graph.culprit_nodes and graph.named_node else names[0]
+    named = (graph.named_node if names == graph.culprit_nodes else None) or names[0]
     described = describe_node(result, graph, named)
     ops = [op_name(graph.context.view.nodes[n]) for n in names]
     what = {"mismatch": "Inductor disagrees with eager (fp64 reference)",

@@ -160,11 +160,8 @@ def _compare_floating(
     usable, new_nonfinite, lost_nonfinite, saturated_wrong = masked
     ref_used, compiled_used, eager_used = _used(usable, ref, compiled64, eager64)
     del usable, ref, compiled64, eager64  # the used values only from here (a large tensor's peak)
-    # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
-    # still gives a finite, meaningful error. ``scale_floor``: the scale of what the op combined
-    # (a sum or mean that cancels to ~0 is judged at the scale of its terms, where its rounding is).
-    scale = max(float(ref_used.square().mean().sqrt()), float(compiled_used.square().mean().sqrt()), scale_floor)
-    unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
+    unit = _error_unit(eager.dtype, float(ref_used.square().mean().sqrt()), float(compiled_used.square().mean().sqrt()),
+                       scale_floor, unit_roundoff)
     compiled_error = compiled_used.sub(ref_used).abs_().div_(unit)
     del compiled_used
     eager_error = eager_used.sub(ref_used).abs_().div_(unit)
@@ -204,17 +201,23 @@ def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torc
         return None
     compiled_scale = float(work.square_().mean().sqrt())
     reference_scale = float(torch.square(ref, out=work).mean().sqrt())
-    # The tensor's scale; compiled's own scale too, so an all-zero reference (relu of negatives)
-    # still gives a finite, meaningful error. ``scale_floor``: the scale of what the op combined
-    # (a sum or mean that cancels to ~0 is judged at the scale of its terms, where its rounding is).
-    scale = max(reference_scale, compiled_scale, scale_floor)
-    unit = max(rounding_unit(eager.dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(eager.dtype).tiny)
+    unit = _error_unit(eager.dtype, reference_scale, compiled_scale, scale_floor, unit_roundoff)
     maxima, rms = [], []
     for value in (compiled, eager):
         error = widened_into(value).sub_(ref).abs_().div_(unit)
         maxima.append(float(error.max()))
         rms.append(float(error.square_().mean().sqrt()))
     return rms[0], rms[1], maxima[0], maxima[1]
+
+
+def _error_unit(dtype: torch.dtype, reference_scale: float, compiled_scale: float, scale_floor: float,
+                unit_roundoff: float | None) -> float:
+    """One ulp of ``dtype`` at the value's scale: the tensor's scale, compiled's own scale too (so an
+    all-zero reference, relu of negatives, still gives a finite, meaningful error), and
+    ``scale_floor``, the scale of what the op combined (a sum or mean that cancels to ~0 is judged at
+    the scale of its terms, where its rounding is)."""
+    scale = max(reference_scale, compiled_scale, scale_floor)
+    return max(rounding_unit(dtype), unit_roundoff or 0.0) * max(scale, torch.finfo(dtype).tiny)
 
 
 def _widened(value: torch.Tensor) -> torch.Tensor:
