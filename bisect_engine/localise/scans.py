@@ -514,30 +514,26 @@ class StepScan:
         """Eager's loss and gradients once more from ``state`` (eager's before the step) on
         ``batch`` (a copy of the model, no optimizer step): what says whether eager's own values
         change run to run; its parameters are ``first``'s (an update of gradients already rerun)."""
-        model = copy.deepcopy(self.eager.model)
-        model.load_state_dict(state)
-        for parameter in model.parameters():
-            parameter.grad = None
-        torch.manual_seed(self.seed + step)
-        loss = self.eager.loss_fn(model(*batch))
-        loss.backward()
-        return {"loss": [loss.detach().clone()],
-                "gradients": [p.grad.detach().clone() for p in model.parameters() if p.grad is not None],
-                "parameters": first["parameters"]}
+        return {**self._loss_and_gradients(self.eager, state, batch, step), "parameters": first["parameters"]}
 
     def _gradients64(self, state: dict[str, Any], batch: tuple[Any, ...], step: int) -> Parts:
         """Loss and gradients of the fp64 model from ``state`` (eager's before the step) on
         ``batch``, no optimizer step: what the noise floors of a step's loss and gradients are
         measured on (its parameters, an update added to values that do not cancel, get none)."""
-        model64 = copy.deepcopy(self.reference.model)
-        model64.load_state_dict(state)
-        for parameter in model64.parameters():
+        return self._loss_and_gradients(self.reference, state, to_fp64(batch), step)
+
+    def _loss_and_gradients(self, trainer: _Trainer, state: dict[str, Any], batch: tuple[Any, ...], step: int) -> Parts:
+        """``trainer``'s loss and gradients on a copy of its model loaded with ``state``, no
+        optimizer step (the trainer's own model and gradients untouched)."""
+        model = copy.deepcopy(trainer.model)
+        model.load_state_dict(state)
+        for parameter in model.parameters():
             parameter.grad = None
         torch.manual_seed(self.seed + step)
-        loss = self.reference.loss_fn(model64(*to_fp64(batch)))
+        loss = trainer.loss_fn(model(*batch))
         loss.backward()
         return {"loss": [loss.detach().clone()],
-                "gradients": [p.grad.detach().clone() for p in model64.parameters() if p.grad is not None]}
+                "gradients": [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]}
 
     def look(self, step: int) -> StepLook:
         """What step ``step``, the one judged last, gave (steps are judged in order, each once)."""
