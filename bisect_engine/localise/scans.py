@@ -94,10 +94,15 @@ def noise_floors(checks: dict[str, Check], noisy_run: Callable[[], Parts], fp64:
     flat_eager = [value for name in names for value in eager[name]]
     floors = model_floors(lambda: [value for name, values in noisy_run().items() if name in names for value in values],
                           flat_fp64, flat_eager)
+    return _split(floors, fp64, names)
+
+
+def _split(values: Sequence[Any], like: Parts, names: Sequence[str]) -> dict[str, list[Any]]:
+    """A flat list (the values of ``like``'s parts ``names``, in order) back into those parts."""
     parts, start = {}, 0
     for name in names:
-        parts[name] = floors[start:start + len(fp64[name])]
-        start += len(fp64[name])
+        parts[name] = list(values[start:start + len(like[name])])
+        start += len(like[name])
     return parts
 
 
@@ -121,11 +126,7 @@ def decided(checks: dict[str, Check], compiled: Parts, rerun: Callable[[], Parts
         return [value for name in names for value in parts[name]]
 
     def split(values: Sequence[Any]) -> dict[str, Any]:
-        parts, start = {}, 0
-        for name in names:
-            parts[name] = list(values[start:start + len(compiled[name])])
-            start += len(compiled[name])
-        return parts
+        return _split(values, compiled, names)
 
     eager_runs = None if eager is None else (flat(eager[0]), lambda: flat(eager[1]()))
     outcome = over_runs(checks, flat(compiled), lambda: flat(rerun()),
