@@ -405,9 +405,7 @@ class Session:
         record.cast_looked = True
         self._listing_look(record, "an elided cast",
                            lambda: self._localise(record, pristine, stop_after="localise", cast_elision=True),
-                           # as the departure look: a graph finding the matching call's end-to-end rule passed is
-                           # not the run's (its report would be a clean one naming a culprit)
-                           lambda result: result.finding is None and any(g.cast_elision_explains for g in result.graphs))
+                           lambda result: any(g.cast_elision_explains for g in result.graphs))
 
     def _departure_look(self, record: GraphRecord, pristine: list[Any], positions: list[int]) -> None:
         """A training call whose gradients match (compiled at least as close to fp64 as eager) yet
@@ -421,8 +419,7 @@ class Session:
         record.departure_looked = True
         self._listing_look(record, "a departure",
                            lambda: self._localise(record, pristine, positions, stop_after="localise", departure=True),
-                           # listed only: a graph finding the matching call's end-to-end rule passed is not the run's
-                           lambda result: result.finding is None and any(g.consequence is not None for g in result.graphs))
+                           lambda result: any(g.consequence is not None for g in result.graphs))
 
     def _may_list(self, record: GraphRecord) -> bool:
         """A matching call may still be looked at for a listed difference (one per run, before any divergence)."""
@@ -431,13 +428,15 @@ class Session:
 
     def _listing_look(self, record: GraphRecord, what: str, localise: Callable[[], Any],
                       listed: Callable[[Any], bool]) -> None:
-        """The engine on a matching call (``localise``); where ``listed`` holds of its result, the
-        report (clean, what it found listed) is written and becomes the run's unless a divergence
-        comes. A failure here is logged, never a verdict: the call's match stands."""
+        """The engine on a matching call (``localise``); where it found no finding (a graph finding
+        the matching call's end-to-end rule passed is not the run's: its report would be a clean one
+        naming a culprit) and ``listed`` holds of its result, the report (clean, what it found
+        listed) is written and becomes the run's unless a divergence comes. A failure here is
+        logged, never a verdict: the call's match stands."""
         try:
             with self._tool_work():
                 result = localise()
-                if not listed(result):
+                if result.finding is not None or not listed(result):
                     return
                 folder = self.output_folder()
                 if folder is None:
