@@ -78,6 +78,23 @@ def test_collect_versions_runs_collect_env() -> None:
     assert "PyTorch version" in collect_versions(timeout_s=120)
 
 
+@pytest.mark.parametrize(("cuda", "initialised", "here"), [
+    (None, False, True),  # a CPU build: collect_env cannot initialise a GPU runtime
+    ("12.8", False, False),  # CUDA built, not initialised: a fresh interpreter asks, the program's fork stays safe
+    ("12.8", True, True),  # initialised already: nothing changes by asking here
+])
+def test_collect_env_runs_in_this_process_only_where_it_cannot_initialise_cuda(
+        monkeypatch: pytest.MonkeyPatch, cuda: str | None, initialised: bool, here: bool) -> None:
+    from types import SimpleNamespace
+
+    fake = SimpleNamespace(version=SimpleNamespace(cuda=cuda, hip=None, xpu=None),
+                           cuda=SimpleNamespace(is_initialized=lambda: initialised))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    versions = Versions()
+    assert versions._in_process is here
+    assert (versions.command[:2] == (sys.executable, "-c")) and not Versions(("x",))._in_process
+
+
 @pytest.mark.parametrize(("command", "note"), [
     ((sys.executable, "-c", "import time; time.sleep(60)"), "did not finish within 1 s"),
     (("/nonexistent/python",), "could not start: "),

@@ -4,14 +4,16 @@
 numbers), the minimal repro inline when it is short (else what to attach and an excerpt), the
 culprit's kernel when the report has one, the Inductor subsystem and its workaround, and the
 ``Versions`` section (``python -m torch.utils.collect_env``, collected by
-:class:`Versions`, the one class here with a side effect: a subprocess). A finding the
+:class:`Versions`, the one class here with a side effect: collect_env run in a thread or a subprocess). A finding the
 model makes itself (NaN in eager too) is said to be a model issue, not a compiler bug. A clean
 run has no bug report.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from ..verdicts import FINDINGS, Verdict
@@ -33,18 +35,29 @@ _RERUN = "run `python -m torch.utils.collect_env`"
 
 
 class Versions:
-    """The ``Versions`` text: ``python -m torch.utils.collect_env`` in a subprocess (seconds: it
-    imports torch and asks pip), started ahead with :meth:`start` (when a finding is likely) and
-    read with :meth:`text`; :meth:`close` ends one never read. A failure is written into the text
-    (the report is still useful without it), never raised."""
+    """The ``Versions`` text: ``python -m torch.utils.collect_env``'s, started ahead with :meth:`start`
+    (when a finding is likely) and read with :meth:`text`; :meth:`close` ends one never read. A
+    failure is written into the text (the report is still useful without it), never raised.
 
-    def __init__(self, command: tuple[str, ...] = (sys.executable, "-c", _COLLECT_ENV)) -> None:
-        self.command = command
+    Where this process already has torch and collecting cannot initialise a GPU runtime behind the
+    program's back (none is built in, or CUDA is initialised already), it runs here, in a niced
+    thread: only its shell commands cost (about a second, against three or four for a fresh
+    interpreter importing torch). Elsewhere, or with ``command`` given, it is that subprocess."""
+
+    def __init__(self, command: tuple[str, ...] | None = None) -> None:
+        self.command = command or (sys.executable, "-c", _COLLECT_ENV)
+        self._in_process = command is None and _collect_here_is_safe()
         self._process: subprocess.Popen[str] | None = None
+        self._thread: threading.Thread | None = None
+        self._collected: list[str] = []
         self._failed: str | None = None
 
     def start(self) -> None:
-        if self._process is not None or self._failed is not None:
+        if self._process is not None or self._thread is not None or self._failed is not None:
+            return
+        if self._in_process:
+            self._thread = threading.Thread(target=self._collect_here, name="bisect-collect-env", daemon=True)
+            self._thread.start()
             return
         try:
             self._process = subprocess.Popen(list(self.command), stdin=subprocess.DEVNULL,
@@ -52,9 +65,25 @@ class Versions:
         except OSError as error:
             self._failed = f"(collect_env could not start: {error}; {_RERUN})"
 
+    def _collect_here(self) -> None:
+        try:
+            if hasattr(os, "setpriority"):  # this thread (and the commands it starts) only: the search's idle cycles
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            from torch.utils import collect_env
+
+            self._collected.append(collect_env.get_pretty_env_info())
+        except Exception as error:  # collect_env's own failure: said in the text, never raised
+            self._failed = f"(collect_env failed: {type(error).__name__}: {error}; {_RERUN})"
+
     def text(self, timeout_s: float = 60) -> str:
         """The collected text, waiting at most ``timeout_s`` more (started now if it was not)."""
         self.start()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                return f"(collect_env did not finish within {timeout_s:g} s; {_RERUN})"
+            return self._failed or (self._collected[0].strip() if self._collected and self._collected[0].strip()
+                                    else f"(collect_env failed: no output; {_RERUN})")
         if self._process is None:
             return self._failed or f"(collect_env did not start; {_RERUN})"
         try:
@@ -68,9 +97,26 @@ class Versions:
         return out.strip()
 
     def close(self) -> None:
+        """Ends a subprocess never read (a thread here, daemonic, ends with its shell commands)."""
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.communicate()
+
+
+def _collect_here_is_safe() -> bool:
+    """collect_env asks CUDA (``is_available``, then ``torch.cuda.init()``): in a process that has
+    not initialised it, that would break a later ``fork`` of the program's (a DataLoader's workers).
+    Safe here only where no GPU runtime is built into torch, or CUDA is initialised already."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        version = torch.version
+        no_gpu_runtime = (version.cuda is None and getattr(version, "hip", None) is None
+                          and getattr(version, "xpu", None) is None)
+        return no_gpu_runtime or bool(torch.cuda.is_initialized())
+    except Exception:
+        return False
 
 
 def collect_versions(timeout_s: float = 60) -> str:
