@@ -3,7 +3,9 @@ once is served from the on-disk cache to the next compile of the same graph), an
 writes lands outside its temporary folders."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -22,7 +24,18 @@ import pytest
 # lowering is not in their key) stays in each cache folder of its own. A C++ kernel is ~6 CPU-seconds
 # of g++ here (the prefix header); the same model's kernels were built again in every process that
 # compiled it (the tool, its workers, its repro, the test's own runs).
-_KERNELS = Path(tempfile.mkdtemp(prefix="bisect-tests-kernels-"))
+# Every folder the suite makes outside pytest's own tmp_path (caches shared by processes, copies run
+# away from the tool's tree) lives under one root, removed when the suite's process ends.
+_SUITE_TMP = Path(tempfile.mkdtemp(prefix="bisect-tests-"))
+atexit.register(shutil.rmtree, _SUITE_TMP, ignore_errors=True)
+
+
+def suite_tempdir(prefix: str) -> Path:
+    """A fresh folder under the suite's temporary root (see ``_SUITE_TMP``)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_SUITE_TMP))
+
+
+_KERNELS = suite_tempdir("kernels-")
 # Inductor's two-character folders (``codecache.get_path``: characters 1-2 of a lower-case base32
 # hash) and its lock folder.
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
@@ -46,7 +59,7 @@ def seeded_cache_dir(path: Path | str) -> Path:
 
 # Before anything imports torch: a private Inductor/Triton cache for this test process (its kernels
 # the suite's). Child processes inherit it unless a test gives them one of their own.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(seeded_cache_dir(tempfile.mkdtemp(prefix="bisect-tests-inductor-"))))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(seeded_cache_dir(suite_tempdir("inductor-"))))
 # The suite runs three torch processes at once (this one and two background runs) on a small
 # machine: with OpenMP's default of one thread per CPU each, their threads outnumber the CPUs and
 # spin while they wait (three end-to-end runs at once took 11 % less CPU with one thread each).

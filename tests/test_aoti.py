@@ -146,6 +146,17 @@ def test_a_package_loaded_from_elsewhere_is_named_not_checked(session: Session) 
     session.aoti_packages.append("/here/m.pt2")
     aoti_check.package_loaded(session, "/here/m.pt2", model)
     assert len(session.graphs) == 1  # compiled in this process: checked when it was compiled
+    # What the command line makes of it (the run itself: tests/test_script_mode.py, BISECT_CORPUS=all):
+    # no verdict on that graph, so `incomplete`, exit 4, the note said by name; never "compiled nothing".
+    from bisect_engine.cli import _script_status
+    from bisect_engine.script.runner import ScriptOutcome
+    from bisect_engine.script.session import script_summary
+
+    report = session.finish(0)
+    assert report["verdict"] == "incomplete" and report["script"]["graphs"][0]["outcome"] == "not_checked"
+    assert _script_status(ScriptOutcome(0, report, False, None, None)) == 4
+    said = script_summary({**report, "report_path": "r"})
+    assert "compiled in another process" in said and "compiled nothing" not in said
 
 
 class FakeCompiledModel:

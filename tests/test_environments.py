@@ -12,14 +12,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import pytest
 
-from conftest import Job, background_result, fixtures_read, seeded_cache_dir, unless_isa_probe
+from conftest import Job, background_result, fixtures_read, seeded_cache_dir, suite_tempdir, unless_isa_probe
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +34,7 @@ _CACHES: dict[bool, str] = {}
 
 def _environment(plant: bool, site: Path) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
-    environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHES.setdefault(plant, str(seeded_cache_dir(tempfile.mkdtemp(prefix=f"envs-cache-{'b' if plant else 'a'}-"))))
+    environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHES.setdefault(plant, str(seeded_cache_dir(suite_tempdir(f"envs-cache-{'b' if plant else 'a'}-"))))
     if plant:
         environ["PYTHONPATH"] = os.pathsep.join([str(site), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return environ
@@ -143,7 +142,7 @@ def test_the_bisection_repro_exits_1_under_b_and_0_under_a(changed: tuple[Any, P
     change = _changes(changed[0])[op]
     repro = changed[1] / "bisect" / f"{change['graph']}_{change['node']}" / "bisect_repro.py"
     assert repro.is_file()
-    copy = Path(tempfile.mkdtemp(prefix="bisect-repro-"))
+    copy = suite_tempdir("bisect-repro-")
     shutil.copytree(repro.parent, copy, dirs_exist_ok=True)  # standalone: runs away from the tool's tree
     under_b = subprocess.run([sys.executable, "bisect_repro.py"], cwd=copy, capture_output=True, text=True,
                              env=_environment(True, site), timeout=300)
@@ -251,7 +250,7 @@ def test_a_script_with_a_changed_lowering_names_the_op_and_its_repro_bisects(scr
     assert set(changes) == {"aten.tanh.default"}, changes  # the op reading the graph constant is judged, unchanged
     assert changes["aten.tanh.default"]["side"] == "compiled" and changes["aten.tanh.default"]["direction"] == "farther"
     assert not comparison["graphs"][0]["not_checked"]
-    copy = Path(tempfile.mkdtemp(prefix="bisect-repro-"))
+    copy = suite_tempdir("bisect-repro-")
     shutil.copytree(out / "bisect" / "forward_0_tanh", copy, dirs_exist_ok=True)
     runs = [subprocess.Popen([sys.executable, "bisect_repro.py"], cwd=copy, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=_environment(plant, script_runs.site))

@@ -7,13 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import Job, background_result, fixtures_read, seeded_cache_dir
+from conftest import Job, background_result, fixtures_read, seeded_cache_dir, suite_tempdir
 
 from bisect_engine.errors import UsageError
 from bisect_engine.many import ModelRun, exit_code, model_files, out_names, table
@@ -26,7 +25,7 @@ BROKEN = "def get_model():\n    raise RuntimeError('no weights')\n\ndef get_inpu
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tempfile.mkdtemp(prefix="many-cache-")))}
+    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(suite_tempdir("many-cache-")))}
     return subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", *args], capture_output=True, text=True,
                           cwd=cwd, env=environment, timeout=900)
 

@@ -13,13 +13,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import seeded_cache_dir
+from conftest import seeded_cache_dir, suite_tempdir
 
 from bisect_engine.script import processes
 from bisect_engine.script.levels import Level, ScriptSettings, settings_from_environment
@@ -68,7 +67,7 @@ while sys.argv[2] != "-" and not os.path.exists(sys.argv[2]):
 def _environment(**extra: str) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("BISECT_ACCURACY_")}
     return {**environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ROOT),
-            "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(tempfile.mkdtemp(prefix="bisect-test-inductor-"))), **extra}
+            "TORCHINDUCTOR_CACHE_DIR": str(seeded_cache_dir(suite_tempdir("inductor-"))), **extra}
 
 
 def _report(path: Path) -> dict[str, Any]:

@@ -946,6 +946,9 @@ def test_an_aot_inductor_package_the_script_compiles_is_checked(tmp_path: Path) 
     assert (graph["backend"], graph["outcome"], graph["checks"]) == ("aot_inductor", "match", 2)
 
 
+@pytest.mark.skipif(os.environ.get("BISECT_CORPUS", "ci") != "all",
+                    reason="SUITE full (an AOTInductor build, ~30 CPU-seconds): make test checks the same session "
+                           "path, verdict and exit status in process (tests/test_aoti.py, loaded from elsewhere)")
 def test_an_aot_inductor_package_compiled_elsewhere_is_named_not_checked(tmp_path: Path) -> None:
     """aoti_load_package of a file another process compiled: not checked, by name (exit 4)."""
     package = tmp_path / "m.pt2"
