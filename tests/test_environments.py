@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
@@ -51,6 +51,22 @@ def _site(factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def _repro_under_b_and_a(out: Path, op: str, site: Path) -> "list[tuple[int, str]] | None":
+    """The bisection repro of ``op``'s change in ``out`` (a compare's folder), copied away from the
+    tool's tree and run under B (planted) and under A, side by side: (exit status, output) each.
+    Run in the background job that made ``out``, so it overlaps the in-process tests."""
+    comparison = out / "comparison.json"
+    change = _changes(json.loads(comparison.read_text())).get(op) if comparison.is_file() else None
+    if change is None:
+        return None
+    copy = suite_tempdir("bisect-repro-")
+    shutil.copytree(out / "bisect" / f"{change['graph']}_{change['node']}", copy, dirs_exist_ok=True)
+    runs = [subprocess.Popen([sys.executable, "bisect_repro.py"], cwd=copy, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=_environment(plant, site))
+            for plant in (True, False)]
+    return [(run.returncode, said) for run, said in ((run, run.communicate(timeout=300)[0]) for run in runs)]
+
+
 @dataclass
 class ModelRuns:
     """The model's record in A, its compare in B (planted) and in A again: one chain of processes,
@@ -60,6 +76,12 @@ class ModelRuns:
     recorded: subprocess.CompletedProcess[str]
     changed: "subprocess.CompletedProcess[str] | None" = None
     same: "subprocess.CompletedProcess[str] | None" = None
+    repros: "dict[str, list[tuple[int, str]] | None]" = field(default_factory=dict)  # op: under B, under A
+
+
+# The eager side's bisection repro (a changed aten kernel) is run here; the compiled side's (the planted
+# tanh lowering) by the script runs below (the same renderer).
+MODEL_REPRO_OPS = ("aten.exp.default",)
 
 
 def _model_runs(factory: pytest.TempPathFactory) -> ModelRuns:
@@ -68,6 +90,7 @@ def _model_runs(factory: pytest.TempPathFactory) -> ModelRuns:
     if runs.recorded.returncode == 0:
         runs.changed = _cli(["compare", str(runs.bundle), "--out", str(folder / "B")], plant=True, site=runs.site)
         runs.same = _cli(["compare", str(runs.bundle), "--out", str(folder / "same")])
+        runs.repros = {op: _repro_under_b_and_a(folder / "B", op, runs.site) for op in MODEL_REPRO_OPS}
     return runs
 
 
@@ -135,20 +158,13 @@ def test_a_changed_graph_is_said_before_values_are_judged(changed: tuple[Any, Pa
                                          "aten.mul.Tensor"}  # nothing unplanted is called changed
 
 
-# The compiled side's repro (the planted tanh lowering) is run in fresh processes by the script test
-# below (the same renderer; two interpreters that compile cost about 90 s on 2 loaded cores).
-@pytest.mark.parametrize("op", ["aten.exp.default"])
-def test_the_bisection_repro_exits_1_under_b_and_0_under_a(changed: tuple[Any, Path], site: Path, op: str) -> None:
-    change = _changes(changed[0])[op]
-    repro = changed[1] / "bisect" / f"{change['graph']}_{change['node']}" / "bisect_repro.py"
-    assert repro.is_file()
-    copy = suite_tempdir("bisect-repro-")
-    shutil.copytree(repro.parent, copy, dirs_exist_ok=True)  # standalone: runs away from the tool's tree
-    under_b = subprocess.run([sys.executable, "bisect_repro.py"], cwd=copy, capture_output=True, text=True,
-                             env=_environment(True, site), timeout=300)
-    under_a = subprocess.run([sys.executable, "bisect_repro.py"], cwd=copy, capture_output=True, text=True,
-                             env=_environment(False, site), timeout=300)
-    assert (under_b.returncode, under_a.returncode) == (1, 0), under_b.stdout + under_b.stderr + under_a.stderr
+@pytest.mark.parametrize("op", MODEL_REPRO_OPS)
+def test_the_bisection_repro_exits_1_under_b_and_0_under_a(changed: tuple[Any, Path], model_runs: ModelRuns,
+                                                          op: str) -> None:
+    assert (changed[1] / "bisect" / f"{_changes(changed[0])[op]['graph']}_{_changes(changed[0])[op]['node']}"
+            / "bisect_repro.py").is_file()
+    runs = model_runs.repros[op]
+    assert runs is not None and [status for status, _ in runs] == [1, 0], runs
 
 
 def _bad(bundle: Path, tmp_path: Path, how: str) -> Path:
@@ -205,6 +221,7 @@ class ScriptRuns:
     counts: list[int]
     same: "subprocess.CompletedProcess[str] | None" = None
     changed: "subprocess.CompletedProcess[str] | None" = None
+    repro: "list[tuple[int, str]] | None" = None  # the tanh change's bisection repro: under B, under A
 
 
 def _script_runs(factory: pytest.TempPathFactory) -> ScriptRuns:
@@ -218,6 +235,7 @@ def _script_runs(factory: pytest.TempPathFactory) -> ScriptRuns:
         runs.counts.append(count())
         runs.changed = _cli(["compare", str(folder / "A"), "--out", str(folder / "B")], plant=True, site=site)
         runs.counts.append(count())
+        runs.repro = _repro_under_b_and_a(folder / "B", "aten.tanh.default", site)
     return runs
 
 
@@ -250,10 +268,6 @@ def test_a_script_with_a_changed_lowering_names_the_op_and_its_repro_bisects(scr
     assert set(changes) == {"aten.tanh.default"}, changes  # the op reading the graph constant is judged, unchanged
     assert changes["aten.tanh.default"]["side"] == "compiled" and changes["aten.tanh.default"]["direction"] == "farther"
     assert not comparison["graphs"][0]["not_checked"]
-    copy = suite_tempdir("bisect-repro-")
-    shutil.copytree(out / "bisect" / "forward_0_tanh", copy, dirs_exist_ok=True)
-    runs = [subprocess.Popen([sys.executable, "bisect_repro.py"], cwd=copy, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, env=_environment(plant, script_runs.site))
-            for plant in (True, False)]  # under B and under A, side by side
-    said = [run.communicate(timeout=300)[0] for run in runs]
-    assert [run.returncode for run in runs] == [1, 0], said
+    assert (out / "bisect" / "forward_0_tanh" / "bisect_repro.py").is_file()
+    runs = script_runs.repro  # run under B and under A, side by side, in the background job
+    assert runs is not None and [status for status, _ in runs] == [1, 0], runs

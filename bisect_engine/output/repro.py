@@ -499,7 +499,7 @@ def _indent(code: str) -> str:
 
 # A python interpreter for one verification run: it drops the working folder from ``sys.path`` (as
 # ``python -P`` does; it runs in a fresh empty folder anyway), imports what every repro imports
-# (torch, Inductor, make_fx), then waits for one script path on stdin and runs that file as
+# (torch, Inductor, make_fx), niced, then waits for one script path on stdin and runs that file as
 # __main__ the way ``python -P repro.py`` would: nothing in the output folder is ever imported
 # (a ``numpy.py`` planted there stays inert). Started ahead of time, the imports overlap the
 # search. An empty line or a closed stdin ends it without running anything. The interpreter's
@@ -507,8 +507,9 @@ def _indent(code: str) -> str:
 _BOOTSTRAP = """\
 import os, runpy, sys, warnings
 sys.path[:] = [entry for entry in sys.path if entry not in ("", os.getcwd())]
-if hasattr(os, "nice"):
-    os.nice(10)  # import in the search's idle cycles, not in its way; results do not depend on it
+_PRIORITY = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
+if _PRIORITY is not None:
+    os.setpriority(os.PRIO_PROCESS, 0, min(_PRIORITY + 10, 19))  # import in the search's idle cycles, not in its way
 with warnings.catch_warnings():  # the script's own warning filters start as Python's defaults
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     for module in PRELOAD:
@@ -529,6 +530,11 @@ with warnings.catch_warnings():  # the script's own warning filters start as Pyt
 path = sys.stdin.readline().strip()
 if not path:
     sys.exit(0)
+if _PRIORITY is not None:  # the script itself at the priority it was started with, where the system lets us back
+    try:                    # (it does for root; elsewhere it stays niced, as it imported: results do not depend on it)
+        os.setpriority(os.PRIO_PROCESS, 0, _PRIORITY)
+    except OSError:
+        pass
 sys.argv = [path]
 try:
     runpy.run_path(path, run_name="__main__")

@@ -9,16 +9,18 @@ the candidate are replaced by placeholders fed with their reference values. The 
 from __future__ import annotations
 
 import dataclasses
-
+import functools
 import operator
 import re
 from dataclasses import dataclass
 from dataclasses import field
-from typing import Any, Iterable, Literal, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, cast
 
-import networkx as nx
 import torch
 import torch.fx as fx
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 from .shapes import shape_signature
 
@@ -214,12 +216,20 @@ class GraphView:
         self.nodes: dict[str, fx.Node] = {node.name: node for node in graph_module.graph.nodes}
         self.compute_nodes: list[fx.Node] = [n for n in graph_module.graph.nodes if is_compute(n)]
         self.position = {node.name: index for index, node in enumerate(self.compute_nodes)}
-        self.dependencies = nx.DiGraph()
+
+    @functools.cached_property
+    def dependencies(self) -> "nx.DiGraph[str]":
+        """The compute nodes' producer → consumer DiGraph, built when first asked (networkx loads
+        then: a third of a second of every process's start otherwise)."""
+        import networkx as nx
+
+        dependencies: nx.DiGraph[str] = nx.DiGraph()
         for node in self.compute_nodes:
-            self.dependencies.add_node(node.name)
+            dependencies.add_node(node.name)
             for source in _producers(node):
                 if is_compute(source):
-                    self.dependencies.add_edge(source.name, node.name)
+                    dependencies.add_edge(source.name, node.name)
+        return dependencies
 
     def checkable(self, node: fx.Node) -> bool:
         """Whether a node's own output can be judged: deterministic, pure, tensor-valued."""
