@@ -33,7 +33,9 @@ Series (``--series``, comma separated):
   tokens    the same blocks at width 512, tokens doubling from 1,024 (``--max-size`` caps tokens);
   gpt2      HF ``GPT2LMHeadModel(GPT2Config())`` (124 M parameters, random init, dropout 0),
             next-token loss on 1 x 128 tokens;
-  gpt2-bug  the same with a planted wrong lowering of ``aten.tanh`` (gelu_new's tanh, x 1.001);
+  gpt2-bug  the same with a planted wrong lowering of ``aten.tanh`` (gelu_new's tanh, x 1.001),
+            planted in every process the tool starts (a ``sitecustomize``, as tests/test_e2e.py
+            plants it), so its repro's verification runs where the bug is;
   llama     HF ``LlamaForCausalLM`` from a ~150 M ``LlamaConfig``, 1 x 128 tokens.
 
 Usage:  .venv/bin/python benchmarks/scale_memory.py [--series params,tokens] [--max-size 512] [--min-size 256]
@@ -314,6 +316,14 @@ def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dic
                PYTHONUNBUFFERED="1")
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
+    if kind == "tool" and "\nplant()\n" in model.read_text():
+        # A planted bug lives in every fresh process the tool starts (its verification runs the
+        # repro in fresh interpreters: without the plant the repro has no bug to reproduce), as
+        # tests/test_e2e.py plants it: a ``sitecustomize`` that imports the model file
+        sys.path.insert(0, str(ROOT / "tests"))
+        from conftest import planting_path
+
+        env["PYTHONPATH"] = planting_path(model, work / f"site-{model.stem}", env)
     if kind == "tool":
         out = work / f"out-{model.stem}"
         command = [sys.executable, "-m", "bisect_engine.cli", "run", str(model), "--out", str(out), "-q", "-v",
