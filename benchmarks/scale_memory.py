@@ -347,7 +347,7 @@ def tool_facts(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {"verdict": None}
     stats = report.get("stats") or {}
-    finding = report.get("finding") or {}
+    finding = report.get("culprit") or report.get("finding") or {}
     repro = report.get("repro") or {}
     return {"verdict": report.get("verdict"), "op": finding.get("op") if isinstance(finding, dict) else None,
             "repro": (f"{repro.get('status')} {repro.get('reproduced') or ''}".strip()
