@@ -182,12 +182,9 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
             else:
                 clean, noisy = _computed(node, runs, unit, dtypes, own, kinds)
                 runs.clean_env[node], runs.noisy_env[node] = clean, noisy
+                carried[node.name] = floor_of(clean, noisy, unit) if noisy is not clean else 0.0
             for done in last_use.get(node, ()):  # values no later node reads: freed (two fp64 copies)
                 runs.free(done)
-            if node.name not in fixed and node.op not in ("placeholder", "get_attr"):
-                # its floor once what it read last is freed (issue 34: an embedding's gradient
-                # beside its two halves' clean and noisy values); the same values, so the same floor
-                carried[node.name] = floor_of(clean, noisy, unit) if noisy is not clean else 0.0
     return NoiseFloors(_scalars(own), _scalars(carried))
 
 
