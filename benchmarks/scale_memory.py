@@ -9,14 +9,18 @@ in a fresh child process with a cold Inductor cache (its own ``TORCHINDUCTOR_CAC
   tool      ``bisect-accuracy run MODEL.py`` (the default flow: ``--verify-runs 3`` unless
             ``--tool-args`` says otherwise).
 
-Each child runs under an RSS watchdog: the RSS of its whole process group is sampled every 0.1 s
-and the group is killed above ``--cap-gb`` (default 12), so nothing reaches the machine's OOM
-killer (a killed run reads "killed at cap"). Peak RSS (``peak_mb``) is the largest one process of
+Each child runs under an RSS watchdog sampled every 0.1 s. **The cap covers one process**: the group
+is killed when one of its processes (the tool's worker: the run itself) passes ``--cap-gb`` (default
+12), or when the whole group's summed RSS passes ``--group-cap-gb`` (default 20: the machine's
+OOM guard), so nothing reaches the machine's OOM killer (a killed run reads "killed at cap" or
+"killed at group cap"). Peak RSS (``peak_mb``) is the largest one process of
 the group reached: the child's ``ru_maxrss`` (``os.wait4``: its own and its reaped descendants', so
 the supervised run's worker on a normal exit) or, where larger, the largest ``VmHWM`` (the kernel's
 own high-water mark, exact) of any member seen while it ran: a run killed at the cap leaves its
-supervisor no time to reap the worker, whose peak only ``VmHWM`` saw. ``group_peak_mb`` is the
-sampled peak of the group's summed RSS (compile workers and verification runs included).
+supervisor no time to reap the worker, whose peak only ``VmHWM`` saw. Reported apart:
+``group_peak_mb``, the sampled peak of the group's summed RSS (compile workers and verification
+runs included), and ``others_peak_mb``, the largest ``VmHWM`` of any other process of the group (a
+compile worker, a verification interpreter, the supervisor): the processes the cap does not cover.
 
 Stage peaks (a tool run): the tool runs with ``-v``, which logs each progress step's duration as it
 ends; the watchdog reads those lines as they come and gives each step the largest RSS one process of
@@ -29,11 +33,13 @@ Series (``--series``, comma separated):
   tokens    the same blocks at width 512, tokens doubling from 1,024 (``--max-size`` caps tokens);
   gpt2      HF ``GPT2LMHeadModel(GPT2Config())`` (124 M parameters, random init, dropout 0),
             next-token loss on 1 x 128 tokens;
-  gpt2-bug  the same with a planted wrong lowering of ``aten.tanh`` (gelu_new's tanh, x 1.001);
+  gpt2-bug  the same with a planted wrong lowering of ``aten.tanh`` (gelu_new's tanh, x 1.001),
+            planted in every process the tool starts (a ``sitecustomize``, as tests/test_e2e.py
+            plants it), so its repro's verification runs where the bug is;
   llama     HF ``LlamaForCausalLM`` from a ~150 M ``LlamaConfig``, 1 x 128 tokens.
 
 Usage:  .venv/bin/python benchmarks/scale_memory.py [--series params,tokens] [--max-size 512] [--min-size 256]
-            [--cap-gb 12] [--only eager,compile,tool] [--tool-args "--verify-runs 3"]
+            [--cap-gb 12] [--group-cap-gb 20] [--only eager,compile,tool] [--tool-args "--verify-runs 3"]
             [--pythonpath DIR] [--results benchmarks/scale_memory.json] [--label before]
 """
 from __future__ import annotations
@@ -209,9 +215,10 @@ def size_of(label: str) -> int:
     return int(digits) if digits else 0
 
 
-def group_rss(pgid: int) -> tuple[int, int, int]:
+def group_rss(pgid: int, highs: dict[int, int] | None = None) -> tuple[int, int, int]:
     """The summed RSS (bytes) of every process in process group ``pgid``, the largest high-water
-    mark (``VmHWM``, bytes) among them and the largest RSS one of them has now."""
+    mark (``VmHWM``, bytes) among them and the largest RSS one of them has now; ``highs``, where
+    given, gets each process's high-water mark by pid (the largest seen)."""
     total, high, largest = 0, 0, 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -226,7 +233,10 @@ def group_rss(pgid: int) -> tuple[int, int, int]:
             with open(f"/proc/{entry}/status") as status:
                 for line in status:
                     if line.startswith("VmHWM:"):
-                        high = max(high, int(line.split()[1]) * 1024)
+                        mark = int(line.split()[1]) * 1024
+                        high = max(high, mark)
+                        if highs is not None:
+                            highs[int(entry)] = max(highs.get(int(entry), 0), mark)
                         break
         except (OSError, IndexError, ValueError):
             continue
@@ -264,9 +274,10 @@ class Stages:
 
 
 def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: float, cwd: str,
-            log: Path | None = None) -> dict[str, Any]:
+            log: Path | None = None, group_cap_bytes: int | None = None) -> dict[str, Any]:
     """Run ``command`` in its own process group under the RSS watchdog (its output into ``log``,
-    readable while it runs, else a temporary file)."""
+    readable while it runs, else a temporary file): killed when one process passes ``cap_bytes``
+    or the group's sum passes ``group_cap_bytes`` (default: no group cap)."""
     start = time.monotonic()
     # a file, not a pipe: a chatty child (the tool's -v) never blocks on a full pipe
     sink = log.open("w+b") if log else tempfile.NamedTemporaryFile()
@@ -274,15 +285,18 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
     child = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT,
                              start_new_session=True)
     peak_group, peak_process, killed = 0, 0, ""
+    highs: dict[int, int] = {}
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid:
             break
-        rss, high, largest = group_rss(child.pid)
+        rss, high, largest = group_rss(child.pid, highs)
         peak_group, peak_process = max(peak_group, rss), max(peak_process, high)
         stages.sample(largest)
-        if rss > cap_bytes or time.monotonic() - start > timeout_s:
-            killed = "killed at cap" if rss > cap_bytes else "killed at timeout"
+        over_group = group_cap_bytes is not None and rss > group_cap_bytes
+        if largest > cap_bytes or over_group or time.monotonic() - start > timeout_s:
+            killed = ("killed at cap" if largest > cap_bytes else "killed at group cap" if over_group
+                      else "killed at timeout")
             os.killpg(child.pid, signal.SIGKILL)
             pid, status, usage = os.wait4(child.pid, 0)
             break
@@ -291,7 +305,9 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
     output = sink.read().decode(errors="replace")
     sink.close()
     return {"rc": os.waitstatus_to_exitcode(status), "seconds": round(time.monotonic() - start, 1),
-            "peak_mb": round(max(usage.ru_maxrss * 1024, peak_process) / MB), "group_peak_mb": round(peak_group / MB), "killed": killed,
+            "peak_mb": round(max(usage.ru_maxrss * 1024, peak_process) / MB), "group_peak_mb": round(peak_group / MB),
+            "others_peak_mb": round(sorted(highs.values())[-2] / MB) if len(highs) > 1 else 0,
+            "cap": "one process", "killed": killed,
             "tail": output[-2000:], "stages": stages.close()}
 
 
@@ -300,6 +316,14 @@ def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dic
                PYTHONUNBUFFERED="1")
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
+    if kind == "tool" and "\nplant()\n" in model.read_text():
+        # A planted bug lives in every fresh process the tool starts (its verification runs the
+        # repro in fresh interpreters: without the plant the repro has no bug to reproduce), as
+        # tests/test_e2e.py plants it: a ``sitecustomize`` that imports the model file
+        sys.path.insert(0, str(ROOT / "tests"))
+        from conftest import planting_path
+
+        env["PYTHONPATH"] = planting_path(model, work / f"site-{model.stem}", env)
     if kind == "tool":
         out = work / f"out-{model.stem}"
         command = [sys.executable, "-m", "bisect_engine.cli", "run", str(model), "--out", str(out), "-q", "-v",
@@ -309,7 +333,8 @@ def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dic
     if args.logs:  # the child's whole output (with the tool's -v: each step and its duration)
         args.logs.mkdir(parents=True, exist_ok=True)
     log = args.logs / f"{model.stem}-{kind}.log" if args.logs else None
-    result = watched(command, int(args.cap_gb * 2**30), env, args.timeout, str(work), log)
+    result = watched(command, int(args.cap_gb * 2**30), env, args.timeout, str(work), log,
+                     int(args.group_cap_gb * 2**30))
     if kind == "tool":
         result.update(tool_facts(work / f"out-{model.stem}" / "report.json"))
     return result
@@ -322,8 +347,11 @@ def tool_facts(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {"verdict": None}
     stats = report.get("stats") or {}
-    finding = report.get("finding") or {}
+    finding = report.get("culprit") or report.get("finding") or {}
+    repro = report.get("repro") or {}
     return {"verdict": report.get("verdict"), "op": finding.get("op") if isinstance(finding, dict) else None,
+            "repro": (f"{repro.get('status')} {repro.get('reproduced') or ''}".strip()
+                      if isinstance(repro, dict) and repro else None),
             "compiles": stats.get("compiles"), "compile_seconds": stats.get("compile_seconds"),
             "search_peak_mb": stats.get("peak_rss_mb"), "search_seconds": stats.get("seconds")}
 
@@ -333,13 +361,19 @@ def row(series: str, size: str, results: dict[str, dict[str, Any]]) -> str:
         r = results.get(kind)
         if not r:
             return "-"
-        return f">{r['group_peak_mb']} ({r['killed']})" if r["killed"] else str(r["peak_mb"])
+        return f">{_killed_at(r)} ({r['killed']})" if r["killed"] else str(r["peak_mb"])
 
     eager, tool = results.get("eager"), results.get("tool")
     ratio = (f"{tool['peak_mb'] / eager['peak_mb']:.1f}x" if eager and tool and not tool["killed"] else "-")
     wall = f"{tool['seconds']:.0f}" if tool else "-"
     verdict = (tool.get("verdict") or f"rc {tool['rc']}") if tool else "-"
     return f"| {series} {size} | {peak('eager')} | {peak('compile')} | {peak('tool')} | {ratio} | {wall} | {verdict} |"
+
+
+def _killed_at(r: dict[str, Any]) -> int:
+    """What a killed run had passed: one process's peak (the cap covers one process since round 9;
+    a record without ``cap`` was capped on the group's sum)."""
+    return r["peak_mb"] if r.get("cap") == "one process" and r["killed"] == "killed at cap" else r["group_peak_mb"]
 
 
 HEADER = ("| model | eager peak MB | compile peak MB | tool peak MB | tool / eager | tool wall s | verdict |\n"
@@ -361,7 +395,7 @@ def render(paths: list[Path]) -> str:
                 runs[record["label"] or "tool"] = record["tool"]
 
     def peak(r: dict[str, Any] | None) -> str:
-        return "-" if not r else (f">{r['group_peak_mb']} ({r['killed']})" if r["killed"] else str(r["peak_mb"]))
+        return "-" if not r else (f">{_killed_at(r)} ({r['killed']})" if r["killed"] else str(r["peak_mb"]))
 
     lines = ["| model | eager peak MB | compile peak MB | tool before MB (x eager) | tool after MB (x eager) "
              "| wall before / after s | verdict before / after |", "|---|---|---|---|---|---|---|"]
@@ -383,7 +417,9 @@ def main() -> int:
     parser.add_argument("--series", default="params,tokens")
     parser.add_argument("--max-size", type=int, default=None, help="largest width (params) or tokens (tokens)")
     parser.add_argument("--min-size", type=int, default=None, help="smallest width (params) or tokens (tokens)")
-    parser.add_argument("--cap-gb", type=float, default=12.0)
+    parser.add_argument("--cap-gb", type=float, default=12.0, help="kill a run when one of its processes passes this")
+    parser.add_argument("--group-cap-gb", type=float, default=20.0,
+                        help="kill a run when its processes together pass this (the OOM guard)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
     parser.add_argument("--only", default="eager,compile,tool")
     parser.add_argument("--tool-args", default="")
@@ -411,6 +447,13 @@ def main() -> int:
                 model.write_text(textwrap.dedent(text))
                 results = {kind: measure(kind, model, args, work) for kind in args.only.split(",")}
                 print(row(series, size, results), flush=True)
+                for kind, r in results.items():
+                    print(f"  {kind}: group peak {r['group_peak_mb']} MB, other processes' peak "
+                          f"{r['others_peak_mb']} MB (the cap covers one process)", flush=True)
+                tool = results.get("tool") or {}
+                if tool.get("verdict"):
+                    print(f"  tool: verdict {tool['verdict']}, op {tool.get('op')}, repro {tool.get('repro')}, "
+                          f"compiles {tool.get('compiles')}", flush=True)
                 for step in (results.get("tool") or {}).get("stages") or []:
                     print(f"  stage {step['step']}: {step['seconds']:.1f} s, peak {step['peak_mb']} MB", flush=True)
                 if args.results:

@@ -562,3 +562,46 @@ def test_material_difference_in_one_buffer_gives_the_bits_of_new_tensors(seed: i
     unit = rounding_unit(torch.float32)
     assert (got.max_abs, got.max_ulps) == (max_abs, max_abs / (unit * scale))
     assert got.material == (max_abs > max(MATERIAL_ULPS * unit, MATERIAL_FRACTION) * scale)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_material_difference_widened_in_chunks_gives_the_bits_of_whole_tensors(case: int, monkeypatch) -> None:
+    """Issue 34: the common case widened chunk by chunk into one fp64 buffer (chunks far smaller
+    than the value here, and the real size on a value past it): every field of the Difference
+    as the formula with whole widened tensors computes it, bit for bit, across dtypes (complex as
+    its real pairs), layouts, a chunk's ragged end, an fp64 reference as one side, a scale floor."""
+    from bisect_engine.verdict import compare
+    from bisect_engine.verdict.compare import MATERIAL_FRACTION, MATERIAL_ULPS, Difference, material_difference
+
+    generator = torch.Generator().manual_seed(case)
+    dtype = [torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.float32, torch.float32][case]
+    rows = [1031, 257, 64, 300, 400, 1100][case]
+    base = torch.randn(rows, 1024 if case == 4 else 129, generator=generator, dtype=torch.float64)
+    base = base * (1 + 1j * torch.randn(base.shape, generator=generator)) if dtype.is_complex else base
+    eager = (base * 10.0 ** (case - 3)).to(dtype)
+    noise = [1e-7, 1e-3, 1e-2, 1e-5, 0.2, 1e-6][case]
+    compiled = (eager.to(torch.complex128 if dtype.is_complex else torch.float64)
+                * (1 + noise * torch.randn(eager.shape, generator=generator, dtype=torch.float64)))
+    compiled = compiled if case == 5 else compiled.to(dtype)  # case 5: an fp64 reference as one side
+    if case % 2:
+        eager, compiled = eager.t(), compiled.t()
+    floor = 3.0 if case == 2 else 0.0
+    if case != 4:
+        monkeypatch.setattr(compare, "CHUNK", 1000)
+    else:
+        eager, compiled = eager.repeat(3, 1), compiled.repeat(3, 1)  # past the real CHUNK, ragged
+        assert eager.numel() > compare.CHUNK
+    got = material_difference(eager, compiled, dtype=torch.float32 if case == 5 else None, scale_floor=floor)
+
+    def wide(value: torch.Tensor) -> torch.Tensor:
+        value = torch.view_as_real(value.to(torch.complex128)) if value.is_complex() else value.to(torch.float64)
+        return value.reshape(-1)
+
+    a, b = wide(eager), wide(compiled)
+    differing = int((a != b).sum())
+    scale = max(float(a.square().mean().sqrt()), float(b.square().mean().sqrt()), floor)
+    max_abs = float((a - b).abs().max())
+    unit = compare.rounding_unit(torch.float32 if dtype.is_complex or case == 5 else dtype)
+    material = max_abs > max(MATERIAL_ULPS * unit, MATERIAL_FRACTION) * scale
+    assert got == Difference(material, differing, eager.numel(), max_abs / (unit * scale), max_abs,
+                             "scale" if material else "")

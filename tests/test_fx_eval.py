@@ -85,6 +85,47 @@ def test_run_graph_streams_outputs_and_keeps_only_them(norm_graph) -> None:
         assert torch.equal(value, values[name])
 
 
+def test_a_streamed_output_is_judged_once_the_values_its_node_read_last_are_freed(monkeypatch) -> None:
+    """The sink gets each output after fx frees what its node read last (issue 34: an embedding's
+    fp64 gradient judged without the halves it was summed from), in graph order, the same values."""
+    import weakref
+
+    def summed(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = x * 2, x * 3
+        return a + b, x - 1
+
+    x = torch.randn(64)
+    graph_module = make_fx(summed)(x)
+    halves: list[weakref.ref[torch.Tensor]] = []
+    alive: dict[str, int] = {}
+
+    def keep_halves(node: fx.Node, value: torch.Tensor) -> None:
+        alive[node.name] = sum(ref() is not None for ref in halves)
+
+    from bisect_engine.verdict import fx_eval
+
+    original = fx_eval._EagerInterpreter.run_node
+
+    def run_node(self, node):  # type: ignore[no-untyped-def]  # the halves' values, seen as they are made
+        result = original(self, node)
+        if node.op == "call_function" and node.target is torch.ops.aten.mul.Tensor:
+            halves.append(weakref.ref(result))
+        return result
+
+    monkeypatch.setattr(fx_eval._EagerInterpreter, "run_node", run_node)
+    stream_graph(graph_module, [x], sink=keep_halves)
+    monkeypatch.undo()
+    output = next(n for n in graph_module.graph.nodes if n.op == "output")
+    total = output.args[0][0].name
+    assert len(halves) == 2 and alive[total] == 0  # both halves freed before the sum is handed on
+    order = [n.name for n in graph_module.graph.nodes if n.name in alive]
+    produced: list[tuple[str, torch.Tensor]] = []
+    stream_graph(graph_module, [x], sink=lambda node, value: produced.append((node.name, value)))
+    assert [name for name, _v in produced] == order  # graph order
+    every = interpret(graph_module, [x])
+    assert all(torch.equal(value, every[name]) for name, value in produced)
+
+
 def test_values_of_keeps_only_the_named_values_as_interpret_computes_them(norm_graph) -> None:
     graph_module, inputs = norm_graph
     names = ["relu", "getitem_1"]

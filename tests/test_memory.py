@@ -86,3 +86,42 @@ def test_capture_holds_parameters_by_reference_and_refuses_them_once_written() -
         model.weight.mul_(2)
     with pytest.raises(CapturedInputChanged):
         GraphContext.from_captured(forward)
+
+
+# ---- the backward replay of a departure's consequence, streamed (issue 34) ---------------------------
+def _flipping_backward(saved: torch.Tensor, tangent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    mask = torch.ge(saved, 0)  # a float saved by the forward, compared: one sign flips the gradient
+    grad = torch.where(mask, tangent / 2, torch.zeros_like(saved)) * torch.exp(saved)
+    return torch.neg(grad) + 1.0, saved * tangent  # the second reads the value, never compares it
+
+
+def test_a_streamed_backward_replay_finds_what_the_held_replay_finds_and_holds_no_replay(monkeypatch) -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.strategies import departures
+    from bisect_engine.verdict.graphs import CapturedGraph
+    from bisect_engine.verdict.oracle import GraphContext
+
+    saved, tangent = torch.tensor([0.25, -0.5, 1.5, 0.0]), torch.tensor(1.0)
+    module = make_fx(_flipping_backward)(saved, tangent)
+    next(n for n in module.graph.nodes if n.op == "placeholder")._rename("hinge")  # the forward's saved name
+    module.recompile()
+
+    def consequence(overrides: dict[str, torch.Tensor], held: bool) -> tuple[object, list[object]]:
+        backward = GraphContext.from_captured(CapturedGraph("backward_0", "backward", 0, module,
+                                                            [saved, tangent], True))
+        if held:  # the replay that holds every value: what a backward that writes in place still takes
+            monkeypatch.setattr(departures, "mutates", lambda graph_module: True)
+        try:
+            return departures._flipped(backward, overrides), backward._replays
+        finally:
+            monkeypatch.undo()
+
+    flipped = {"hinge": torch.tensor([0.25, -0.5, -1.5, 0.0])}  # one sign flipped: the first gradient flips
+    streamed, kept = consequence(flipped, held=False)
+    assert streamed is not None and streamed.output == module.graph.find_nodes(op="output")[0].args[0][0].name
+    assert streamed == consequence(flipped, held=True)[0]  # output, difference and amplifiers alike
+    assert any(a.why == "quantises" for a in streamed.amplifiers)  # the mask on its path
+    assert kept == []  # no replay of every backward value is kept after it
+    rounded = {"hinge": saved * (1 + 2**-20)}  # a rounding-sized change that flips no mask
+    assert consequence(rounded, held=False)[0] is None and consequence(rounded, held=True)[0] is None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.fx as fx
@@ -162,14 +162,21 @@ def amplifiers(context: GraphContext, path: tuple[str, ...], values: dict[str, A
                roots: int = 1) -> tuple[Amplifier, ...]:
     """Nodes on ``path`` (after its first ``roots``: the culprit, or the inputs a replay substituted)
     whose change in the replay jumps over their inputs'."""
+    eager = context.eager_values
+    return amplifiers_of(context, path, lambda v: elementwise_change(eager.get(v), values.get(v)), roots)
+
+
+def amplifiers_of(context: GraphContext, path: tuple[str, ...], change_of: Callable[[str], float],
+                  roots: int = 1) -> tuple[Amplifier, ...]:
+    """:func:`amplifiers` from each value's elementwise change in the replay (``change_of``, by
+    value name: the value nodes of ``path``'s nodes), so a streamed replay holds no value for it."""
     view, eager = context.view, context.eager_values
-    change = {root: max(elementwise_change(eager.get(v.name), values.get(v.name))
-                        for v in value_nodes(view.nodes[root])) for root in path[:roots]}
+    change = {root: max(change_of(v.name) for v in value_nodes(view.nodes[root])) for root in path[:roots]}
     found = []
     for name in path[roots:]:
         node = view.nodes[name]
         outputs = [v.name for v in value_nodes(node)]
-        change[name] = max(elementwise_change(eager.get(v), values.get(v)) for v in outputs)
+        change[name] = max(change_of(v) for v in outputs)
         sources = [_producer_name(n) for n in node.all_input_nodes]
         inputs_change = max((change.get(s, 0.0) for s in sources), default=0.0)
         why = _amplifies(node, outputs, eager, sources, change[name], inputs_change)

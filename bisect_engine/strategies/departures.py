@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
 from ..verdict.candidate import NO_SWITCH, GraphCandidate, Switch
-from ..verdict.compare import BITWISE, Departure, Difference, Outcome, closer_to_fp64
+from ..verdict.compare import BITWISE, Departure, Difference, Outcome, closer_to_fp64, elementwise_change
 from ..verdict.judgement import judge_against_eager, scale_floor
 from ..verdict.precision import op_base_name
-from ..verdict.fx_eval import values_of
+from ..verdict.fx_eval import detached, mutates, stream_graph, values_of, watch_graph
 from ..verdict.graphs import value_nodes
-from .amplify import Amplifier, amplifiers, path_between, random_values
+from .amplify import Amplifier, amplifiers, amplifiers_of, path_between, random_values
 from ..verdict.oracle import GraphContext
 from ..verdict.replay import replay
 
@@ -167,15 +167,47 @@ def backward_consequence(forward: GraphContext, departed: list[DepartedValue], c
 
 def _flipped(backward: GraphContext, overrides: dict[str, Any]) -> Consequence | None:
     """``backward`` replayed eagerly with ``overrides`` (saved values by name): the first gradient
-    that then differs materially from eager's, and the ops on its path that amplify it."""
-    values = replay(backward, overrides)
+    that then differs materially from eager's, and the ops on its path that amplify it.
+
+    A backward that writes nothing in place is replayed streamed (issue 34): each gradient judged
+    as it is produced and every value freed after its last use, so the replay holds its live set,
+    never every backward value; only where a gradient flips, one more streamed replay with the same
+    overrides measures each value's change on its path for the amplifiers, holding none of them."""
+    gm = backward.captured.graph_module
+    if mutates(gm):
+        values = replay(backward, overrides)
+        return _consequence(backward, overrides, lambda output: values.get(output),
+                            lambda path: amplifiers(backward, path, values, roots=len(overrides)))
+    differences: dict[str, Difference | None] = {}
+    backward.captured.check_inputs()
+    stream_graph(gm, backward.captured.inputs, overrides=overrides,
+                 sink=lambda node, value: differences.__setitem__(
+                     node.name, backward.material_output_difference(node.name, detached(value))))
+
+    def changed_on(path: tuple[str, ...]) -> tuple[Amplifier, ...]:
+        eager, changes = backward.eager_values, dict[str, float]()
+        watched = [v.name for name in path for v in value_nodes(backward.view.nodes[name])]
+        backward.captured.check_inputs()
+        watch_graph(gm, backward.captured.inputs, watched, overrides=overrides,
+                    sink=lambda name, value: changes.__setitem__(name, elementwise_change(eager.get(name), value)))
+        return amplifiers_of(backward, path, lambda v: changes.get(v, elementwise_change(eager.get(v), None)),
+                             roots=len(overrides))
+
+    return _consequence(backward, overrides, differences.get, changed_on, judged=True)
+
+
+def _consequence(backward: GraphContext, overrides: dict[str, Any], value_of: Callable[[str], Any],
+                 amplified: Callable[[tuple[str, ...]], tuple[Amplifier, ...]],
+                 judged: bool = False) -> Consequence | None:
+    """The first of ``backward``'s outputs (in its order) that differs materially: by its replayed
+    value (``value_of``), or its difference already judged (``judged``); the amplifiers on the
+    path from the overridden values to it (``amplified``, given that path with its roots first)."""
     for output in backward.view.output_names():
-        difference = backward.material_output_difference(output, values.get(output))
+        difference = value_of(output) if judged else backward.material_output_difference(output, value_of(output))
         if difference is not None:
             roots = tuple(overrides)
             path = tuple(dict.fromkeys(n for root in roots for n in path_between(backward, root, output)))
-            return Consequence(backward.name, roots, output, difference,
-                               amplifiers(backward, roots + path, values, roots=len(roots)))
+            return Consequence(backward.name, roots, output, difference, amplified(roots + path))
     return None
 
 

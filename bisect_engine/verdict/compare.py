@@ -395,13 +395,18 @@ def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = N
     if not (eager.is_floating_point() or eager.is_complex()):
         differing = int((eager.detach().cpu() != compiled.detach().cpu().to(eager.dtype)).sum())
         return Difference(differing > 0, differing, total, reason="exact" if differing else "")
-    a = _real64(eager)
-    b = _real64(compiled)
     unit = rounding_unit(torch.float32 if eager.is_complex() else (dtype or eager.dtype))
     value_dtype = eager.real.dtype if eager.is_complex() else eager.dtype
-    if _all_finite(a, b) and not _any_saturated(a, value_dtype):
+    chunked = _in_chunks(eager, compiled, value_dtype)
+    if chunked is not None:
         # The common case, every entry finite and none a fill: what the masks below would keep is
-        # every entry, in order (``a`` and ``b`` are flat and row-major), without their passes.
+        # every entry, in order, without their passes; widened chunk by chunk into one buffer.
+        differing, scale_eager, scale_compiled, max_abs = chunked
+        return _material(differing, total, unit, max(scale_eager, scale_compiled, scale_floor), max_abs)
+    a = _real64(eager)
+    b = _real64(compiled)
+    if _all_finite(a, b) and not _any_saturated(a, value_dtype):
+        # every entry finite and none a fill, where a chunk's test did not see it (see _in_chunks)
         differing = int((a != b).sum())
     else:
         differing = int((a != b).sum() - (torch.isnan(a) & torch.isnan(b)).sum())
@@ -425,11 +430,63 @@ def material_difference(eager: Any, compiled: Any, dtype: torch.dtype | None = N
                 scale_floor)
     max_abs = float(torch.sub(a, b, out=work).abs_().max())
     del work
+    return _material(differing, total, unit, scale, max_abs)
+
+
+def _material(differing: int, total: int, unit: float, scale: float, max_abs: float) -> Difference:
+    """:func:`material_difference`'s rule once its reductions are taken."""
     if scale == 0.0:
         return Difference(False, differing, total)
     max_ulps = max_abs / (unit * scale)
     material = max_abs > max(MATERIAL_ULPS * unit, MATERIAL_FRACTION) * scale
     return Difference(material, differing, total, max_ulps, max_abs, "scale" if material else "")
+
+
+CHUNK = 1 << 20  # elements widened to fp64 at a time (8 MB)
+
+
+def _flat(value: torch.Tensor) -> torch.Tensor:
+    """``value`` flat and row-major in its own dtype (a complex one as its real pairs): what
+    :func:`_real64` widens, not widened."""
+    value = value.detach().cpu()
+    return (torch.view_as_real(value) if value.is_complex() else value).reshape(-1)
+
+
+def _in_chunks(eager: torch.Tensor, compiled: torch.Tensor,
+               value_dtype: torch.dtype) -> tuple[int, float, float, float] | None:
+    """:func:`material_difference`'s reductions where every entry of both is finite and none of
+    eager's a fill (else None: the masks decide): the entries that differ, each side's RMS and the
+    largest difference, with one fp64 buffer the size of the value instead of three (issue 34:
+    an embedding's gradient). The same bits as widening each whole: widening is exact, each
+    elementwise step (``x*x``, ``a-b``, ``|x|``) is one correctly rounded fp64 operation whatever
+    the chunk, the buffer holds the same values in the same flat row-major layout, so each
+    ``mean`` and ``max`` runs over the same values; the counts are integers
+    (tests/test_compare.py checks it bit for bit)."""
+    x, y = _flat(eager), _flat(compiled)
+    total = x.numel()
+    if total == 0 or y.numel() != total:
+        return None
+    limit = saturation(value_dtype)
+    bounds = [(start, min(start + CHUNK, total)) for start in range(0, total, CHUNK)]
+    for start, stop in bounds:
+        a, b = x[start:stop].to(torch.float64), y[start:stop].to(torch.float64)
+        if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
+            return None
+        low, high = torch.aminmax(a)
+        if float(high) >= limit or float(low) <= -limit:
+            return None
+    work = torch.empty(total, dtype=torch.float64)
+    scales = []
+    for source in (x, y):
+        for start, stop in bounds:
+            torch.square(source[start:stop].to(torch.float64), out=work[start:stop])
+        scales.append(float(work.mean().sqrt()))
+    differing = 0
+    for start, stop in bounds:
+        a, b = x[start:stop].to(torch.float64), y[start:stop].to(torch.float64)
+        differing += int((a != b).sum())
+        torch.sub(a, b, out=work[start:stop])
+    return differing, scales[0], scales[1], float(work.abs_().max())
 
 
 def _same_plain(a: Any, b: Any) -> bool:

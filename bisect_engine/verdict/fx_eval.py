@@ -166,12 +166,16 @@ class _RecordingInterpreter(_EagerInterpreter):
 
 class _StreamingInterpreter(_EagerInterpreter):
     """Hands each output value to ``sink`` as it is produced and frees every value after its last
-    use (an output after its last use by another node): the live set, never every value at once."""
+    use (an output after its last use by another node): the live set, never every value at once.
+    ``sink`` gets a value once the inputs its node read last are freed (before the next node
+    runs): what judges it holds the value beside the live set after that node, not before it (an
+    embedding's fp64 gradient judged without the two halves it was summed from)."""
 
     def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any],
                  sink: Callable[[fx.Node, Any], None]):
         super().__init__(graph_module, upcast, overrides, garbage_collect_values=True)
         self.sink = sink
+        self.pending: tuple[fx.Node, Any] | None = None
         output = next(n for n in reversed(self.graph.nodes) if n.op == "output")
         self.outputs = set(output._input_nodes)
         self.user_to_last_uses.pop(output, None)
@@ -187,26 +191,34 @@ class _StreamingInterpreter(_EagerInterpreter):
         return node in self.outputs
 
     def run_node(self, node: fx.Node) -> Any:
+        # fx's loop frees the values ``node``'s predecessor read last after it ran: its value is
+        # handed on now, in graph order as before
+        if self.pending is not None:
+            produced, self.pending = self.pending, None
+            self.sink(*produced)
         if node.op == "output":
             return None
         result = super().run_node(node)
         if node in self.outputs:
-            self.sink(node, result)
+            self.pending = (node, result)
         return result
 
 
 class _KeepingInterpreter(_EagerInterpreter):
-    """Keeps the named nodes' values (detached) and frees every other value after its last use."""
+    """Hands the named nodes' values (detached) to ``sink`` as they are produced (by default keeps
+    them in ``values``) and frees every value after its last use."""
 
-    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any], names: set[str]):
+    def __init__(self, graph_module: fx.GraphModule, upcast: bool, overrides: dict[str, Any], names: set[str],
+                 sink: Callable[[str, Any], None] | None = None):
         super().__init__(graph_module, upcast, overrides, garbage_collect_values=True)
         self.names = names
         self.values: dict[str, Any] = {}
+        self.sink = sink if sink is not None else self.values.__setitem__
 
     def run_node(self, node: fx.Node) -> Any:
         result = super().run_node(node)
         if node.name in self.names:
-            self.values[node.name] = detached(result)
+            self.sink(node.name, detached(result))
         return result
 
 
@@ -442,6 +454,16 @@ def values_of(graph_module: fx.GraphModule, inputs: Sequence[Any], names: Sequen
     with torch.no_grad():
         interpreter.run(*inputs)
     return interpreter.values
+
+
+def watch_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], names: Sequence[str], *,
+                sink: Callable[[str, Any], None], overrides: dict[str, Any] | None = None) -> None:
+    """Run the graph eagerly, handing each named node's value (by name, detached) to ``sink`` as it
+    is produced; every value is freed after its last use, so the caller holds what ``sink`` keeps
+    and the run's live set. For a graph that does not write in place (:func:`mutates`) only."""
+    interpreter = _KeepingInterpreter(graph_module, False, overrides or {}, set(names), sink)
+    with torch.no_grad():
+        interpreter.run(*inputs)
 
 
 def run_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, upcast: bool = False,
