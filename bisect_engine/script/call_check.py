@@ -56,8 +56,9 @@ class CallVerdict:
     # outputs judged a match (within the end-to-end tolerance, at their noise floors) whose error
     # against fp64 is clearly above eager's (``compare.clearly_above_eager``, the trigger of a model
     # file's below-tolerance look): asked for by ``judge_call(below=True)``; the session's
-    # below-tolerance look names the ops of the graph wrong alone, listed, never a divergence
-    below_tolerance: tuple[str, ...] = ()
+    # below-tolerance look names the ops of the graph wrong alone, listed, never a divergence; None:
+    # not looked at (not asked, or no output clearly above eager's before its floor was measured)
+    below_tolerance: tuple[str, ...] | None = None
 
     @property
     def failing(self) -> str | None:
@@ -204,8 +205,8 @@ def judge_call(graph_module: fx.GraphModule, references: References, compiled_ou
         return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
     outputs = dict(zip(names, verdicts))
     outcome = worst(verdicts).outcome if verdicts else Outcome.MATCH
-    above = tuple(name for name, v in outputs.items() if clearly_above_eager(v) and v.reason != UPSTREAM_SAME) \
-        if looked and outcome is Outcome.MATCH else ()
+    above = (tuple(name for name, v in outputs.items() if clearly_above_eager(v) and v.reason != UPSTREAM_SAME)
+             if outcome is Outcome.MATCH else ()) if looked else None
     return CallVerdict(outcome, outputs, below_tolerance=above)
 
 

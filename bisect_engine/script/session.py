@@ -568,13 +568,13 @@ class Session:
         new = [{"call": record.calls, "output": name, **v.to_json()}
                for name, v in verdict.within_upstream().items() if name not in listed]
         below = [{"call": record.calls, "output": name, **verdict.outputs[name].to_json()}
-                 for name in verdict.below_tolerance if name not in listed]
+                 for name in verdict.below_tolerance or () if name not in listed]
+        record.below_looked = record.below_looked or verdict.below_tolerance is not None  # its noise run made
         ops = None
         if new and not random:  # the op named, as a model file's listing names it (pytorch#198183: erf)
             ops = self._ops_wrong_alone(record, pristine)
             new = [{**item, "ops": ops} for item in new]
         if below and not random:  # listed only where the engine names an op wrong alone
-            record.below_looked = True
             ops = ops if ops is not None else self._ops_wrong_alone(record, pristine)
             new += [{**item, "ops": ops} for item in below] if ops else []
         record.within_upstream += new
