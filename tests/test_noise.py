@@ -636,3 +636,99 @@ def test_a_nondeterministic_batchs_failing_rows_are_picked_at_the_floor_it_was_j
     wrong = compiled.clone()
     wrong[4] += 0.5
     assert failing_samples(model, batch, [eager], [exact], [wrong], Oracle(), 0, floors=(1.0,)) == ((4,), True)
+
+
+class _Sinh(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sinh(x) * 2.0
+
+
+def _model_check(compiled: Any, oracle: Oracle, x: torch.Tensor) -> Any:
+    """The model-level check of ``_Sinh`` on ``x``, ``compiled`` standing for the user's compiled
+    model (a backend of their own: run as it is, no Inductor compile; the decision is what is tested)."""
+    from pathlib import Path
+
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.model_check import check_model_level
+    from bisect_engine.verdict.compiler import Compiler
+
+    spec = ModelSpec(Path("sinh.py"), _Sinh(), (x,), None, None, compiled=compiled, backend="own")
+    return check_model_level(spec, Compiler(), oracle, 0)
+
+
+def _units(x: torch.Tensor, units: float, seed: int) -> torch.Tensor:
+    """``units`` rounding units of 2 sinh(x)'s RMS at most, drawn from ``seed``."""
+    return _units_of(2 * _exact_sinh(x.double()), units, seed)
+
+
+def test_the_model_level_check_is_decided_over_runs_where_a_side_changes() -> None:
+    """Issue 36: the program-level check judged on one run made a headline of run-to-run noise.
+    Compiled's runs share an error of ~100 units RMS and change by ±20 run to run (a reordered sum
+    whose atomics land differently each time): one run mismatches (the end-to-end rule's 64-unit
+    floor); judged against the runs' spread, the five runs match and the verdict says compiled
+    changes. Eager's kernel changes run to run (±24) and its first run was exact: compiled off by a
+    fixed ±120 mismatches once, matches against eager's spread (side eager). Under ``--oracle
+    eager`` (no upstream gate: fp32 rounding-sized errors always pass upstream's ``same``)."""
+    x = torch.linspace(0.5, 2.5, 4096)
+    exact = lambda v: (2 * (torch.exp(v.double()) - torch.exp(-v.double())) / 2)  # noqa: E731
+    calls = iter(range(1000))
+    offset = exact(x).square().mean().sqrt() * 100 * rounding_unit(torch.float32)
+
+    def jittering(v: torch.Tensor) -> torch.Tensor:
+        return (exact(v) + offset + _units(v, 20.0, next(calls))).float()
+
+    with _EagerPlant(_exact_sinh):
+        one_run = judge_outputs(Oracle(kind="eager"), MODEL, [_Sinh()(x)], [exact(x)], [jittering(x)])[0]
+        assert one_run.outcome is Outcome.MISMATCH, one_run  # what one run decided
+        verdict = _model_check(jittering, Oracle(kind="eager"), x)
+    assert verdict.outcome is Outcome.MATCH and verdict.nondeterministic == "compiled" and verdict.runs == (0, 5), verdict
+    fixed = lambda v: (exact(v) + _units(v, 120.0, 7)).float()  # noqa: E731
+    with _EagerPlant(_jittering_sinh(24.0, first_exact=True)):
+        verdict = _model_check(fixed, Oracle(kind="eager"), x)
+    assert verdict.outcome is Outcome.MATCH and verdict.nondeterministic == "eager" and verdict.runs == (0, 1), verdict
+    with _EagerPlant(_exact_sinh):  # both steady: one run's mismatch stands, nothing decided over runs
+        steady = _model_check(fixed, Oracle(kind="eager"), x)
+    assert steady.outcome is Outcome.MISMATCH and steady.nondeterministic == "" and steady.runs == (), steady
+
+
+def test_a_real_fault_is_still_found_by_the_model_level_check_through_run_to_run_spread() -> None:
+    """The same plants with compiled's sinh 1% wrong (far beyond any run's spread): the model-level
+    check still mismatches, in every compiled run, and says which side changed."""
+    x = torch.linspace(0.5, 2.5, 4096)
+    calls = iter(range(1000))
+
+    def wrong(v: torch.Tensor) -> torch.Tensor:
+        return (2 * _exact_sinh(v.double()) * 1.01 + _units(v, 20.0, next(calls))).float()
+
+    with _EagerPlant(_exact_sinh):
+        verdict = _model_check(wrong, Oracle(), x)
+    assert verdict.outcome is Outcome.MISMATCH and verdict.nondeterministic == "compiled" and verdict.runs == (5, 5), verdict
+    with _EagerPlant(_jittering_sinh(24.0, first_exact=False)):
+        verdict = _model_check(lambda v: (2 * _exact_sinh(v) * 1.01), Oracle(), x)
+    assert verdict.outcome is Outcome.MISMATCH and verdict.nondeterministic == "eager" and verdict.runs == (1, 1), verdict
+
+
+def test_a_matching_script_call_clearly_above_eagers_error_is_marked_for_the_below_tolerance_look() -> None:
+    """Issue 36, item 3: a call whose output passes the end-to-end rule yet is clearly above eager's
+    error (a vectorised erf ~12 ulps RMS off, eager's under one) is marked for the session's
+    below-tolerance look (which names the op wrong alone, listed, as a model file lists it), only
+    when asked (once per graph); one at eager's error, or a call that fails, is not."""
+    from bisect_engine.script.call_check import judge_call, reference_outputs
+
+    graph_module = torch.fx.symbolic_trace(lambda x: torch.erf(x * 0.3))
+    x = torch.linspace(0.1, 2.0, 4096)
+    references = reference_outputs(graph_module, [x])
+    exact = torch.erf(x.double() * 0.3)
+    off = (exact + _units_of(exact, 20.0, 5)).float()
+    verdict = judge_call(graph_module, references, off, [x], below=True)
+    assert verdict.outcome is Outcome.MATCH and verdict.below_tolerance == ("output 0",), verdict
+    assert judge_call(graph_module, references, off, [x]).below_tolerance is None  # not asked: no look
+    assert judge_call(graph_module, references, exact.float(), [x], below=True).below_tolerance is None
+    wrong = judge_call(graph_module, references, (exact * 1.01).float(), [x], below=True)
+    assert wrong.outcome is Outcome.MISMATCH and not wrong.below_tolerance
+
+
+def _units_of(exact: torch.Tensor, units: float, seed: int) -> torch.Tensor:
+    """``units`` rounding units of ``exact``'s RMS at most, drawn from ``seed``."""
+    noise = torch.rand(exact.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 2 - 1
+    return units * rounding_unit(torch.float32) * exact.square().mean().sqrt() * noise

@@ -1161,6 +1161,9 @@ def test_graph_breaks_feeding_item_are_clean_and_the_planted_erf_is_named(tmp_pa
     if expected["verdict"] == "clean":
         assert run.exit_code == 0 and all(graph["checked"] for graph in run.report["script"]["graphs"])
         assert run.report["findings"] == [] and run.report.get("differences") in (None, [])
+        listed = {op for graph in run.report["script"]["graphs"] for item in graph["within_upstream"]
+                  for op in item.get("ops") or []}
+        assert sorted(listed) == expected.get("listed", []), run.report["script"]["graphs"]
         return
     assert run.exit_code == 1, run.stderr
     culprit = run.report["culprit"]

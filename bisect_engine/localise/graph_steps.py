@@ -32,7 +32,7 @@ from .culprit_code import kept_kernels
 from .drive import Driver, Step, model_candidate
 from .options import EngineOptions
 from .order import whole_first
-from .records import GraphFinding
+from .records import GraphFinding, model_level_noted
 from .release import release, releasable
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ def _crash_as_harness(finding: GraphFinding, driver: Driver) -> GraphFinding:
 def real_compile_works(driver: Driver) -> bool:
     with driver.progress.step("our recompile crashed and no node crashes alone: does torch.compile of the model work?"):
         verdict = driver.search.judge(model_candidate(driver.finding, driver.options))
-    driver.note(model_level=verdict.outcome.value)
+    driver.note(**model_level_noted(verdict))
     return verdict.outcome is not Outcome.CRASH
 
 

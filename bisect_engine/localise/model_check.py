@@ -9,9 +9,13 @@ a torch-level pass. The compile goes through Inductor's own entry point with the
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
+import functools
+import logging
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch._functorch.config as functorch_config
@@ -22,13 +26,15 @@ from ..errors import ModelError
 from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, clearly_above_eager, worst
-from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs
+from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs, with_run_floors
 from ..verdict.compiler import Compiler, cause_of, split_patches
 from ..verdict.fx_eval import fresh_inputs, to_fp64
 from ..verdict.noise import model_floors
-from ..verdict.oracle import SubgraphVerdict
+from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
 from ..verdict.upcast import Upcast
+
+log = logging.getLogger(__name__)
 
 
 def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_fn: Any, seed: int,
@@ -105,13 +111,22 @@ def _user_side(error: BaseException) -> bool:
     return cause_of(error, (UserError, ConstraintViolationError)) is not None
 
 
-def _packaged(spec: ModelSpec, compiler: Compiler, patches: Any, switch: Switch, seed: int) -> list[Any]:
+def _packaged(spec: ModelSpec, compiler: Compiler, patches: Any, switch: Switch, seed: int,
+              stack: contextlib.ExitStack) -> Callable[[], list[Any]]:
     """The exported program as the user ships it: an AOTInductor package (under a config switch,
-    compiled with that config), run on the model's inputs."""
-    with tempfile.TemporaryDirectory(prefix="bisect-aoti-") as folder:
-        package = compiler.package(spec.exported_program, folder, label=f"model:{switch.name or 'as is'}",
-                                   config_patches=patches)
-        return _forward_and_grads(package, spec.inputs, None, seed)
+    compiled with that config), a run of it on the model's inputs each call (the package's folder
+    lives as long as ``stack``)."""
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bisect-aoti-"))
+    package = compiler.package(spec.exported_program, folder, label=f"model:{switch.name or 'as is'}",
+                               config_patches=patches)
+    return lambda: _forward_and_grads(package, spec.inputs, None, seed)
+
+
+def _under_config(patches: Any, compiled: Any, spec: ModelSpec, seed: int) -> list[Any]:
+    """A run of the user's own compiled model (their backend) under the switch's config patches."""
+    inductor_patches, functorch_patches = split_patches(patches)
+    with torch._inductor.config.patch(inductor_patches), functorch_config.patch(functorch_patches):
+        return _forward_and_grads(compiled, spec.inputs, spec.loss_fn, seed)
 
 
 def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int,
@@ -138,34 +153,62 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
     # config switch it runs again with that config; eager stays the model it wraps.
     users = spec.custom_backend and not (decompositions or fallbacks)
     torch._dynamo.reset()
-    try:
-        if users:
-            compiler.check_budget()
-            inductor_patches, functorch_patches = split_patches(patches)
-            with torch._inductor.config.patch(inductor_patches), functorch_config.patch(functorch_patches):
-                compiled = _forward_and_grads(spec.compiled, spec.inputs, spec.loss_fn, seed)  # type: ignore[arg-type]
-        elif spec.exported_program is not None and spec.loss_fn is None and not (decompositions or fallbacks):
-            compiled = _packaged(spec, compiler, patches, switch, seed)
-        else:
-            compiled = _forward_and_grads(torch.compile(spec.model, backend=backend, dynamic=spec.dynamic), spec.inputs, spec.loss_fn, seed)
-    except Exception as error:  # a budget cut (no Exception) goes on to the run's search
-        if _user_side(error):  # plain torch.compile raises it too: the model's, not the compiler's
-            raise ModelError(f"torch.compile of the model raised {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}") from error
-        return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
-    finally:
-        torch._dynamo.reset()
+    with contextlib.ExitStack() as stack:
+        stack.callback(torch._dynamo.reset)
+        try:
+            run: Callable[[], list[Any]]
+            if users:
+                compiler.check_budget()
+                run = functools.partial(_under_config, patches, spec.compiled, spec, seed)
+            elif spec.exported_program is not None and spec.loss_fn is None and not (decompositions or fallbacks):
+                run = _packaged(spec, compiler, patches, switch, seed, stack)
+            else:
+                model = torch.compile(spec.model, backend=backend, dynamic=spec.dynamic)
+                run = functools.partial(_forward_and_grads, model, spec.inputs, spec.loss_fn, seed)
+            compiled = run()
+        except Exception as error:  # a budget cut (no Exception) goes on to the run's search
+            if _user_side(error):  # plain torch.compile raises it too: the model's, not the compiler's
+                raise ModelError(f"torch.compile of the model raised {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}") from error
+            return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
+        # The compiled model is kept until judged: a failing check runs it again (no compile).
+        return _judged(spec, oracle, seed, eager, fp64, compiled, run, max(allowed) if allowed else None)
+
+
+def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: list[Any], compiled: list[Any],
+            run: Callable[[], list[Any]], unit: float | None) -> SubgraphVerdict:
+    """The model's outputs judged at scope ``model`` (``unit``: the coarsest reduced precision the
+    user allowed an op of the compiled graphs); a failing check decided over runs where either side
+    changes run to run on the same inputs (``oracle.over_runs``: ``run`` the compiled model again,
+    eager's model again; judged against their spread, then by most runs)."""
     # An output downstream of a TF32 convolution or matmul carries its roundings (see
     # judgement.upstream_units): every output is measured in the coarsest precision allowed.
-    unit = max(allowed) if allowed else None
     # Judged first without the noise model (as graphs are, ``GraphContext._verdict``): its floors
     # only loosen the rule, so a plain match not clearly above eager stands, and the noise run (a
     # second fp64 model, many times an fp64 run's cost) is made only where it can change the verdict.
-    verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, [OutputFacts(unit=unit)] * len(eager))
+    facts = [OutputFacts(unit=unit)] * len(eager)
+    verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, facts)
     if worst(verdicts).outcome is not Outcome.MATCH or any(clearly_above_eager(v) for v in verdicts):
         floors = _noise_floors(spec, seed, fp64, eager)  # outputs that cancel: judged where their rounding lives
-        verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled,
-                                 [OutputFacts(unit=unit, scale_floor=f) for f in floors])
-    outputs = {f"model output {i}": v for i, v in enumerate(verdicts)}
-    return SubgraphVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+        facts = [OutputFacts(unit=unit, scale_floor=f) for f in floors]
+        verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, facts)
 
+    def verdict_of(values: list[Any], spreads: Sequence[float] = ()) -> SubgraphVerdict:
+        judged = verdicts if values is compiled and not spreads else \
+            judge_outputs(oracle, MODEL, eager, fp64, values, with_run_floors(facts, spreads, eager))
+        return SubgraphVerdict(worst(judged).outcome if judged else Outcome.MATCH,
+                               {f"model output {i}": v for i, v in enumerate(judged)})
 
+    verdict = verdict_of(compiled)
+    if verdict.outcome is Outcome.MATCH:
+        return verdict
+    try:
+        decided = over_runs(verdict, compiled, run, verdict_of, lambda v: v.outcome is not Outcome.MATCH, seed,
+                            eager=(eager, lambda: _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed)))
+    except Exception:  # noqa: BLE001 - a rerun that raises (a budget cut is no Exception): one run's verdict stands
+        log.debug("model-level check: a rerun raised; the first run's verdict stands", exc_info=True)
+        return verdict
+    if decided is None:  # each side gave the same bits again: one run's verdict stands
+        return verdict
+    chosen, runs, side = decided
+    log.info("model-level check: %s values change run to run; %d of %d compiled runs mismatch", side, *runs)
+    return dataclasses.replace(chosen, runs=runs, nondeterministic=side)

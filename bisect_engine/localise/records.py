@@ -175,6 +175,10 @@ class RunFinding:
     seconds: float
     captured: list[CapturedGraph] = field(default_factory=list)
     model_level: str | None = None  # "match" | "mismatch" | "crash" | None (not run)
+    # the model-level check decided over runs (either side changed run to run on the same inputs):
+    # (compiled runs that mismatched, compiled runs judged), and whose values changed (issue 36)
+    model_level_runs: tuple[int, ...] = ()
+    model_level_side: str = ""
     model_attribution: Attribution | None = None
     pre_grad: PassRewrite | None = None  # the torch-level rewrite behind a pre-grad pass's divergence
     scan: dict[str, Any] = field(default_factory=dict)  # "batch" / "step" findings of a scan
@@ -211,3 +215,10 @@ class RunFinding:
         op misreads (``GraphFinding.layout_misread``): a finding of the run without a culprit subgraph
         (each graph matches alone), named by that backward op, its repro the op on both layouts."""
         return next((g for g in self.graphs if g.layout_misread is not None), None) if self.finding is None else None
+
+
+def model_level_noted(verdict: SubgraphVerdict) -> dict[str, Any]:
+    """The model-level check's verdict as the run records it (``RunFinding.model_level``): its
+    outcome and, where it was decided over runs, how (``runs``, the side whose values changed)."""
+    return {"model_level": verdict.outcome.value, "model_level_runs": verdict.runs,
+            "model_level_side": verdict.nondeterministic}

@@ -24,7 +24,7 @@ from ..verdict.sizes import context_at
 from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
-from .records import GraphFinding, RunFinding
+from .records import GraphFinding, RunFinding, model_level_noted
 from .release import release, releasable
 from .upstream import within_upstream
 
@@ -51,7 +51,7 @@ def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
     while run.finding is not None and _ulp_rule_only(run.finding):
         with driver.progress.step(f"{run.finding.context.name}: do the program's outputs pass upstream's same?"):
             program = driver.search.judge(model_candidate(run, driver.options))
-        driver.note(model_level=program.outcome.value)
+        driver.note(**model_level_noted(program))
         listed = within_upstream(program)
         if listed is None:  # the error reaches what the program returns: the headline stands
             return driver.finding
@@ -144,7 +144,7 @@ def _backend_rewrite(run: RunFinding, driver: Driver) -> RunFinding:
 
 def _model_check(run: RunFinding, driver: Driver) -> RunFinding:
     with driver.progress.step("model-level check"):
-        return replace(run, model_level=driver.search.judge(model_candidate(run, driver.options)).outcome.value)
+        return replace(run, **model_level_noted(driver.search.judge(model_candidate(run, driver.options))))
 
 
 def _later_calls(run: RunFinding, driver: Driver) -> RunFinding:

@@ -326,6 +326,10 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "model": str(result.spec.path),
         "graphs": [graph_json(g) for g in result.graphs],
         "model_level": result.model_level,
+        # the model-level check decided over runs, either side changing run to run on the same
+        # inputs (issue 36): [compiled runs that mismatched, runs], and whose values changed
+        "model_level_nondeterministic": list(result.model_level_runs) or None,
+        "model_level_nondeterministic_side": result.model_level_side or None,
         "harness": harness_json(result),
         "not_checked": not_checked_json(result),
         "pre_grad": result.pre_grad.to_json() if result.pre_grad else None,

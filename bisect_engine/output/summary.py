@@ -241,6 +241,10 @@ def verdict_lines(report: dict[str, Any]) -> list[str]:
             lines.append(f"           evidence: {cause['evidence']}")
         if report.get("stale_artifact"):
             lines.append(f"  note: {report['stale_artifact']}")
+    side, runs = report.get("model_level_nondeterministic_side"), report.get("model_level_nondeterministic")
+    if side and runs:  # the model-level check failed once and was decided over runs (issue 36)
+        lines.append(f"  model-level check: {side} values change run to run on the same inputs; "
+                     f"{runs[0]} of {runs[1]} compiled runs differ beyond their spread")
     if report["verdict"] == "interrupted":
         where = report.get("interrupted") or {}
         lines.append(f"  interrupted by {where.get('signal', 'a signal')} during the {where.get('stage', '?')} stage;"

@@ -192,6 +192,14 @@ def not_reproducible_cause(report: dict[str, Any], served_from_cache: bool = Fal
             "explanation": NOT_REPRODUCIBLE_CAUSES[cause]}
 
 
+def within(item: dict[str, Any]) -> str:
+    """Why a listed finding is no divergence: upstream's ``same`` passed the outputs (the gate), or
+    they are within the end-to-end tolerance (a model file's program; a script call clearly above
+    eager's error: the below-tolerance look)."""
+    return ("within torch._dynamo.utils.same's tolerance" if item.get("reason") == "upstream_same"
+            else "within the end-to-end tolerance")
+
+
 def within_upstream_sentences(report: dict[str, Any]) -> list[str]:
     """A sentence per finding the upstream gate listed (``within_upstream``; a script's graphs'
     ``within_upstream``): wrong by the tool's ulp rule alone while the program's outputs pass
@@ -201,15 +209,15 @@ def within_upstream_sentences(report: dict[str, Any]) -> list[str]:
         error = item.get("error") or {}
         own = (f" ({ulps(error.get('compiled_rms_ulps'))} ulps RMS vs eager's {ulps(error.get('eager_rms_ulps'))})"
                if error else "")
-        why = ("within torch._dynamo.utils.same's tolerance" if item.get("reason") == "upstream_same"
-               else "within the end-to-end tolerance")
+        why = within(item)
         sentences.append(f"{item.get('op', '?')} (node {item.get('node', '?')}, graph {item.get('graph', '?')}, "
                          f"{item.get('source') or 'source unknown'}) is wrong on its own{own}, but the program's "
                          f"outputs are {why}: listed, not a divergence.")
     for graph in (report.get("script") or {}).get("graphs") or []:
         for item in graph.get("within_upstream") or []:
             wrong = f" ({', '.join(item['ops'])} wrong on its own)" if item.get("ops") else ""
+            why = within(item)
             sentences.append(f"{graph.get('graph', '?')} call {item.get('call', '?')}, {item.get('output', '?')}{wrong}: "
                              f"{ulps(item.get('compiled_rms_ulps'))} ulps RMS (eager {ulps(item.get('eager_rms_ulps'))}), "
-                             "within torch._dynamo.utils.same's tolerance: listed, not a divergence.")
+                             f"{why}: listed, not a divergence.")
     return sentences

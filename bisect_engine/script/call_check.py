@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from ..verdict.compare import Outcome, TensorVerdict, material_difference, worst
+from ..verdict.compare import Outcome, TensorVerdict, clearly_above_eager, material_difference, worst
 from ..verdict.judgement import MODEL, PROGRAM, UPSTREAM_SAME, Oracle, OutputFacts, judge_outputs, scalar_exact
 from ..verdict.fx_eval import clone_value, run_graph, to_fp64
 from ..verdict.noise import model_floors
@@ -53,6 +53,12 @@ class CallVerdict:
     # eager's materially: a departure the program sees (pytorch#185517: a bf16 hinge's saved mask
     # flipped, every gradient element off), listed by the engine's departure look, never a divergence
     departing: tuple[str, ...] = ()
+    # outputs judged a match (within the end-to-end tolerance, at their noise floors) whose error
+    # against fp64 is clearly above eager's (``compare.clearly_above_eager``, the trigger of a model
+    # file's below-tolerance look): asked for by ``judge_call(below=True)``; the session's
+    # below-tolerance look names the ops of the graph wrong alone, listed, never a divergence; None:
+    # not looked at (not asked, or no output clearly above eager's before its floor was measured)
+    below_tolerance: tuple[str, ...] | None = None
 
     @property
     def failing(self) -> str | None:
@@ -165,9 +171,12 @@ def _fp64_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> tuple[
 
 def judge_call(graph_module: fx.GraphModule, references: References, compiled_outputs: Any,
                compiled_inputs: Sequence[Any], oracle: Oracle = Oracle(),
-               labels: dict[str, str] | None = None) -> CallVerdict:
+               labels: dict[str, str] | None = None, below: bool = False) -> CallVerdict:
     """The compiled call's outputs, and the inputs it wrote to, against eager and fp64 (no
-    verdict at all, ``outputs`` empty, when the call returns nothing and writes nothing)."""
+    verdict at all, ``outputs`` empty, when the call returns nothing and writes nothing).
+    ``below``: a matching call's outputs clearly above eager's error are named
+    (``CallVerdict.below_tolerance``), judged at their noise floors first, as a model file's
+    whole graph and model are (a value that cancels is measured where its rounding lives)."""
     compiled = flat_values(compiled_outputs)
     fp64 = references.fp64 if references.fp64 is not None else references.eager
     names = [f"output {i}" for i in range(len(references.eager))]
@@ -185,15 +194,20 @@ def judge_call(graph_module: fx.GraphModule, references: References, compiled_ou
     exact = exact_outputs(graph_module, len(references.eager)) + [False] * (len(names) - len(references.eager))
     verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values,
                              [OutputFacts(scalar_exact=flag) for flag in exact])
-    if len(verdicts) == len(names) and worst(verdicts).outcome is Outcome.MISMATCH:
-        # The noise run only where it can change the verdict (its floors only loosen the rule).
+    looked = below and any(clearly_above_eager(v) for v in verdicts)
+    if len(verdicts) == len(names) and (worst(verdicts).outcome is Outcome.MISMATCH or looked):
+        # The noise run only where it can change the verdict (its floors only loosen the rule), or
+        # where a below-tolerance look was asked for (outputs clearly above eager's, at their floors).
         floors = call_floors(graph_module, references) + [0.0] * (len(names) - len(references.eager))
         verdicts = judge_outputs(oracle, MODEL, eager_values, fp64_values, compiled_values,
                                  [OutputFacts(scale_floor=floor, scalar_exact=flag) for floor, flag in zip(floors, exact)])
     if len(verdicts) != len(names):
         return CallVerdict(Outcome.MISMATCH, {"outputs": verdicts[0]})
     outputs = dict(zip(names, verdicts))
-    return CallVerdict(worst(verdicts).outcome if verdicts else Outcome.MATCH, outputs)
+    outcome = worst(verdicts).outcome if verdicts else Outcome.MATCH
+    above = (tuple(name for name, v in outputs.items() if clearly_above_eager(v) and v.reason != UPSTREAM_SAME)
+             if outcome is Outcome.MATCH else ()) if looked else None
+    return CallVerdict(outcome, outputs, below_tolerance=above)
 
 
 def exact_outputs(graph_module: fx.GraphModule, count: int) -> list[bool]:

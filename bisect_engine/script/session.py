@@ -54,7 +54,7 @@ from .levels import (MAX_RECORD_FILES_VARIABLE, MAX_RECORD_VARIABLE,
 from ..progress import Progress
 from ..output.folder import FolderBusy, OutputError, OutputFolder
 from ..output.trace import emit_findings, note_trace, recording_trace
-from ..output.wording import not_reproducible_cause
+from ..output.wording import not_reproducible_cause, within
 from .ranks import STATUS_FILE, SUMMARY_FILE, RankInfo, rank_dir, rank_from_environment, write_summary
 from .messages import DivergenceStop, aoti_compiled, log_to_stderr
 from .watch import EveryImport
@@ -101,6 +101,7 @@ class GraphRecord:
     flat: FlatInputs | None = None
     cast_looked: bool = False  # a matching call of it was looked at for an elided cast (once per graph)
     departure_looked: bool = False  # a call whose gradients match yet depart from eager's was looked at (once)
+    below_looked: bool = False  # a matching call clearly above eager's error was looked at (once; issue 36)
 
     @property
     def name(self) -> str:
@@ -377,8 +378,9 @@ class Session:
         if references.fp64_error and references.fp64_error not in record.notes:
             record.notes.append(references.fp64_error)
         arguments, pristine = (arguments, pristine) if record.state_targets else (list(args), pristine[:len(args)])
+        below = self._below_look_wanted(record) and not references.random
         verdict = self._guarded(record, lambda: judge_call(record.graph_module, references, outputs, arguments,
-                                                           self.oracle, labels=state_labels(record)))
+                                                           self.oracle, labels=state_labels(record), below=below))
         if verdict is not None and not references.random and not record.state_targets:
             traced = self._guarded(record, lambda: self._traced(record, verdict, references, pristine, arguments,
                                                                 outputs))
@@ -498,6 +500,14 @@ class Session:
                                                                                               suspect.pristine)})
         self.tracer = Tracer()
 
+    def _below_look_wanted(self, record: GraphRecord) -> bool:
+        """Whether a matching call of ``record`` clearly above eager's error is worth the
+        below-tolerance look (issue 36, item 3: a model file lists such a graph's ops wrong alone
+        under a clean verdict; a script's call lists them as the call's listing): once per graph,
+        at level 3 and above, an Inductor graph whose inputs the program does not hold as state."""
+        return not record.below_looked and self.settings.level >= Level.LOCALISE \
+            and record.inductor_options is not None and not record.state_targets
+
     def _ops_wrong_alone(self, record: GraphRecord, pristine: list[Any]) -> list[str] | None:
         """The ops a listed call's graph gets wrong (an absorbed suspect's, or one upstream's
         ``same`` passes), each judged alone (the engine's per-node check, stopped after localising:
@@ -557,9 +567,16 @@ class Session:
         listed = {item["output"] for item in record.within_upstream}  # each output once: its first call
         new = [{"call": record.calls, "output": name, **v.to_json()}
                for name, v in verdict.within_upstream().items() if name not in listed]
+        below = [{"call": record.calls, "output": name, **verdict.outputs[name].to_json()}
+                 for name in verdict.below_tolerance or () if name not in listed]
+        record.below_looked = record.below_looked or verdict.below_tolerance is not None  # its noise run made
+        ops = None
         if new and not random:  # the op named, as a model file's listing names it (pytorch#198183: erf)
             ops = self._ops_wrong_alone(record, pristine)
             new = [{**item, "ops": ops} for item in new]
+        if below and not random:  # listed only where the engine names an op wrong alone
+            ops = ops if ops is not None else self._ops_wrong_alone(record, pristine)
+            new += [{**item, "ops": ops} for item in below] if ops else []
         record.within_upstream += new
         if verdict.outcome is not Outcome.MATCH:
             if random:
@@ -1051,7 +1068,7 @@ def within_upstream_lines(script: dict[str, Any]) -> list[str]:
     """A line per graph output listed by the upstream gate: beyond the tool's ulp rule, within
     ``torch._dynamo.utils.same``'s tolerance, so no divergence (issue 36)."""
     return [f"  listed:  {graph['graph']} call {item['call']} {item['output']}{_ops(item)}: {item['compiled_rms_ulps']} "
-            f"ulps RMS (eager {item['eager_rms_ulps']}), within torch._dynamo.utils.same's tolerance: not a divergence"
+            f"ulps RMS (eager {item['eager_rms_ulps']}), {within(item)}: not a divergence"
             for graph in script.get("graphs") or [] for item in graph.get("within_upstream") or []] + [
         f"  listed:  {graph['graph']} call {item['call']} ({', '.join(item.get('ops') or []) or 'op not named'}): "
         f"its error was absorbed by {', '.join(item['read_by'])} and never reached what the program kept"
