@@ -241,11 +241,14 @@ def _nearest_twice(z: torch.Tensor) -> tuple[torch.Tensor]:
 
 
 def _decomposition_search(function: Callable[..., Any], inputs: list[Any]) -> tuple[list[CapturedGraph], RunSearch]:
-    """``function`` captured as a script's call is (its Dynamo graph beside the aten graph AOT
-    Autograd traced of it), and a run's search whose judge holds it; nothing is compiled."""
-    from bisect_engine.load.capture import capture_graph_module
+    """``function`` as a captured graph holds it (its Dynamo graph beside the aten graph traced of
+    it as AOT Autograd traces it: the Python dispatcher on), and a run's search whose judge holds
+    it; nothing is compiled."""
+    from bisect_engine.verdict.decomposed import traced_as_captured
 
-    captured = capture_graph_module(fx.symbolic_trace(function), inputs)
+    torch_level = fx.symbolic_trace(function)
+    captured = [CapturedGraph("forward_0", "forward", 0, traced_as_captured(torch_level, inputs), list(inputs),
+                              called=True, torch_level=(torch_level, list(inputs)))]
     search = new_search(Judge(Compiler()))
     search.evaluator.hold(captured)  # type: ignore[attr-defined]
     return captured, search
