@@ -1298,12 +1298,13 @@ def test_issue_37_misses_written_from_their_descriptions_are_named(tmp_path: Pat
 @pytest.mark.e2e
 @pytest.mark.skipif(not ALL_CORPUS, reason="issue 37 miss (a), as pytorch#198201 wrote it (about two minutes; "
                                             "test_strategies covers localise_capture_decomposition in process)")
-def test_a_call_decomposed_wrong_at_capture_is_named_with_a_repro_through_torch_compile(tmp_path: Path) -> None:
+def test_a_call_decomposed_wrong_at_capture_is_named_with_a_repro_of_the_op_against_its_decomposition(tmp_path: Path) -> None:
     run = _own_run(tmp_path, "nearest_same_size_dim.py")
     assert run.exit_code == 1, run.stderr
     report = run.report
     culprit = report["culprit"]
-    assert (report["verdict"], culprit["op"], culprit["kind"]) == ("divergent", "aten._unsafe_index.Tensor", "pre_grad")
+    assert (report["verdict"], culprit["op"], culprit["kind"]) == ("divergent", "aten.upsample_nearest2d.vec",
+                                                                  "capture_decomposition")
     assert culprit["pass"] == "decomposition at capture" and culprit["node"] == "interpolate", culprit
     assert report["repro"]["status"] == "REPRODUCED"
 

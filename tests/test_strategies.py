@@ -232,33 +232,62 @@ def test_a_switch_of_aot_autograds_config_is_applied_to_that_config_alone() -> N
 
 
 # ---- issue 37 miss (a): the captured aten graph already decomposed, wrong before Inductor -----------
-def _captured_with_torch_level(function: Callable[..., Any], inputs: list[Any]) -> Any:
-    """A captured graph as localise_capture_decomposition reads it: its name and its Dynamo graph."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(name="forward_0", torch_level=(fx.symbolic_trace(function), inputs))
+def _nearest(z: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.nn.functional.interpolate(z, scale_factor=(1.3, 1.5), mode="nearest") + 1.0,)
 
 
-def _nearest(z: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.interpolate(z, scale_factor=(1.3, 1.5), mode="nearest") + 1.0
+def _nearest_twice(z: torch.Tensor) -> tuple[torch.Tensor]:
+    return (torch.nn.functional.interpolate(z, scale_factor=2.0, mode="nearest") + 1.0,)
 
 
-def _nearest_twice(z: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.interpolate(z, scale_factor=2.0, mode="nearest") + 1.0
+def _decomposition_search(function: Callable[..., Any], inputs: list[Any]) -> tuple[list[CapturedGraph], RunSearch]:
+    """``function`` as a captured graph holds it (its Dynamo graph beside the aten graph traced of
+    it as AOT Autograd traces it: the Python dispatcher on), and a run's search whose judge holds
+    it; nothing is compiled."""
+    from bisect_engine.verdict.decomposed import traced_as_captured
+
+    torch_level = fx.symbolic_trace(function)
+    captured = [CapturedGraph("forward_0", "forward", 0, traced_as_captured(torch_level, inputs), list(inputs),
+                              called=True, torch_level=(torch_level, list(inputs)))]
+    search = new_search(Judge(Compiler()))
+    search.evaluator.hold(captured)  # type: ignore[attr-defined]
+    return captured, search
 
 
-def test_a_call_whose_aten_trace_computes_otherwise_than_eager_is_named_without_a_compile() -> None:
+def test_an_op_whose_decomposition_at_capture_computes_otherwise_is_named_with_a_repro_without_a_compile() -> None:
     """pytorch#198201 on torch 2.13: nearest interpolation keeps a dimension's size (3 x 1.3 -> 3)
     where eager copies the rows and the trace AOT Autograd captures reads floor(i / 1.3): the
-    captured graph is wrong when run eagerly, so every node of it matches its compile."""
+    captured graph is wrong when run eagerly, so every node of it matches its compile. The Dynamo
+    graph against the captured one, then the call against its trace, then the op eager runs
+    against its decomposition: all judged by the run's search, no compile; the repro reproduces."""
+    import base64
+
+    from bisect_engine.output import repro_runtime
+    from bisect_engine.output.report import decomposition_repro_spec, pre_grad_culprit
     from bisect_engine.strategies.pregrad import CAPTURE_DECOMPOSITION, localise_capture_decomposition
+    from bisect_engine.verdict.candidate import DecompositionCandidate
+    from types import SimpleNamespace
 
     x = torch.arange(12, dtype=torch.float32).reshape(1, 1, 3, 4)
-    rewrite = localise_capture_decomposition([_captured_with_torch_level(_nearest, [x])])
-    assert rewrite is not None and rewrite.by == CAPTURE_DECOMPOSITION
+    captured, search = _decomposition_search(_nearest, [x])
+    rewrite = localise_capture_decomposition(captured, search)
+    assert rewrite is not None and rewrite.by == CAPTURE_DECOMPOSITION and rewrite.decomposed is not None
+    whole = search.known(DecompositionCandidate("forward_0"))  # the Dynamo graph against the captured one
+    assert whole is not None and whole.outcome is Outcome.MISMATCH
     (node,) = rewrite.nodes
-    assert node.node == "interpolate" and rewrite.aten_op == "aten._unsafe_index.Tensor"
+    assert node.node == "interpolate" and rewrite.aten_op == "aten.upsample_nearest2d.vec"
+    assert "aten._unsafe_index.Tensor" in rewrite.decomposed.traced_ops
     assert rewrite.max_abs_diff == 4.0  # a row of the 3 x 4 arange read one row off
-    assert rewrite.cut is not None and rewrite.cut.minimal  # the repro: that call alone, through torch.compile
-    # scale 2 traces to the same indices eager reads: nothing to name
-    assert localise_capture_decomposition([_captured_with_torch_level(_nearest_twice, [x])]) is None
+    assert search.spent == 0  # no compile
+    culprit = pre_grad_culprit(SimpleNamespace(pre_grad=rewrite, model_attribution=None))  # type: ignore[arg-type]
+    assert culprit is not None and (culprit["kind"], culprit["op"]) == ("capture_decomposition", "aten.upsample_nearest2d.vec")
+    spec = decomposition_repro_spec(rewrite.decomposed, culprit, "model.py")
+    assert spec.expect == "decomposition"
+    status = repro_runtime.decomposition_main(rewrite.decomposed.cut.graph_module,
+                                              base64.b64encode(spec.inputs_blob).decode("ascii"), None,
+                                              list(spec.output_names), __file__)
+    assert status == repro_runtime.EXIT_REPRODUCED
+    # scale 2 traces to the same indices eager reads: the captured graph matches Dynamo's, nothing named
+    captured, search = _decomposition_search(_nearest_twice, [x])
+    assert localise_capture_decomposition(captured, search) is None
+    assert search.calls == 1  # the whole graph judged once; no call looked at alone

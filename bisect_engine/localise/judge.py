@@ -18,12 +18,14 @@ from typing import Any, Callable
 from ..load.memory import MemoryGuard
 from ..load.model_file import ModelSpec
 from ..search import Budget, Reporter, Search
-from ..verdict.candidate import (NO_SWITCH, Candidate, GraphCandidate, ModelCandidate, ReplayCandidate, ScanCandidate,
-                                 SizeCandidate, compile_arguments, compile_metered)
+from ..strategies.pregrad import call_cut, torch_level_values
+from ..verdict.candidate import (NO_SWITCH, Candidate, DecompositionCandidate, GraphCandidate, ModelCandidate,
+                                 ReplayCandidate, ScanCandidate, SizeCandidate, compile_arguments, compile_metered)
+from ..verdict.decomposed import eager_op_graphs, judge_against_trace, judge_capture
 from ..verdict.compare import Outcome
 from ..verdict.judgement import Oracle
 from ..verdict.compiler import Compiler
-from ..verdict.graphs import reference_inputs
+from ..verdict.graphs import CapturedGraph, reference_inputs
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.recipes import input_recipes, random_inputs
 from ..verdict.replay import replay_verdict
@@ -49,6 +51,10 @@ class Judge:
     sweeps: dict[tuple[str, frozenset[str]], Any] = field(default_factory=dict)
     # a scan's evaluator: a batch or training step in, its verdict out (localise/scans.py)
     scan: Callable[[ScanCandidate], SubgraphVerdict] | None = None
+    # the subject's captured graphs by name (their Dynamo graphs, for decomposition candidates)
+    # and each Dynamo graph's node values, computed once
+    captured: dict[str, CapturedGraph] = field(default_factory=dict)
+    torch_values: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, context: GraphContext) -> None:
         self.contexts[context.name] = context
@@ -57,6 +63,11 @@ class Judge:
         """Judge ``spec``'s graphs from now on: those of a subject judged before are dropped."""
         self.spec, self.oracle, self.seed = spec, oracle, seed
         self.contexts, self.compiled, self.sweeps = {}, {}, {}
+        self.captured, self.torch_values = {}, {}
+
+    def hold(self, captured: list[CapturedGraph]) -> None:
+        """The subject's captured graphs, which decomposition candidates name."""
+        self.captured = {graph.name: graph for graph in captured}
 
     def add_compiled(self, graph: str, values: dict[str, Any]) -> None:
         self.compiled[graph] = values
@@ -71,11 +82,32 @@ class Judge:
                                   self.compiled.get(candidate.graph, {}), candidate.outputs)
         if isinstance(candidate, SizeCandidate):
             return self._sizes(candidate)
+        if isinstance(candidate, DecompositionCandidate):  # eager runs of what was traced: no compile
+            return self._decomposition(candidate)
         if isinstance(candidate, ScanCandidate):
             if self.scan is None:
                 raise ValueError("a scan candidate needs the scan")
             return self.scan(candidate)
         return self._graph(candidate)
+
+    def _decomposition(self, candidate: DecompositionCandidate) -> SubgraphVerdict:
+        graph = self.captured[candidate.graph]
+        if graph.torch_level is None:
+            return SubgraphVerdict(Outcome.INVALID, error="no Dynamo graph recorded")
+        original, inputs = graph.torch_level
+        if candidate.node is None:
+            return judge_capture(self.oracle, original, inputs, graph.graph_module, graph.inputs, graph.model_outputs)
+        if candidate.graph not in self.torch_values:
+            self.torch_values[candidate.graph] = torch_level_values(original, inputs)
+        cut = call_cut(original, candidate.node, self.torch_values[candidate.graph])
+        if cut is None:
+            return SubgraphVerdict(Outcome.INVALID, error=f"{candidate.node} cannot be cut alone")
+        if candidate.op is None:
+            return judge_against_trace(self.oracle, cut.graph_module, cut.inputs)
+        ops = eager_op_graphs(cut.graph_module, cut.inputs)
+        if candidate.op >= len(ops):
+            return SubgraphVerdict(Outcome.INVALID, error=f"{candidate.node} runs {len(ops)} op(s) eagerly")
+        return judge_against_trace(self.oracle, *ops[candidate.op])
 
     def _sizes(self, candidate: SizeCandidate) -> SubgraphVerdict:
         context = self.contexts[candidate.graph]

@@ -46,6 +46,10 @@ class EngineOptions:
     # program wrote is looked for as elided wherever compiled differs in any element (one fp16 ulp,
     # pytorch#182131), and emulate_precision_casts checked to bring compiled clearly closer to eager
     cast_elision_exact: bool = False
+    # script mode, a program whose backend traces through AOT Autograd and hands Inductor nothing
+    # (aot_eager): no graph is compiled (what the program ran is not Inductor's); only what our
+    # capture traced is judged against the Dynamo graph, eagerly (a decomposition at capture)
+    capture_only: bool = False
 
     @property
     def judgement(self) -> Oracle:

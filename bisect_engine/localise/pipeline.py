@@ -100,6 +100,7 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     own = search is None
     search = search if search is not None else run_search(options, progress, compiler=compiler)
     judge = begin_subject(search, spec, options)
+    judge.hold(captured)
     finding = RunFinding(spec, (), judge.compiler, 0.0, captured, search=search,
                          model_level_check=model_level_check, backend_run=backend_run)
     driver = Driver(finding, judge, options, on_divergence)

@@ -173,9 +173,10 @@ def _pre_grad(run: RunFinding, driver: Driver) -> RunFinding:
 
 def _capture_decomposition(run: RunFinding, driver: Driver) -> RunFinding:
     """The program diverges and no captured graph does: is the captured aten graph itself wrong,
-    decomposed while AOT Autograd traced it? Each torch-level call against its trace, eagerly."""
-    with driver.progress.step("replaying each torch-level call against the aten graph it was traced to"):
-        return replace(run, pre_grad=localise_capture_decomposition(run.captured))
+    decomposed while AOT Autograd traced it? Each Dynamo graph against its captured aten graph, then
+    each call against its trace and each op against its decomposition, eagerly (no compile)."""
+    with driver.progress.step("replaying each torch-level graph against the aten graph it was traced to"):
+        return replace(run, pre_grad=localise_capture_decomposition(run.captured, driver.search))
 
 
 def _unexplained_divergence(run: RunFinding, driver: Driver) -> bool:
@@ -270,7 +271,7 @@ def _model_diverges(run: RunFinding, driver: Driver) -> bool:
 
 
 RUN_PLAN: tuple[Step[RunFinding], ...] = (
-    Step("graphs", _graphs, stage="localise"),
+    Step("graphs", _graphs, stage="localise", when=lambda r, d: not d.options.capture_only),
     Step("upstream_gate", _upstream_gate, stage="model_check", when=_gated),
     Step("departures_into_backward", _carry_departures, when=_none_found),
     Step("release_carried", _release_carried, when=_none_found, decides=False),

@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from ..verdicts import FINDINGS, Verdict
-from .wording import (culprit_ops, exact_reason, saved_layout_answer, short_number, subsystem_sentence, ulps,
+from .wording import (culprit_ops, decomposition_answer, exact_reason, saved_layout_answer, short_number, subsystem_sentence, ulps,
                       within_upstream_sentences)
 
 GITHUB_BODY_LIMIT = 65_536  # characters GitHub accepts in an issue body
@@ -169,6 +169,8 @@ def title(report: dict[str, Any]) -> str:
     culprit, nan = report.get("culprit") or {}, report.get("nan") or {}
     if users_backend(report):
         return f"[your backend, not an Inductor bug] {users_backend(report)} rewrites {culprit.get('node')} ({culprit.get('op')})"
+    if culprit.get("kind") == "capture_decomposition":
+        return f"[decompositions] {culprit.get('op')} decomposes into ops that disagree with eager's kernel: wrong results under torch.compile"
     if culprit.get("kind") == "pre_grad":
         return f"[inductor] pre-grad pass {culprit.get('pass') or '?'} rewrites {culprit.get('node')} into {culprit.get('op')}: wrong results"
     where = "/".join(w for w in (device_words(report), culprit_dtype(report)) if w)
@@ -237,6 +239,8 @@ def _lead(report: dict[str, Any]) -> str:
                 "better report.")
     op = f"`{culprit_ops(culprit)}`" if culprit else "an op"
     where = f" (`{culprit['source']}`, module `{culprit.get('module') or '<top>'}`)" if culprit.get("source") else ""
+    if culprit.get("kind") == "capture_decomposition":
+        return f"Under `torch.compile`, {op}{where} gives other results than eager. {decomposition_answer(culprit)}"
     if culprit.get("kind") == "pre_grad":
         rewrite = f"`{culprit.get('before') or '(new)'}` into `{culprit.get('after') or '(removed)'}`{where}"
         if users_backend(report):
@@ -269,6 +273,11 @@ def _what_differs(report: dict[str, Any]) -> str:
                  ("strides", f"compiled {layout.get('compiled_strides')}, eager {layout.get('eager_strides')} (same values)"),
                  ("differs", f"{out.get('gradient_of') or out.get('output')}: {out.get('elements')} of {out.get('total')} "
                              f"elements, max abs diff {short_number(out.get('max_abs_diff'))}")]
+        table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+        return f"**What differs**\n\n| | |\n|---|---|\n{table}"
+    if culprit.get("kind") == "capture_decomposition":
+        rows += [("call", f"`{culprit.get('before')}`"), ("traced as", ", ".join(f"`{o}`" for o in culprit.get("traced_as") or [])),
+                 ("max abs diff", str(culprit.get("max_abs_diff")))]
         table = "\n".join(f"| {name} | {value} |" for name, value in rows)
         return f"**What differs**\n\n| | |\n|---|---|\n{table}"
     if culprit.get("kind") == "pre_grad":

@@ -27,6 +27,7 @@ from ..load.model_file import ModelSpec
 from ..localise.judge import workers_stats
 from ..localise.release import graph_digests
 from ..localise.pipeline import GraphResult, RunResult
+from ..strategies.pregrad import DecomposedOp
 from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
 from ..verdict.compiler import Compiler
@@ -148,7 +149,8 @@ def pre_grad_culprit(result: RunResult) -> dict[str, Any] | None:
         return None
     node = next((n for n in rewrite.nodes if n.aten_ops), rewrite.nodes[0])
     attribution = result.model_attribution
-    return {
+    decomposed = rewrite.decomposed
+    culprit = {
         "op": rewrite.aten_op or "?", "node": node.node, "graph": rewrite.graph, "source": node.source,
         "source_path": None, "module": None, "made_by": "compiler", "kind": "pre_grad",
         "confirmed_alone": None, "nodes": [n.node for n in rewrite.nodes],
@@ -157,6 +159,9 @@ def pre_grad_culprit(result: RunResult) -> dict[str, Any] | None:
         "before": node.before, "after": node.after,
         "max_abs_diff": rewrite.max_abs_diff,  # the graph's outputs, eagerly, after the pass against before
     }
+    if decomposed is not None:  # the op eager runs, whose decomposition alone computes otherwise
+        culprit.update(kind="capture_decomposition", ops=[decomposed.op], traced_as=list(decomposed.traced_ops))
+    return culprit
 
 
 def findings_json(result: RunResult, graph: GraphResult | None) -> list[dict[str, Any]]:
@@ -528,6 +533,8 @@ def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None =
 def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:
     """The repro of a torch-level pass finding: the graph before the pass, through torch.compile."""
     rewrite, culprit = result.pre_grad, pre_grad_culprit(result)
+    if rewrite is not None and rewrite.decomposed is not None and culprit is not None:
+        return decomposition_repro_spec(rewrite.decomposed, culprit, result.spec.path.name)
     if rewrite is None or rewrite.cut is None or culprit is None:
         return None
     cut, pass_name = rewrite.cut, culprit["pass"] or "a pre-grad pass"
@@ -547,6 +554,24 @@ def pre_grad_repro_spec(result: RunResult) -> ReproSpec | None:
         title=f"{culprit['op']}: {pass_name} rewrites {culprit['node']}; torch.compile disagrees with eager (fp64 reference)",
         finding=finding, environment=environment(), config=result.spec.inductor_config,
         unrenderable_config=result.spec.unrenderable_config, notes=notes)
+
+
+def decomposition_repro_spec(decomposed: DecomposedOp, culprit: dict[str, Any], model: str) -> ReproSpec:
+    """The repro of an op decomposed wrong at capture: the op alone on its real inputs, run eagerly
+    and as the aten graph AOT Autograd traces of it (no compile): Inductor compiles that trace."""
+    cut = decomposed.cut
+    finding = [("verdict", "divergent"), ("op", decomposed.op),
+               ("traced as", ", ".join(decomposed.traced_ops[:10])),
+               ("call", f"{culprit['before'] or '?'}  (torch-level graph of {culprit['graph']})"),
+               ("source", culprit["source"] or "unknown"), ("model", model)]
+    notes = ["AOT Autograd traces this op into the aten ops named above (its Python decomposition, under the "
+             "Python dispatcher); eager runs the op's own kernel. torch.compile compiles the decomposed graph, "
+             "so Inductor (and aot_eager) inherit the difference. This file runs both eagerly: no compile."]
+    return torch_level_repro_spec(
+        cut.graph_module, cut.input_names, cut.output_names, cut.inputs,
+        title=f"{decomposed.op}: its decomposition at capture computes otherwise than the op eager runs",
+        finding=finding, environment=environment(), config={}, unrenderable_config=[], notes=notes,
+        expect="decomposition")
 
 
 def differences_json(result: RunResult) -> list[dict[str, Any]]:

@@ -44,7 +44,9 @@ SIDECAR_NAME = "repro_inputs.bin"
 # passes on it (the user's pre_grad_custom_pass included), eager does not.
 # "saved_layout": ``Repro`` is one backward op, run eagerly on its inputs as eager laid them out and
 # again with those in ``LAYOUTS`` laid out as the compiled forward saved them (no compile).
-Expect = Literal["mismatch", "crash", "eager_nonfinite", "amplified", "pre_grad", "saved_layout"]
+# "decomposition": ``Repro`` is one aten op, run eagerly and as the aten graph AOT Autograd traces of
+# it (its Python decomposition, which torch.compile compiles); no compile.
+Expect = Literal["mismatch", "crash", "eager_nonfinite", "amplified", "pre_grad", "saved_layout", "decomposition"]
 
 
 @dataclass(frozen=True)
@@ -171,14 +173,16 @@ def _compiled_shapes(subgraph: Subgraph, values: dict[str, Any]) -> tuple[Any, .
 def torch_level_repro_spec(graph_module: torch.fx.GraphModule, input_names: tuple[str, ...],
                            output_names: tuple[str, ...], inputs: tuple[Any, ...], *, title: str,
                            finding: list[tuple[str, str]], environment: dict[str, str], config: dict[str, Any],
-                           unrenderable_config: list[str], notes: list[str] | None = None, seed: int = 0) -> ReproSpec:
+                           unrenderable_config: list[str], notes: list[str] | None = None, seed: int = 0,
+                           expect: Expect = "pre_grad") -> ReproSpec:
     """A repro of a torch-level (pre-grad) pass finding: the Dynamo graph before the passes,
-    compiled by ``torch.compile`` in the repro (the passes run there) against eager."""
+    compiled by ``torch.compile`` in the repro (the passes run there) against eager; ``expect``
+    ``decomposition``: one aten op, eagerly against its decomposition as AOT Autograd traces it."""
     return ReproSpec(
         title=title, finding=tuple(finding), forward_code=graph_module.code.strip(), input_names=input_names,
         output_names=output_names, inputs_blob=serialise_inputs(list(inputs)),
         inductor_config=tuple(sorted(config.items())), unrenderable_config=tuple(unrenderable_config),
-        environment=tuple(sorted(environment.items())), expect="pre_grad", notes=tuple(notes or ()), seed=seed)
+        environment=tuple(sorted(environment.items())), expect=expect, notes=tuple(notes or ()), seed=seed)
 
 
 def kernel_quotes(kernels: tuple[Kernel, ...]) -> tuple[tuple[str, str], ...]:
@@ -326,6 +330,21 @@ if __name__ == "__main__":
     sys.exit(status)
 '''
 
+_MAIN_DECOMPOSITION = '''
+
+if __name__ == "__main__":
+    try:
+        status = decomposition_main(Repro(), INPUTS_B64, INPUTS_FILE, OUTPUT_NAMES, __file__, SEED,
+                                    oracle=globals().get("ORACLE"))
+    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
+        import traceback
+
+        traceback.print_exc()
+        print("repro: cannot run (unexpected error)")
+        status = EXIT_CANNOT_RUN
+    sys.exit(status)
+'''
+
 _LAYOUTS = '''
 # The inputs the compiled forward saved in another memory layout (the same values): their strides.
 LAYOUTS = {layouts}
@@ -430,6 +449,8 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
                   if spec.expect == "pre_grad" else
                   "The backward op that reads its input's memory layout, at aten level (run eagerly)."
                   if spec.expect == "saved_layout" else
+                  "The aten op as eager runs it; decomposition_main also runs its decomposition as AOT Autograd traces it."
+                  if spec.expect == "decomposition" else
                   "The minimal failing subgraph, at aten level (before Inductor's decompositions)."),
             forward=_indent(spec.forward_code), output_names=list(spec.output_names), expect=spec.expect,
             rng_strict=spec.rng_strict, seed=spec.seed,
@@ -451,7 +472,8 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + _embedded(repro_runtime)
         + _judgement_block(spec)
         + (_MAIN_AMPLIFIED if spec.downstream_code else _MAIN_PRE_GRAD if spec.expect == "pre_grad"
-           else _MAIN_LAYOUT if spec.expect == "saved_layout" else _MAIN)
+           else _MAIN_LAYOUT if spec.expect == "saved_layout"
+           else _MAIN_DECOMPOSITION if spec.expect == "decomposition" else _MAIN)
     )
     return RenderedRepro(script, None if inline else spec.inputs_blob)
 

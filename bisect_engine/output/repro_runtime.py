@@ -315,6 +315,36 @@ def layout_main(repro_module, inputs_b64, inputs_file, input_names, output_names
                        "saved them,", ("change", "do not change"), "the op's outputs materially")
 
 
+def decomposition_main(repro_module, inputs_b64, inputs_file, output_names, script_path, seed=0, oracle=None):
+    """An op decomposed wrong at capture: ``Repro`` (one aten op) run eagerly, and as the aten graph
+    ``make_fx`` traces of it under the Python dispatcher (what AOT Autograd traces, and
+    torch.compile compiles), both on the same inputs; judged against fp64 (the op upcast). No compile."""
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    try:
+        oracle = judging(oracle, seed=seed)
+        inputs = load_inputs(inputs_b64, inputs_file, script_path, None, seed)
+        graph_module = torch.fx.symbolic_trace(repro_module)
+        with torch.no_grad():
+            eager = run_graph(graph_module, [clone_value(v) for v in inputs])
+            fp64 = run_graph(graph_module, [clone_value(v) for v in inputs], upcast=True)
+            with enable_python_dispatcher():
+                traced = make_fx(graph_module)(*[clone_value(v) for v in inputs])
+            decomposed = traced(*[clone_value(v) for v in inputs])
+        decomposed = list(decomposed) if isinstance(decomposed, (tuple, list)) else [decomposed]
+    except Exception:
+        traceback.print_exc()
+        print("repro: cannot run (running the op or tracing its decomposition failed)")
+        return EXIT_CANNOT_RUN
+    print("decomposed as: " + ", ".join(dict.fromkeys(str(n.target) for n in traced.graph.nodes if n.op == "call_function")))
+    verdicts = judge_outputs(oracle, PROGRAM, eager, fp64, decomposed)
+    report(output_names, verdicts)
+    mismatched = len(verdicts) != len(eager) or any(v.outcome is not Outcome.MATCH for v in verdicts)
+    return say_verdict(mismatched, f"the op's decomposition (what torch.compile traces and compiles) "
+                                   f"{'disagrees' if mismatched else 'agrees'} with the op eager runs, against fp64")
+
+
 def compile_torch_level(repro_module, inputs, inductor_config, seed):
     """``repro_module`` through a real ``torch.compile`` (Dynamo, then Inductor with its pre-grad
     passes), fresh: no cache entry may answer for it."""

@@ -26,13 +26,16 @@ def culprit_lines(report: dict[str, Any]) -> list[str]:
     if not culprit:
         return []
     lines = [f"  culprit: {culprit['op']}  (node {culprit['node']}, graph {culprit['graph']}, {culprit['kind']})"]
-    if culprit["kind"] == "pre_grad" and culprit["pass"] == "decomposition at capture":
+    if culprit["kind"] == "capture_decomposition":
+        lines.append(f"  decomposed at capture: AOT Autograd traces it into {', '.join((culprit.get('traced_as') or [])[:6])}, "
+                     "which computes otherwise than the op eager runs; Inductor compiles that graph and inherits it")
+    elif culprit["kind"] == "pre_grad" and culprit["pass"] == "decomposition at capture":
         lines.append("  decomposed: AOT Autograd traced this call into aten ops that compute otherwise than the op "
                      "eager runs (the captured graph is wrong before Inductor: each of its nodes matches its compile)")
     elif culprit["kind"] == "pre_grad":
         lines.append(f"  pass:    {culprit['pass'] or 'a pre-grad pass'} rewrote it on the torch-level graph, before "
                      "Inductor's AOT Autograd (the rewrite below, replayed eagerly, changes the outputs)")
-    if len(culprit["ops"]) > 1 and culprit["kind"] != "pre_grad":
+    if len(culprit["ops"]) > 1 and culprit["kind"] not in ("pre_grad", "capture_decomposition"):
         lines.append(f"  window:  {', '.join(culprit['ops'])}")
     lines += inside_lines(culprit)
     lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")

@@ -57,6 +57,8 @@ def headline(report: dict[str, Any]) -> str:
         return f"Inductor fails on {culprit_ops(culprit)}{where}"
     if culprit.get("kind") == "saved_layout":
         return f"{culprit_ops(culprit)}{where} misreads a value torch.compile saves for it in another memory layout"
+    if culprit.get("kind") == "capture_decomposition":
+        return f"{culprit_ops(culprit)}{where} is decomposed at capture into ops that compute otherwise"
     if culprit and verdict == "nan" and (culprit.get("error") or {}).get("new_nonfinite"):
         return f"Inductor makes NaN/Inf in {culprit_ops(culprit)}{where}"
     if culprit and culprit.get("kind") == "window":
@@ -96,6 +98,15 @@ def answer(report: dict[str, Any]) -> str:
     return "No op was named; see the graphs below."
 
 
+def decomposition_answer(culprit: dict[str, Any]) -> str:
+    """A decomposition at capture, in words: what was traced, that Inductor inherits it."""
+    traced = ", ".join((culprit.get("traced_as") or [])[:6]) or "other aten ops"
+    return (f"AOT Autograd traces {culprit.get('op')} into {traced} (its Python decomposition), which computes "
+            f"otherwise than the op eager runs (max abs diff {culprit.get('max_abs_diff')}, judged against fp64, "
+            "both run eagerly: no compile). The captured graph is wrong before Inductor; Inductor compiles it and "
+            "inherits the difference (each of its nodes matches its compile).")
+
+
 def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
     if culprit.get("kind") == "amplified":
         own, out = culprit.get("own_error") or {}, culprit.get("output_difference") or {}
@@ -107,6 +118,8 @@ def _culprit_answer(report: dict[str, Any], culprit: dict[str, Any]) -> str:
                 f"{culprit.get('replays', '?')} eager replays, no extra compile.")
     if culprit.get("kind") == "saved_layout":
         return saved_layout_answer(culprit)
+    if culprit.get("kind") == "capture_decomposition":
+        return decomposition_answer(culprit)
     crash, error = culprit.get("crash"), culprit.get("error")
     place = f"node {culprit.get('node')} of {culprit.get('graph')}" + (
         f", module {culprit['module']}" if culprit.get("module") else "")

@@ -682,6 +682,10 @@ class Session:
             if record.inductor_options is None:
                 # a backend of the user's: localised in the graphs it hands Inductor, if it does
                 result = self._localise_inside_backend(record, pristine)
+                if result is None and str(record.backend).startswith("aot_"):
+                    # it traces as our capture does: is what it traced already wrong (no compile)?
+                    result = self._localise(record, pristine, capture_only=True)
+                    result = result if result.pre_grad is not None else None
                 if result is None:
                     self.not_localised = (f"the backend is {record.backend}, and it hands Inductor no graph; "
                                           "localisation compiles with Inductor")
@@ -774,12 +778,15 @@ class Session:
                 folder.write_text(INTERNAL_ERROR_LOG, text)
 
     def _localise(self, record: GraphRecord, pristine: list[Any], positions: list[int] | None = None,
-                  stop_after: str | None = None, cast_elision: bool = False, departure: bool = False) -> Any:
+                  stop_after: str | None = None, cast_elision: bool = False, departure: bool = False,
+                  capture_only: bool = False) -> Any:
         """The engine on this graph's aten graphs (the backward one too when ``positions`` names
         the differentiated inputs), under the user's Inductor options. ``cast_elision``: a call
         that matched, looked at for a skipped cast only (``EngineOptions.cast_elision_exact``; the
         graph judged whole first, as a model file's); ``departure``: a call whose gradients matched,
-        looked at for a departure the backward turns into other gradients (``_departure_look``)."""
+        looked at for a departure the backward turns into other gradients (``_departure_look``);
+        ``capture_only``: nothing compiled, the captured graph judged against Dynamo's eagerly (a
+        backend of the user's that traces through AOT Autograd without Inductor: aot_eager)."""
         from torch._inductor import config as inductor_config
 
         from ..load.capture import capture_graph_module, capture_graph_module_with_backward
@@ -790,7 +797,7 @@ class Session:
         options = EngineOptions(max_compiles=self.settings.max_compiles, timeout_s=self.settings.timeout_s,
                                 stop_after=stop_after or self.settings.stage,  # type: ignore[arg-type]
                                 divergence_known=not (cast_elision or departure), cast_elision_exact=cast_elision,
-                                oracle=self.settings.oracle)  # type: ignore[arg-type]
+                                capture_only=capture_only, oracle=self.settings.oracle)  # type: ignore[arg-type]
         with inductor_config.patch(record.inductor_options or {}):
             if positions:
                 captured = capture_graph_module_with_backward(record.graph_module, pristine, positions, weighted_sum,

@@ -22,10 +22,11 @@ from typing import Any, Callable, Sequence, cast
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
-from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..verdict.compare import Outcome, material_difference
+from ..verdict.candidate import DecompositionCandidate
+from ..verdict.compare import Outcome
+from ..verdict.decomposed import call_ops, eager_op_graphs, largest_difference, traced_as_captured
 from ..verdict.judgement import PROGRAM, Oracle, judge_outputs
 from ..verdict.fx_eval import clone_value, run_graph
 from ..verdict.graphs import CapturedGraph, op_name, source_location
@@ -61,19 +62,39 @@ class TorchLevelCut:
 
 
 @dataclass(frozen=True)
+class DecomposedOp:
+    """An aten op eager runs whose decomposition, traced as our capture traces it (AOT Autograd,
+    the Python dispatcher), computes otherwise: Inductor compiles that decomposition and inherits
+    it. ``cut``: the op alone with its real inputs (the repro runs it eagerly and decomposed)."""
+
+    op: str
+    traced_ops: tuple[str, ...]  # what the decomposition runs
+    cut: TorchLevelCut = field(compare=False)
+    max_abs_diff: float = float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "traced_as": list(self.traced_ops), "max_abs_diff": self.max_abs_diff}
+
+
+@dataclass(frozen=True)
 class PassRewrite:
     graph: str  # the forward graph traced from that Dynamo graph
     nodes: tuple[RewrittenNode, ...]
     max_abs_diff: float  # the graph's outputs, eagerly, after the passes against before
     cut: TorchLevelCut | None = field(default=None, compare=False)  # the repro's torch-level graph
     by: str | None = None  # who rewrote it: the pre-grad pass named, or "backend <name>" (the user's)
+    # by CAPTURE_DECOMPOSITION: the op eager runs whose decomposition alone computes otherwise
+    decomposed: DecomposedOp | None = None
 
     @property
     def aten_op(self) -> str | None:
+        if self.decomposed is not None:
+            return self.decomposed.op
         return next((op for n in self.nodes for op in n.aten_ops), None)
 
     def to_json(self) -> dict[str, Any]:
         return {"graph": self.graph, "aten_op": self.aten_op, "max_abs_diff": self.max_abs_diff, "by": self.by,
+                "decomposed": None if self.decomposed is None else self.decomposed.to_json(),
                 "rewritten": [n.to_json() for n in self.nodes],
                 "repro_graph": None if self.cut is None else ("the rewritten nodes alone" if self.cut.minimal
                                                               else "the whole torch-level graph")}
@@ -264,84 +285,69 @@ def localise_backend_rewrite(run: BackendRun, captured: Sequence[CapturedGraph],
 
 # ---- a decomposition AOT Autograd applies while it traces (issue 37, miss (a)) --------------------
 CAPTURE_DECOMPOSITION = "decomposition at capture"  # PassRewrite.by: no pass, the trace itself
-_RANDOM_WORDS = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "poisson")
 
 
-def _call(node: fx.Node) -> Callable[..., Any] | None:
-    if node.op == "call_function":
-        return cast(Callable[..., Any], node.target)
-    if node.op == "call_method":
-        method = str(node.target)
-        return lambda receiver, *args, **kwargs: getattr(receiver, method)(*args, **kwargs)
+def torch_level_values(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> dict[str, Any]:
+    """Every node's value of a torch-level graph run eagerly on ``inputs``."""
+    return _node_values(graph_module, inputs)
+
+
+def call_cut(original: fx.GraphModule, node: str, values: dict[str, Any]) -> TorchLevelCut | None:
+    """One call of a torch-level graph alone, its inputs placeholders fed their real values."""
+    return cut_torch_level(original, {node}, values)
+
+
+def _decomposed_op(graph: CapturedGraph, node: fx.Node, cut: TorchLevelCut, search: Any) -> DecomposedOp | None:
+    """The first aten op the call runs eagerly (as eager dispatches it) whose decomposition alone,
+    traced as our capture traces it, the judgement says computes otherwise; None when none does
+    alone (the call's ops differ only together)."""
+    for k, (op_graph, op_inputs) in enumerate(eager_op_graphs(cut.graph_module, cut.inputs)):
+        verdict = search.judge(DecompositionCandidate(graph.name, node.name, k, purpose="decomposition"))
+        if verdict.outcome is not Outcome.MISMATCH:
+            continue
+        (op_node,) = [n for n in op_graph.graph.nodes if n.op == "call_function"]
+        names = tuple(n.name for n in op_graph.graph.nodes if n.op == "placeholder")
+        op_cut = TorchLevelCut(op_graph, names, (op_node.name,), op_inputs, minimal=True)
+        traced = call_ops(traced_as_captured(op_graph, op_inputs))
+        return DecomposedOp(op_name(op_node), traced, op_cut, largest_difference(op_graph, op_inputs, verdict))
     return None
 
 
-def _traced_differs(node: fx.Node, values: dict[str, Any]) -> tuple[fx.GraphModule, float] | None:
-    """Node ``node`` of a torch-level graph, run as written on its real values, against the aten
-    graph ``make_fx`` traces of it (what AOT Autograd captures: composite ops decomposed) run
-    eagerly on the same values: the trace and the largest difference where they differ
-    materially (an integer or index value by equality), else None. Random ops never count."""
-    call = _call(node)
-    if call is None:
-        return None
-    args = fx.node.map_arg(node.args, lambda n: values[n.name])
-    kwargs = fx.node.map_arg(node.kwargs, lambda n: values[n.name])
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-
-    def as_written(*tensors: Any) -> Any:
-        filled = list(leaves)
-        for i, tensor in zip(positions, tensors):
-            filled[i] = tensor
-        call_args, call_kwargs = pytree.tree_unflatten(filled, spec)
-        return call(*call_args, **call_kwargs)
-
-    tensors = [leaves[i] for i in positions]
-    try:
-        with torch.no_grad():
-            with enable_python_dispatcher():  # as AOT Autograd traces: composite ops' Python kernels
-                traced = make_fx(as_written)(*[clone_value(t) for t in tensors])
-            if any(word in op_name(n) for n in traced.graph.nodes if n.op == "call_function" for word in _RANDOM_WORDS):
-                return None
-            direct = pytree.tree_leaves(as_written(*[clone_value(t) for t in tensors]))
-            decomposed = pytree.tree_leaves(traced(*[clone_value(t) for t in tensors]))
-    except Exception as error:  # noqa: BLE001 - a node that cannot be traced alone says nothing here
-        log.debug("could not trace %s alone: %s", node.name, error)
-        return None
-    pairs = [(a, b) for a, b in zip(direct, decomposed) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)]
-    differing = [difference for a, b in pairs if (difference := material_difference(a, b)).material]
-    if not differing or len(direct) != len(decomposed):
-        return None
-    return traced, max(d.max_abs for d in differing)
-
-
-def localise_capture_decomposition(captured: Sequence[CapturedGraph]) -> PassRewrite | None:
+def localise_capture_decomposition(captured: Sequence[CapturedGraph], search: Any) -> PassRewrite | None:
     """The program diverges while every captured aten graph matches its compile: the aten graph may
     already be wrong, decomposed while AOT Autograd traced it (a composite op whose Python
     decomposition differs from the kernel eager runs: nearest interpolation's index arithmetic).
-    Each call of each Dynamo graph (the program as written) is run directly on its real values and
-    against its own ``make_fx`` trace; the first that differs materially is named, with the aten
-    ops its trace runs and a torch-level repro of that call alone. No compile."""
+    Each Dynamo graph (the program as written) run eagerly against its captured aten graph; where
+    they differ (or cannot be lined up), each call against its own trace, and in the first that
+    differs, each aten op it runs eagerly against that op's decomposition: the op named, with a
+    repro of that op alone (eager against its decomposition, no compile). Every comparison is a
+    :class:`DecompositionCandidate` judged by the run's search; no compile."""
     for graph in captured:
         if graph.torch_level is None:
             continue
-        original, inputs = graph.torch_level
-        try:
-            values = _node_values(original, inputs)
-        except Exception as error:  # noqa: BLE001 - cannot replay Dynamo's graph: say nothing of it
-            log.debug("could not run the torch-level graph of %s: %s", graph.name, error)
+        if search.judge(DecompositionCandidate(graph.name, purpose="capture")).outcome is Outcome.MATCH:
             continue
+        original, inputs = graph.torch_level
+        values: dict[str, Any] | None = None
         for node in original.graph.nodes:
-            found = _traced_differs(node, values) if node.op in ("call_function", "call_method") else None
-            if found is None:
+            if node.op not in ("call_function", "call_method"):
                 continue
-            traced, max_abs = found
-            ops = tuple(dict.fromkeys(op_name(n) for n in traced.graph.nodes if n.op == "call_function"))
+            verdict = search.judge(DecompositionCandidate(graph.name, node.name, purpose="call"))
+            if verdict.outcome is not Outcome.MISMATCH:
+                continue
+            values = values if values is not None else torch_level_values(original, inputs)
+            cut = call_cut(original, node.name, values)
+            if cut is None:
+                continue
+            traced = traced_as_captured(cut.graph_module, cut.inputs)
+            ops = call_ops(traced)
             output = next(n for n in reversed(traced.graph.nodes) if n.op == "output")
             made = [a for a in pytree.tree_leaves(output.args[0]) if isinstance(a, fx.Node) and a.op == "call_function"]
             headline = tuple(dict.fromkeys([*(op_name(n) for n in made), *ops]))
             rewritten = RewrittenNode(node.name, _line(node), "traced by AOT Autograd as " + ", ".join(ops[:8]),
                                       source_location(node)[0], headline)
-            return PassRewrite(graph.name, (rewritten,), max_abs, cut_torch_level(original, {node.name}, values),
-                               by=CAPTURE_DECOMPOSITION)
+            decomposed = _decomposed_op(graph, node, cut, search)
+            max_abs = decomposed.max_abs_diff if decomposed is not None else largest_difference(
+                cut.graph_module, cut.inputs, verdict)
+            return PassRewrite(graph.name, (rewritten,), max_abs, cut, by=CAPTURE_DECOMPOSITION, decomposed=decomposed)
     return None

@@ -4,7 +4,8 @@ A candidate says *what* to compile and *how*, never does it: :class:`GraphCandid
 one captured graph (compiled together, or each alone on reference inputs) under a
 :class:`Switch` (a subsystem turned off); :class:`ModelCandidate` is the user's whole model through a
 real ``torch.compile`` under a switch; :class:`ReplayCandidate` is an eager replay with some nodes'
-compiled values injected (no compile); :class:`ScanCandidate` is one batch or training step of a
+compiled values injected (no compile); :class:`DecompositionCandidate` is a torch-level call run
+as written against the aten graph AOT Autograd traces of it (no compile); :class:`ScanCandidate` is one batch or training step of a
 scan (the whole model run eager, in fp64 and compiled on it). All are frozen and hashable, so the search caches their
 verdicts. :func:`compile_arguments` turns a switch into ``compile_fx`` arguments.
 """
@@ -100,6 +101,20 @@ class ReplayCandidate:
 
 
 @dataclass(frozen=True)
+class DecompositionCandidate:
+    """Captured graph ``graph``'s Dynamo (torch-level) graph, run eagerly as the program wrote it,
+    against what our capture made of it, run eagerly: no compile. ``node`` None: the whole Dynamo
+    graph against the captured aten graph; a node: that call alone against its own trace as AOT
+    Autograd traces it (composite ops decomposed); with ``op`` k: the k-th aten op the call runs
+    eagerly (as eager dispatches it) against that op's decomposition alone."""
+
+    graph: str
+    node: str | None = None
+    op: int | None = None
+    purpose: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
 class ScanCandidate:
     """Batch (``kind="batch"``) or training step (``"step"``) ``index`` of the model file's
     ``get_batches()``, run by the scan's eager, fp64 and compiled copies of the model (one compiled
@@ -110,7 +125,7 @@ class ScanCandidate:
     index: int
 
 
-Candidate = GraphCandidate | ModelCandidate | ReplayCandidate | SizeCandidate | ScanCandidate
+Candidate = GraphCandidate | ModelCandidate | ReplayCandidate | SizeCandidate | ScanCandidate | DecompositionCandidate
 
 
 def compile_metered(candidate: Candidate) -> bool:

@@ -16,9 +16,7 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.upsample_nearest2d.vec",
     "cli_args": [],
-    "known_miss": "divergent without an op: the user's backend is aot_eager, which hands Inductor no "
-                  "graph, and localisation compiles with Inductor only (report: 'not localised'); the "
-                  "decomposition the two share is where the bug is",
+    "known_miss": None,
 }
 import torch
 

@@ -16,9 +16,7 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.upsample_nearest2d.vec",
     "cli_args": [],
-    "known_miss": "not_reproducible: the program's graph_0 differs (rms), but the captured aten graph, "
-                  "already decomposed into the wrong index math, matches when compiled: nearest-interpolate "
-                  "index math, issue 37 item 2 (helper bugs3)",
+    "known_miss": None,
 }
 import torch
 import torch.nn.functional as F

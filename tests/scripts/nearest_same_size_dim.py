@@ -2,7 +2,8 @@
 non-integer scale that leaves a dimension's size unchanged (3 x 1.3 -> 3). Eager copies that
 dimension's rows; the aten graph AOT Autograd traces reads ``floor(i / 1.3)``, so the captured
 graph is wrong before Inductor and each of its nodes matches its compile. Named by running the
-Dynamo graph's call against its own aten trace (``pregrad.localise_capture_decomposition``).
+Dynamo graph against the captured one, then the call and the op eager runs
+(``aten.upsample_nearest2d.vec``) against its decomposition (``pregrad.localise_capture_decomposition``).
 
     bisect-accuracy run tests/scripts/nearest_same_size_dim.py
 """
