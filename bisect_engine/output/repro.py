@@ -299,13 +299,10 @@ DOWNSTREAM_OUTPUT_NAMES = {downstream_outputs}
 ALL_INPUT_NAMES = {input_names}
 '''
 
-_MAIN_AMPLIFIED = '''
-
-if __name__ == "__main__":
-    try:
-        status = amplified_main(Repro(), Downstream(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, ALL_INPUT_NAMES,
-                                CULPRIT_INPUT_NAMES, OUTPUT_NAMES, DOWNSTREAM_INPUT_NAMES, DOWNSTREAM_OUTPUT_NAMES,
-                                __file__, SEED, INPUT_RECIPES)
+def _main_block(call: str) -> str:
+    """The repro's ``__main__``: ``status = call``; anything unforeseen is exit 125 (the repro cannot
+    say), never "reproduced"."""
+    return ('\n\nif __name__ == "__main__":\n    try:\n        status = ' + call + """
     except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
         import traceback
 
@@ -313,37 +310,21 @@ if __name__ == "__main__":
         print("repro: cannot run (unexpected error)")
         status = EXIT_CANNOT_RUN
     sys.exit(status)
-'''
+""")
 
-_MAIN_PRE_GRAD = '''
 
-if __name__ == "__main__":
-    try:
-        status = pre_grad_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, __file__, SEED,
-                               oracle=globals().get("ORACLE"))
-    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
-        import traceback
+_MAIN_AMPLIFIED = _main_block(
+    "amplified_main(Repro(), Downstream(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, ALL_INPUT_NAMES,\n"
+    "                                CULPRIT_INPUT_NAMES, OUTPUT_NAMES, DOWNSTREAM_INPUT_NAMES, DOWNSTREAM_OUTPUT_NAMES,\n"
+    "                                __file__, SEED, INPUT_RECIPES)")
 
-        traceback.print_exc()
-        print("repro: cannot run (unexpected error)")
-        status = EXIT_CANNOT_RUN
-    sys.exit(status)
-'''
+_MAIN_PRE_GRAD = _main_block(
+    "pre_grad_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, __file__, SEED,\n"
+    '                               oracle=globals().get("ORACLE"))')
 
-_MAIN_DECOMPOSITION = '''
-
-if __name__ == "__main__":
-    try:
-        status = decomposition_main(Repro(), INPUTS_B64, INPUTS_FILE, OUTPUT_NAMES, __file__, SEED,
-                                    oracle=globals().get("ORACLE"))
-    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
-        import traceback
-
-        traceback.print_exc()
-        print("repro: cannot run (unexpected error)")
-        status = EXIT_CANNOT_RUN
-    sys.exit(status)
-'''
+_MAIN_DECOMPOSITION = _main_block(
+    "decomposition_main(Repro(), INPUTS_B64, INPUTS_FILE, OUTPUT_NAMES, __file__, SEED,\n"
+    '                                    oracle=globals().get("ORACLE"))')
 
 _LAYOUTS = '''
 # The inputs the compiled forward saved in another memory layout (the same values): their strides.
@@ -351,38 +332,17 @@ LAYOUTS = {layouts}
 INPUT_NAMES = {input_names}
 '''
 
-_MAIN_LAYOUT = '''
+_MAIN_LAYOUT = _main_block(
+    "layout_main(Repro(), INPUTS_B64, INPUTS_FILE, INPUT_NAMES, OUTPUT_NAMES, LAYOUTS, __file__, SEED)")
 
-if __name__ == "__main__":
-    try:
-        status = layout_main(Repro(), INPUTS_B64, INPUTS_FILE, INPUT_NAMES, OUTPUT_NAMES, LAYOUTS, __file__, SEED)
-    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
-        import traceback
+_MAIN = _main_block(
+    "repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,\n"
+    '                            RNG_STRICT, SEED, INPUT_RECIPES, symbolic=globals().get("SYMBOLIC_SHAPES"),\n'
+    '                            oracle=globals().get("ORACLE"), facts=globals().get("OUTPUT_FACTS"),\n'
+    '                            constants=globals().get("CONSTANT_INPUTS"),\n'
+    '                            compile_with=globals().get("COMPILE_WITH"),\n'
+    '                            constants_frozen=globals().get("CONSTANTS_FROZEN", True))')
 
-        traceback.print_exc()
-        print("repro: cannot run (unexpected error)")
-        status = EXIT_CANNOT_RUN
-    sys.exit(status)
-'''
-
-_MAIN = '''
-
-if __name__ == "__main__":
-    try:
-        status = repro_main(Repro(), INPUTS_B64, INPUTS_FILE, INDUCTOR_CONFIG, OUTPUT_NAMES, EXPECT, __file__,
-                            RNG_STRICT, SEED, INPUT_RECIPES, symbolic=globals().get("SYMBOLIC_SHAPES"),
-                            oracle=globals().get("ORACLE"), facts=globals().get("OUTPUT_FACTS"),
-                            constants=globals().get("CONSTANT_INPUTS"),
-                            compile_with=globals().get("COMPILE_WITH"),
-                            constants_frozen=globals().get("CONSTANTS_FROZEN", True))
-    except Exception:  # anything unforeseen: the repro cannot say, never "reproduced"
-        import traceback
-
-        traceback.print_exc()
-        print("repro: cannot run (unexpected error)")
-        status = EXIT_CANNOT_RUN
-    sys.exit(status)
-'''
 
 
 def one_line(text: str) -> str:
