@@ -27,12 +27,11 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from .compare import Outcome, TensorVerdict
 from .fx_eval import clone_value, run_graph
-from .graphs import op_name
+from .graphs import is_random, op_name
 from .judgement import PROGRAM, Oracle, judge_outputs
 from .oracle import SubgraphVerdict
 
 log = logging.getLogger(__name__)
-_RANDOM_WORDS = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "poisson")
 
 
 def traced_as_captured(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> fx.GraphModule:
@@ -48,7 +47,8 @@ def call_ops(graph_module: fx.GraphModule) -> tuple[str, ...]:
 
 
 def _random(graph_module: fx.GraphModule) -> bool:
-    return any(word in op for op in call_ops(graph_module) for word in _RANDOM_WORDS)
+    """Whether an aten graph draws random numbers (``graphs.is_random``, the run's one rule)."""
+    return any(is_random(node) for node in graph_module.graph.nodes if node.op == "call_function")
 
 
 def _verdict(oracle: Oracle, eager: list[Any], fp64: list[Any] | None, traced: list[Any]) -> SubgraphVerdict:
