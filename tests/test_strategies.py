@@ -283,6 +283,9 @@ def test_an_op_whose_decomposition_at_capture_computes_otherwise_is_named_with_a
     assert culprit is not None and (culprit["kind"], culprit["op"]) == ("capture_decomposition", "aten.upsample_nearest2d.vec")
     spec = decomposition_repro_spec(rewrite.decomposed, culprit, "model.py")
     assert spec.expect == "decomposition"
+    from bisect_engine.output.repro import render
+
+    assert "# The non-default Inductor config of the run (this repro compiles nothing" in render(spec).script
     status = repro_runtime.decomposition_main(rewrite.decomposed.cut.graph_module,
                                               base64.b64encode(spec.inputs_blob).decode("ascii"), None,
                                               list(spec.output_names), __file__)

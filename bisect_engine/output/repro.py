@@ -225,9 +225,12 @@ except Exception as _error:  # no usable torch here: the repro cannot say
 '''
 
 _CONFIG = '''
-# The non-default Inductor config the failing compile ran with.
+# The non-default Inductor config {config_note}.
 INDUCTOR_CONFIG = {config}
 {unrenderable}'''
+
+# The repros that run ops eagerly only (their INDUCTOR_CONFIG is the run's, for the record).
+NO_COMPILE_EXPECTS = ("decomposition", "saved_layout")
 
 _AOT_INDUCTOR = '''
 # The program compiled this graph as an AOTInductor package (torch.export +
@@ -400,7 +403,9 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         )
         + notes
         + _kernel_block(spec.kernels)
-        + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable)
+        + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable,
+                         config_note=("of the run (this repro compiles nothing: the op runs eagerly)"
+                                      if spec.expect in NO_COMPILE_EXPECTS else "the failing compile ran with"))
         + (_AOT_INDUCTOR if spec.aot_inductor else "")
         + ("\n# The higher-order ops' subgraphs, as Repro's attributes.\n" + spec.subgraph_classes
            if spec.subgraph_classes else "")
