@@ -136,3 +136,14 @@ def test_findings_the_upstream_gate_listed_are_named_as_not_divergences() -> Non
     assert ("- aten.erf.default (node erf, graph forward_1, model.py:12) is wrong on its own (10.5 ulps RMS vs "
             "eager's 0.48), but the program's outputs are within the end-to-end tolerance") in body
     assert body.index("Listed, not divergences") < body.index("### Versions")
+
+
+def test_the_ulps_paragraph_follows_only_a_culprit_judged_in_ulps() -> None:
+    """An exact rule's culprit (integers, a zero's sign, a dtype) is judged by equality: its table
+    says so and no paragraph explains ulps it does not have."""
+    report = load("divergent")
+    assert "Errors are in ulps" in render_bug_report(report, "v", SHORT_REPRO)
+    culprit = report["culprit"]
+    exact = {**report, "culprit": {**culprit, "error": {**culprit["error"], "reason": "exact: 4 of 8 elements"}}}
+    body = render_bug_report(exact, "v", SHORT_REPRO)
+    assert "| judged by equality | exact: 4 of 8 elements |" in body and "Errors are in ulps" not in body

@@ -273,18 +273,15 @@ def _what_differs(report: dict[str, Any]) -> str:
                  ("strides", f"compiled {layout.get('compiled_strides')}, eager {layout.get('eager_strides')} (same values)"),
                  ("differs", f"{out.get('gradient_of') or out.get('output')}: {out.get('elements')} of {out.get('total')} "
                              f"elements, max abs diff {short_number(out.get('max_abs_diff'))}")]
-        table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-        return f"**What differs**\n\n| | |\n|---|---|\n{table}"
+        return _differs_table(rows)
     if culprit.get("kind") == "capture_decomposition":
         rows += [("call", f"`{culprit.get('before')}`"), ("traced as", ", ".join(f"`{o}`" for o in culprit.get("traced_as") or [])),
                  ("max abs diff", str(culprit.get("max_abs_diff")))]
-        table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-        return f"**What differs**\n\n| | |\n|---|---|\n{table}"
+        return _differs_table(rows)
     if culprit.get("kind") == "pre_grad":
         rows += [("rewritten by", f"`{culprit.get('pass')}`"), ("before", f"`{culprit.get('before')}`"),
                  ("after", f"`{culprit.get('after')}`"), ("max abs diff", str(culprit.get("max_abs_diff")))]
-        table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-        return f"**What differs**\n\n| | |\n|---|---|\n{table}"
+        return _differs_table(rows)
     if len(culprit.get("ops") or []) > 1:
         rows.append(("ops compiled together", ", ".join(f"`{op}`" for op in culprit["ops"])))
     if culprit.get("forward_op"):
@@ -294,10 +291,16 @@ def _what_differs(report: dict[str, Any]) -> str:
         rows.append(("compiled alone", "still fails" if culprit["confirmed_alone"] else "matches (needs its neighbours)"))
     stats = report.get("stats") or {}
     rows.append(("found with", f"{stats.get('compiles', '?')} Inductor compiles, {stats.get('seconds', '?')} s"))
+    in_ulps = bool(culprit.get("error")) and not exact_reason(culprit["error"])  # an exact rule's facts have no ulps
+    return _differs_table(rows, "Errors are in ulps: units of the output dtype's rounding at the tensor's scale, against "
+                               "the same graph run in float64; eager's own error is the bar (compiled fails when it is "
+                               "clearly worse than eager's)." if in_ulps else "")
+
+
+def _differs_table(rows: list[tuple[str, str]], after: str = "") -> str:
+    """The bug report's "What differs" table, then ``after`` (a paragraph) where there is one."""
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-    return (f"**What differs**\n\n| | |\n|---|---|\n{table}\n\nErrors are in ulps: units of the output dtype's "
-            "rounding at the tensor's scale, against the same graph run in float64; eager's own error is the bar "
-            "(compiled fails when it is clearly worse than eager's).")
+    return f"**What differs**\n\n| | |\n|---|---|\n{table}" + (f"\n\n{after}" if after else "")
 
 
 def _error_rows(error: dict[str, Any] | None, dtype: str | None) -> list[tuple[str, str]]:
