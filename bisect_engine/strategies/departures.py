@@ -176,7 +176,8 @@ def _flipped(backward: GraphContext, overrides: dict[str, Any]) -> Consequence |
     gm = backward.captured.graph_module
     if mutates(gm):
         values = replay(backward, overrides)
-        return _consequence(backward, overrides, lambda output: values.get(output),
+        return _consequence(backward, overrides,
+                            lambda output: backward.material_output_difference(output, values.get(output)),
                             lambda path: amplifiers(backward, path, values, roots=len(overrides)))
     differences: dict[str, Difference | None] = {}
     backward.captured.check_inputs()
@@ -193,17 +194,16 @@ def _flipped(backward: GraphContext, overrides: dict[str, Any]) -> Consequence |
         return amplifiers_of(backward, path, lambda v: changes.get(v, elementwise_change(eager.get(v), None)),
                              roots=len(overrides))
 
-    return _consequence(backward, overrides, differences.get, changed_on, judged=True)
+    return _consequence(backward, overrides, differences.get, changed_on)
 
 
-def _consequence(backward: GraphContext, overrides: dict[str, Any], value_of: Callable[[str], Any],
-                 amplified: Callable[[tuple[str, ...]], tuple[Amplifier, ...]],
-                 judged: bool = False) -> Consequence | None:
-    """The first of ``backward``'s outputs (in its order) that differs materially: by its replayed
-    value (``value_of``), or its difference already judged (``judged``); the amplifiers on the
-    path from the overridden values to it (``amplified``, given that path with its roots first)."""
+def _consequence(backward: GraphContext, overrides: dict[str, Any], difference_of: Callable[[str], Difference | None],
+                 amplified: Callable[[tuple[str, ...]], tuple[Amplifier, ...]]) -> Consequence | None:
+    """The first of ``backward``'s outputs (in its order) that differs materially (``difference_of``:
+    its material difference from eager's, or None); the amplifiers on the path from the overridden
+    values to it (``amplified``, given that path with its roots first)."""
     for output in backward.view.output_names():
-        difference = value_of(output) if judged else backward.material_output_difference(output, value_of(output))
+        difference = difference_of(output)
         if difference is not None:
             roots = tuple(overrides)
             path = tuple(dict.fromkeys(n for root in roots for n in path_between(backward, root, output)))
