@@ -570,13 +570,11 @@ class Session:
         below = [{"call": record.calls, "output": name, **verdict.outputs[name].to_json()}
                  for name in verdict.below_tolerance or () if name not in listed]
         record.below_looked = record.below_looked or verdict.below_tolerance is not None  # its noise run made
-        ops = None
-        if new and not random:  # the op named, as a model file's listing names it (pytorch#198183: erf)
+        if (new or below) and not random:  # the engine once for both listings
             ops = self._ops_wrong_alone(record, pristine)
-            new = [{**item, "ops": ops} for item in new]
-        if below and not random:  # listed only where the engine names an op wrong alone
-            ops = ops if ops is not None else self._ops_wrong_alone(record, pristine)
-            new += [{**item, "ops": ops} for item in below] if ops else []
+            # the op named, as a model file's listing names it (pytorch#198183: erf); a below-tolerance
+            # output listed only where the engine names an op wrong alone
+            new = [{**item, "ops": ops} for item in new] + ([{**item, "ops": ops} for item in below] if ops else [])
         record.within_upstream += new
         if verdict.outcome is not Outcome.MATCH:
             if random:
