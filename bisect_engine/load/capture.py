@@ -24,8 +24,6 @@ from typing import Any, Callable, Literal, Sequence
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
-from torch._functorch.aot_autograd import aot_module_simplified
-from torch._functorch.partitioners import default_partition
 
 from ..errors import ModelError
 from ..verdict.frozen import freezing_on
@@ -105,6 +103,11 @@ class CaptureBackend:
         # (at the first backward) but belongs to the same Dynamo compile.
         compile_id = self.compile_id or current_compile_id()
         lifted = _lifted_parameters(graph_module)
+        # Imported at the first capture (AOT Autograd loads Dynamo and Inductor: ~3 CPU-seconds that a
+        # run which compiles nothing, or only writes a report, never needs).
+        from torch._functorch.aot_autograd import aot_module_simplified
+        from torch._functorch.partitioners import default_partition
+
         return aot_module_simplified(
             graph_module,
             self.trace_inputs if self.trace_inputs is not None else example_inputs,

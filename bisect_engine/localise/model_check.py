@@ -19,7 +19,6 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch._functorch.config as functorch_config
-import torch._inductor.config
 import torch.utils._pytree as pytree
 
 from ..errors import ModelError
@@ -124,6 +123,8 @@ def _packaged(spec: ModelSpec, compiler: Compiler, patches: Any, switch: Switch,
 
 def _under_config(patches: Any, compiled: Any, spec: ModelSpec, seed: int) -> list[Any]:
     """A run of the user's own compiled model (their backend) under the switch's config patches."""
+    import torch._inductor.config  # here: a run that compiles nothing never loads Inductor
+
     inductor_patches, functorch_patches = split_patches(patches)
     with torch._inductor.config.patch(inductor_patches), functorch_config.patch(functorch_patches):
         return _forward_and_grads(compiled, spec.inputs, spec.loss_fn, seed)

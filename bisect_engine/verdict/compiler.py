@@ -16,7 +16,6 @@ from typing import Any, Callable, Sequence, cast
 import torch
 import torch.fx as fx
 import torch._functorch.config as functorch_config
-from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
 from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
@@ -117,6 +116,10 @@ class Compiler:
         example_inputs_list = list(example_inputs)
         example = self._example(graph_module, example_inputs_list, shapes)
         inductor_patches, functorch_patches = split_patches(config_patches)
+        # Imported here, not with the module: a run that compiles nothing (a script that never calls
+        # torch.compile, a report written after one) never loads Inductor's lowerings (~4 CPU-seconds).
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
         patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}),
                    **(provenance_patch() if output_code is not None else {}), **inductor_patches}
 
