@@ -532,6 +532,63 @@ def test_one_buffer_path_gives_the_bits_of_the_formula_with_new_tensors(dtype: t
     assert all(math.isfinite(value) for value in got.values())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64])
+@pytest.mark.parametrize("seed", range(3))
+def test_eager_as_the_reference_gives_the_bits_of_the_formula_with_new_tensors(dtype: torch.dtype, seed: int) -> None:
+    """No fp64 reference (scope ``eager``): eager's own error is not computed (zero by construction):
+    every field still equal bit for bit to the formula run on eager widened as the reference, and
+    to the verdict against an fp64 reference equal to eager widened (a separate tensor)."""
+    generator = torch.Generator().manual_seed(seed)
+    real = dtype.to_real() if dtype.is_complex else dtype
+    values = torch.randn(300 * (seed + 1), 66, dtype=torch.float64, generator=generator)
+    eager = values.to(real)
+    compiled = (values * (1 + 1e-3 * torch.randn(values.shape, dtype=torch.float64, generator=generator))).to(real)
+    if dtype.is_complex:
+        eager, compiled = torch.view_as_complex(eager.reshape(-1, 2)), torch.view_as_complex(compiled.reshape(-1, 2))
+    if seed == 1:
+        eager, compiled = eager.t(), compiled.t()
+    scale_floor = [0.0, 3.0, 1e-3][seed]
+    verdict = compare_tensor(eager, None, compiled, Tolerance(), None, scale_floor)
+    widened = eager.to(torch.complex128 if dtype.is_complex else torch.float64).clone()
+    against_copy = compare_tensor(eager, widened, compiled, Tolerance(), None, scale_floor)
+    if dtype.is_complex:
+        eager, compiled, widened = torch.view_as_real(eager), torch.view_as_real(compiled), torch.view_as_real(widened)
+    expected = _errors_by_new_tensors(eager, widened, compiled, None, scale_floor)
+    got = {name: getattr(verdict, name) for name in expected}
+    assert got == expected == {name: getattr(against_copy, name) for name in expected}, (got, expected)
+    assert verdict == against_copy and got["eager_max_ulps"] == 0.0 and got["compiled_max_ulps"] > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.complex64])
+@pytest.mark.parametrize("layout", ["row-major", "transposed", "strided"])
+def test_compiled_returning_eagers_memory_gives_the_verdict_of_a_copy(dtype: torch.dtype, layout: str) -> None:
+    """Compiled returns eager's very tensor (a parameter a forward saves for the backward): its
+    errors are eager's, computed once; the verdict equal field for field to the one of a copy
+    (judged the long way), against an fp64 reference and against eager; a view of the same memory
+    read another way (a transpose, a slice) is no such value."""
+    generator = torch.Generator().manual_seed(5)
+    real = dtype.to_real() if dtype.is_complex else dtype
+    fp64 = torch.randn(96, 96, dtype=torch.float64, generator=generator) * 3.0
+    eager = (fp64 * (1 + 1e-3 * torch.randn(fp64.shape, dtype=torch.float64, generator=generator))).to(real)
+    if dtype.is_complex:
+        fp64, eager = torch.view_as_complex(fp64.reshape(96, 48, 2)), torch.view_as_complex(eager.reshape(96, 48, 2))
+    if layout == "transposed":
+        fp64, eager = fp64.t(), eager.t()
+    elif layout == "strided":
+        fp64, eager = fp64[::2, 1:], eager[::2, 1:]
+    for reference in (fp64, None):
+        same = compare_tensor(eager, reference, eager, Tolerance(), None, 0.5)
+        view = compare_tensor(eager, reference, eager.view(eager.shape), Tolerance(), None, 0.5)
+        copy = compare_tensor(eager, reference, eager.clone(), Tolerance(), None, 0.5)
+        assert same == view == copy and same.outcome is Outcome.MATCH
+        assert (same.compiled_rms_ulps == same.eager_rms_ulps) and (reference is None) == (same.eager_max_ulps == 0.0)
+    from bisect_engine.verdict.compare import same_memory
+    assert same_memory(eager, eager.view(eager.shape)) and not same_memory(eager, eager.clone())
+    square = eager[:48, :48]
+    assert not same_memory(square, square.t()) and not same_memory(square, square[1:])
+    assert not same_memory(eager, eager.conj()) or not dtype.is_complex
+
+
 def test_one_buffer_path_leaves_a_nonfinite_compiled_value_to_the_masks() -> None:
     """Compiled non-finite where eager and fp64 are finite: still the masked path's verdict."""
     ref = torch.randn(5000, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
