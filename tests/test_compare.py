@@ -561,11 +561,16 @@ def test_eager_as_the_reference_gives_the_bits_of_the_formula_with_new_tensors(d
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.complex64])
 @pytest.mark.parametrize("layout", ["row-major", "transposed", "strided"])
-def test_compiled_returning_eagers_memory_gives_the_verdict_of_a_copy(dtype: torch.dtype, layout: str) -> None:
-    """Compiled returns eager's very tensor (a parameter a forward saves for the backward): its
-    errors are eager's, computed once; the verdict equal field for field to the one of a copy
-    (judged the long way), against an fp64 reference and against eager; a view of the same memory
-    read another way (a transpose, a slice) is no such value."""
+def test_compiled_with_eagers_bits_gives_the_verdict_of_the_long_way(dtype: torch.dtype, layout: str,
+                                                                     monkeypatch) -> None:
+    """Compiled returns eager's bits (its very tensor, a view of it, a copy in another layout: a
+    view of a parameter a forward saves for the backward): its errors are eager's, computed once;
+    the verdict equal field for field to the one computed the long way (both errors computed),
+    against an fp64 reference and against eager. A view of the same memory read another way (a
+    transpose, a slice), a signed zero or a conjugate is no such value."""
+    from bisect_engine.verdict import compare
+    from bisect_engine.verdict.compare import same_bits, same_memory
+
     generator = torch.Generator().manual_seed(5)
     real = dtype.to_real() if dtype.is_complex else dtype
     fp64 = torch.randn(96, 96, dtype=torch.float64, generator=generator) * 3.0
@@ -576,17 +581,24 @@ def test_compiled_returning_eagers_memory_gives_the_verdict_of_a_copy(dtype: tor
         fp64, eager = fp64.t(), eager.t()
     elif layout == "strided":
         fp64, eager = fp64[::2, 1:], eager[::2, 1:]
+    others = (eager, eager.view(eager.shape), eager.clone(), eager.t().contiguous().t())
     for reference in (fp64, None):
-        same = compare_tensor(eager, reference, eager, Tolerance(), None, 0.5)
-        view = compare_tensor(eager, reference, eager.view(eager.shape), Tolerance(), None, 0.5)
-        copy = compare_tensor(eager, reference, eager.clone(), Tolerance(), None, 0.5)
-        assert same == view == copy and same.outcome is Outcome.MATCH
-        assert (same.compiled_rms_ulps == same.eager_rms_ulps) and (reference is None) == (same.eager_max_ulps == 0.0)
-    from bisect_engine.verdict.compare import same_memory
+        verdicts = [compare_tensor(eager, reference, other, Tolerance(), None, 0.5) for other in others]
+        with monkeypatch.context() as patched:
+            patched.setattr(compare, "same_memory", lambda first, second: False)
+            patched.setattr(compare, "same_bits", lambda first, second: False)
+            long_way = compare_tensor(eager, reference, eager.clone(), Tolerance(), None, 0.5)
+        assert all(verdict == long_way for verdict in verdicts) and long_way.outcome is Outcome.MATCH
+        assert long_way.compiled_rms_ulps == long_way.eager_rms_ulps
+        assert (reference is None) == (long_way.eager_max_ulps == 0.0)
     assert same_memory(eager, eager.view(eager.shape)) and not same_memory(eager, eager.clone())
+    assert same_bits(eager, eager.clone()) and same_bits(eager, eager.t().contiguous().t())
     square = eager[:48, :48]
     assert not same_memory(square, square.t()) and not same_memory(square, square[1:])
-    assert not same_memory(eager, eager.conj()) or not dtype.is_complex
+    assert not same_bits(square, square.t()) and not same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert same_bits(torch.tensor([float("nan")]), torch.tensor([float("nan")]))
+    if dtype.is_complex:
+        assert not same_memory(eager, eager.conj()) and not same_bits(eager, eager.conj())
 
 
 def test_one_buffer_path_leaves_a_nonfinite_compiled_value_to_the_masks() -> None:

@@ -118,14 +118,33 @@ def compare_tensor(
         return TensorVerdict(Outcome.MATCH if equal else Outcome.MISMATCH, reason="" if equal else "exact")
     reference = fp64 if isinstance(fp64, torch.Tensor) else eager
     eager_is_reference = reference is eager  # eager's own error is then zero, by construction
-    # compiled returned eager's very memory (a parameter a forward saves for its backward): the same
-    # bits, so compiled's errors are eager's, computed once
-    compiled_is_eager = same_memory(eager, compiled)
+    # compiled returned eager's bits (its very memory, or a view of a parameter the forward saves
+    # for its backward, computed from a copy of it): compiled's errors are eager's, computed once
+    compiled_is_eager = same_memory(eager, compiled) or same_bits(eager, compiled)
     if eager.is_complex():  # judge real and imaginary parts as a pair of real tensors
         eager, compiled = torch.view_as_real(eager), torch.view_as_real(compiled)
         reference = torch.view_as_real(reference.to(torch.complex128))
     return _compare_floating(eager, reference, compiled, tolerance, unit, scale_floor, eager_is_reference,
                              compiled_is_eager)
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Every entry of two strided tensors of one shape and dtype equal bit for bit (a NaN to the
+    same NaN, -0.0 only to -0.0): compared as integers of the element's width, in one pass."""
+    if first.shape != second.shape or first.dtype != second.dtype or first.device != second.device:
+        return False
+    if any(type(t) is not torch.Tensor or t.layout != torch.strided or t.device.type == "meta"
+           or t.is_conj() or t.is_neg() for t in (first, second)):
+        return False
+    if first.is_complex():
+        first, second = torch.view_as_real(first), torch.view_as_real(second)
+    as_integer = _BITS.get(first.element_size())
+    if as_integer is None or first.dtype == torch.bool:
+        return False
+    return torch.equal(first.detach().view(as_integer), second.detach().view(as_integer))
 
 
 def same_memory(first: torch.Tensor, second: torch.Tensor) -> bool:
@@ -209,8 +228,9 @@ def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torc
     row-major layout (tests/test_compare.py checks it bit for bit). ``eager_is_reference``: ``ref``
     is eager widened (no fp64 reference: scope ``eager``), so eager is finite where ``ref`` is, and
     its error ``|ref - ref| / unit`` is 0.0 at every entry, its max and RMS 0.0: neither computed.
-    ``compiled_is_eager``: the same memory read the same way (:func:`same_memory`): compiled's
-    finiteness, error, max and RMS are eager's (the same operations on the same bits), computed once."""
+    ``compiled_is_eager``: the same bits (:func:`same_memory`, :func:`same_bits`): compiled's
+    finiteness, error, max and RMS are eager's (the same operations on the same bits, widened into
+    the same row-major buffer), computed once."""
     work = torch.empty(ref.shape, dtype=torch.float64)
     shaped = work.view(eager.shape)
 
