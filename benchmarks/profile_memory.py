@@ -54,13 +54,13 @@ class Profile:
 
     def __init__(self, census_step_mb: int, census_from_mb: int = 0) -> None:
         self.stack: list[str] = []
-        self.rows: list[tuple[str, int, int, int, float]] = []
+        self.rows: list[tuple[str, int, int, int, float, float]] = []  # name, RSS in/peak/out MB, s, CPU-s
         self.peaks: list[int] = []
         self.peak, self.peak_stage = 0, ""
         self.census_step = census_step_mb * MB
         self.last_census = census_from_mb * MB - self.census_step
         self.censuses: list[tuple[int, str, list[tuple[str, float, int]], float]] = []
-        self.totals: dict[str, list[float]] = {}  # stage name -> [calls, seconds, peak MB], every call
+        self.totals: dict[str, list[float]] = {}  # stage name -> [calls, seconds, peak MB, CPU-s], every call
         self.quiet: set[str] = set()  # stages called per output or per node: totals only, no row each
         self.stop = False
 
@@ -68,22 +68,23 @@ class Profile:
     def stage(self, name: str) -> Iterator[None]:
         self.stack.append(name)
         self.peaks.append(rss())
-        start, started = rss(), time.perf_counter()
+        start, started, cpu = rss(), time.perf_counter(), time.process_time()
         index = len(self.rows)
         if name not in self.quiet:
-            self.rows.append((name, 0, 0, 0, 0.0))
+            self.rows.append((name, 0, 0, 0, 0.0, 0.0))
         try:
             yield
         finally:
             peak = max(self.peaks.pop(), rss())
             if self.peaks:
                 self.peaks[-1] = max(self.peaks[-1], peak)
-            seconds = time.perf_counter() - started
-            total = self.totals.setdefault(name, [0, 0.0, 0])
+            seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+            total = self.totals.setdefault(name, [0, 0.0, 0, 0.0])
             total[0], total[1], total[2] = total[0] + 1, total[1] + seconds, max(total[2], peak // MB)
+            total[3] += cpu_seconds
             if name not in self.quiet:
                 self.rows[index] = ("  " * (len(self.stack) - 1) + name, start // MB, peak // MB, rss() // MB,
-                                    seconds)
+                                    seconds, cpu_seconds)
                 print("stage", *self.rows[index], file=sys.stderr, flush=True)
             self.stack.pop()
 
@@ -294,13 +295,14 @@ def main() -> int:
                                  progress=Staged(enabled=False))
     profile.stop = True
     print(f"verdict {report.get('verdict')}  wall {time.perf_counter() - started:.0f} s  "
+          f"CPU {time.process_time():.0f} s (every thread)  load {os.getloadavg()[0]:.1f}  "
           f"peak {profile.peak // MB} MB in: {profile.peak_stage}")
-    print("\n| stage | RSS in MB | peak MB | out MB | s |\n|---|---|---|---|---|")
-    for name, start, peak, end, seconds in profile.rows:
-        print(f"| {name} | {start} | {peak} | {end} | {seconds:.1f} |")
-    print("\n| stage (every call, inclusive) | calls | s | peak MB |\n|---|---|---|---|")
-    for name, (calls, seconds, peak) in sorted(profile.totals.items(), key=lambda item: -item[1][1]):
-        print(f"| {name} | {calls:.0f} | {seconds:.1f} | {peak:.0f} |")
+    print("\n| stage | RSS in MB | peak MB | out MB | s | CPU-s |\n|---|---|---|---|---|---|")
+    for name, start, peak, end, seconds, cpu_seconds in profile.rows:
+        print(f"| {name} | {start} | {peak} | {end} | {seconds:.1f} | {cpu_seconds:.1f} |")
+    print("\n| stage (every call, inclusive) | calls | s | peak MB | CPU-s |\n|---|---|---|---|---|")
+    for name, (calls, seconds, peak, cpu_seconds) in sorted(profile.totals.items(), key=lambda item: -item[1][1]):
+        print(f"| {name} | {calls:.0f} | {seconds:.1f} | {peak:.0f} | {cpu_seconds:.1f} |")
     for census_taken in profile.censuses[-3:]:
         print_census(*census_taken)
     return 0

@@ -532,6 +532,75 @@ def test_one_buffer_path_gives_the_bits_of_the_formula_with_new_tensors(dtype: t
     assert all(math.isfinite(value) for value in got.values())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64])
+@pytest.mark.parametrize("seed", range(3))
+def test_eager_as_the_reference_gives_the_bits_of_the_formula_with_new_tensors(dtype: torch.dtype, seed: int) -> None:
+    """No fp64 reference (scope ``eager``): eager's own error is not computed (zero by construction):
+    every field still equal bit for bit to the formula run on eager widened as the reference, and
+    to the verdict against an fp64 reference equal to eager widened (a separate tensor)."""
+    generator = torch.Generator().manual_seed(seed)
+    real = dtype.to_real() if dtype.is_complex else dtype
+    values = torch.randn(300 * (seed + 1), 66, dtype=torch.float64, generator=generator)
+    eager = values.to(real)
+    compiled = (values * (1 + 1e-3 * torch.randn(values.shape, dtype=torch.float64, generator=generator))).to(real)
+    if dtype.is_complex:
+        eager, compiled = torch.view_as_complex(eager.reshape(-1, 2)), torch.view_as_complex(compiled.reshape(-1, 2))
+    if seed == 1:
+        eager, compiled = eager.t(), compiled.t()
+    scale_floor = [0.0, 3.0, 1e-3][seed]
+    verdict = compare_tensor(eager, None, compiled, Tolerance(), None, scale_floor)
+    widened = eager.to(torch.complex128 if dtype.is_complex else torch.float64).clone()
+    against_copy = compare_tensor(eager, widened, compiled, Tolerance(), None, scale_floor)
+    if dtype.is_complex:
+        eager, compiled, widened = torch.view_as_real(eager), torch.view_as_real(compiled), torch.view_as_real(widened)
+    expected = _errors_by_new_tensors(eager, widened, compiled, None, scale_floor)
+    got = {name: getattr(verdict, name) for name in expected}
+    assert got == expected == {name: getattr(against_copy, name) for name in expected}, (got, expected)
+    assert verdict == against_copy and got["eager_max_ulps"] == 0.0 and got["compiled_max_ulps"] > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.complex64])
+@pytest.mark.parametrize("layout", ["row-major", "transposed", "strided"])
+def test_compiled_with_eagers_bits_gives_the_verdict_of_the_long_way(dtype: torch.dtype, layout: str,
+                                                                     monkeypatch) -> None:
+    """Compiled returns eager's bits (its very tensor, a view of it, a copy in another layout: a
+    view of a parameter a forward saves for the backward): its errors are eager's, computed once;
+    the verdict equal field for field to the one computed the long way (both errors computed),
+    against an fp64 reference and against eager. A view of the same memory read another way (a
+    transpose, a slice), a signed zero or a conjugate is no such value."""
+    from bisect_engine.verdict import compare
+    from bisect_engine.verdict.compare import same_bits, same_memory
+
+    generator = torch.Generator().manual_seed(5)
+    real = dtype.to_real() if dtype.is_complex else dtype
+    fp64 = torch.randn(96, 96, dtype=torch.float64, generator=generator) * 3.0
+    eager = (fp64 * (1 + 1e-3 * torch.randn(fp64.shape, dtype=torch.float64, generator=generator))).to(real)
+    if dtype.is_complex:
+        fp64, eager = torch.view_as_complex(fp64.reshape(96, 48, 2)), torch.view_as_complex(eager.reshape(96, 48, 2))
+    if layout == "transposed":
+        fp64, eager = fp64.t(), eager.t()
+    elif layout == "strided":
+        fp64, eager = fp64[::2, 1:], eager[::2, 1:]
+    others = (eager, eager.view(eager.shape), eager.clone(), eager.t().contiguous().t())
+    for reference in (fp64, None):
+        verdicts = [compare_tensor(eager, reference, other, Tolerance(), None, 0.5) for other in others]
+        with monkeypatch.context() as patched:
+            patched.setattr(compare, "same_memory", lambda first, second: False)
+            patched.setattr(compare, "same_bits", lambda first, second: False)
+            long_way = compare_tensor(eager, reference, eager.clone(), Tolerance(), None, 0.5)
+        assert all(verdict == long_way for verdict in verdicts) and long_way.outcome is Outcome.MATCH
+        assert long_way.compiled_rms_ulps == long_way.eager_rms_ulps
+        assert (reference is None) == (long_way.eager_max_ulps == 0.0)
+    assert same_memory(eager, eager.view(eager.shape)) and not same_memory(eager, eager.clone())
+    assert same_bits(eager, eager.clone()) and same_bits(eager, eager.t().contiguous().t())
+    square = eager[:48, :48]
+    assert not same_memory(square, square.t()) and not same_memory(square, square[1:])
+    assert not same_bits(square, square.t()) and not same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert same_bits(torch.tensor([float("nan")]), torch.tensor([float("nan")]))
+    if dtype.is_complex:
+        assert not same_memory(eager, eager.conj()) and not same_bits(eager, eager.conj())
+
+
 def test_one_buffer_path_leaves_a_nonfinite_compiled_value_to_the_masks() -> None:
     """Compiled non-finite where eager and fp64 are finite: still the masked path's verdict."""
     ref = torch.randn(5000, dtype=torch.float64, generator=torch.Generator().manual_seed(3))

@@ -384,6 +384,43 @@ def test_departures_read_the_fp64_references_the_whole_graph_judgement_kept(monk
     assert first.take_departing(compiled) is None  # taken once, then let go
 
 
+def test_a_graph_not_clearly_clean_keeps_its_departing_names_not_their_fp64_references(monkeypatch) -> None:
+    """A whole graph judged again at the noise floors lets its fp64 references go (nothing held
+    meanwhile) but keeps which outputs depart from eager: the departures judge no output against
+    eager again, run fp64 once more for the departing ones only, and find what the long way finds."""
+    from bisect_engine.strategies import departures
+
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(9))
+    w = torch.randn(256, 256, generator=torch.Generator().manual_seed(10))
+
+    def chain(v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.tanh(v @ m), (v * 2).sum(-1)
+
+    def judged(context: GraphContext) -> dict[str, Any]:
+        subgraph = context.whole()
+        eager = [context.eager_values[n] for n in subgraph.output_names]
+        exact = [torch.tanh(x.double() @ w.double()).float(), eager[1]]  # compiled closer to fp64
+        verdict = context._verdict(subgraph, [context.eager_values[n] for n in subgraph.input_names], exact, False)
+        assert verdict.outcome.value == "match"
+        return verdict.compiled_values
+
+    from bisect_engine.verdict import oracle
+
+    first = _context(chain, x, w)
+    monkeypatch.setattr(oracle, "clearly_above_eager", lambda verdict: True)  # the noise floors' second look
+    compiled = judged(first)
+    assert first._departing is not None and all(v is None for v in first._departing[1].values())
+    recomputed = departures.find_departures(_context(chain, x, w), compiled, "graph")  # the long way
+    assert recomputed, "the planted departure"
+    against_eager, fp64_runs = [], []
+    judge, values_of = departures.judge_against_eager, departures.values_of
+    monkeypatch.setattr(departures, "judge_against_eager", lambda *a, **k: against_eager.append(1) or judge(*a, **k))
+    monkeypatch.setattr(departures, "values_of", lambda *a, **k: fp64_runs.append(list(a[2])) or values_of(*a, **k))
+    assert departures.find_departures(first, compiled, "graph") == recomputed
+    assert against_eager == [] and fp64_runs == [[d.value for d in recomputed]]
+    assert first.take_departing(compiled) is None  # taken once, then let go
+
+
 @torch.library.custom_op("bisect_noise_test::float32_only", mutates_args=())
 def _float32_only(x: torch.Tensor) -> torch.Tensor:
     """An op with no fp64 kernel (as some fused or quantised kernels): float32 only."""

@@ -44,19 +44,25 @@ class DepartedValue:
 def find_departures(context: GraphContext, compiled_values: dict[str, Any], scope: str) -> list[DepartedValue]:
     """Values whose compiled departs from eager beyond the floors while closer to fp64, leaving
     out rounding noise (:func:`is_noise`)."""
-    # The whole graph's judgement kept the departing outputs' fp64 references (its fp64 run, not a second one)
+    # The whole graph's judgement kept the departing outputs' fp64 references (its fp64 run, not a
+    # second one), or their names alone (judged against eager there: the same judgement as below)
     kept = context.take_departing(compiled_values) if scope == "graph" else None
     random = random_values(context)  # compiled draws other numbers: data, not a difference
-    departing = list(kept) if kept is not None else [
-        name for name, value in compiled_values.items()
-        if name not in random
-        and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
+    named_only = kept is not None and any(value is None for value in kept.values())
+    if named_only:
+        assert kept is not None
+        departing = [name for name in kept if name not in random]
+    else:
+        departing = list(kept) if kept is not None else [
+            name for name, value in compiled_values.items()
+            if name not in random
+            and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
     if not departing:
         return []
     # only the departing values' fp64 references are kept (not every node's, fp64 of the whole graph)
     context.captured.check_inputs()
-    fp64 = kept if kept is not None else values_of(context.captured.graph_module, context.captured.inputs,
-                                                   departing, upcast=True)
+    fp64 = kept if kept is not None and not named_only else values_of(
+        context.captured.graph_module, context.captured.inputs, departing, upcast=True)
     # Each departure decided without the noise model where it can be (:func:`noise_open`); the
     # noise floors then of the open ones alone, in one run, and only of those that can still be
     # listed (before the MAX_LISTED-th departure listed for sure).

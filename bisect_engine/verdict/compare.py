@@ -117,10 +117,45 @@ def compare_tensor(
         equal = torch.equal(eager.cpu(), compiled.cpu()) or exact_closer_to_fp64(eager, fp64, compiled)
         return TensorVerdict(Outcome.MATCH if equal else Outcome.MISMATCH, reason="" if equal else "exact")
     reference = fp64 if isinstance(fp64, torch.Tensor) else eager
+    eager_is_reference = reference is eager  # eager's own error is then zero, by construction
+    # compiled returned eager's bits (its very memory, or a view of a parameter the forward saves
+    # for its backward, computed from a copy of it): compiled's errors are eager's, computed once
+    compiled_is_eager = same_memory(eager, compiled) or same_bits(eager, compiled)
     if eager.is_complex():  # judge real and imaginary parts as a pair of real tensors
         eager, compiled = torch.view_as_real(eager), torch.view_as_real(compiled)
         reference = torch.view_as_real(reference.to(torch.complex128))
-    return _compare_floating(eager, reference, compiled, tolerance, unit, scale_floor)
+    return _compare_floating(eager, reference, compiled, tolerance, unit, scale_floor, eager_is_reference,
+                             compiled_is_eager)
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Every entry of two strided tensors of one shape and dtype equal bit for bit (a NaN to the
+    same NaN, -0.0 only to -0.0): compared as integers of the element's width, in one pass."""
+    if first.shape != second.shape or first.dtype != second.dtype or first.device != second.device:
+        return False
+    if any(type(t) is not torch.Tensor or t.layout != torch.strided or t.device.type == "meta"
+           or t.is_conj() or t.is_neg() for t in (first, second)):
+        return False
+    if first.is_complex():
+        first, second = torch.view_as_real(first), torch.view_as_real(second)
+    as_integer = _BITS.get(first.element_size())
+    if as_integer is None or first.dtype == torch.bool:
+        return False
+    return torch.equal(first.detach().view(as_integer), second.detach().view(as_integer))
+
+
+def same_memory(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Two plain strided tensors reading the same memory the same way (address, sizes, strides,
+    dtype, device; no conjugate or negative bit): the same bits, whatever wrote them."""
+    if first is second:
+        return True
+    plain = all(type(t) is torch.Tensor and t.layout == torch.strided and t.device.type != "meta"
+                and not t.is_conj() and not t.is_neg() for t in (first, second))
+    return plain and first.device == second.device and first.dtype == second.dtype and first.data_ptr() != 0 \
+        and first.data_ptr() == second.data_ptr() and first.shape == second.shape and first.stride() == second.stride()
 
 
 def exact_closer_to_fp64(eager: torch.Tensor, fp64: Any, compiled: torch.Tensor) -> bool:
@@ -137,7 +172,7 @@ def exact_closer_to_fp64(eager: torch.Tensor, fp64: Any, compiled: torch.Tensor)
 
 def _compare_floating(
     eager: torch.Tensor, fp64: torch.Tensor, compiled: torch.Tensor, tolerance: Tolerance, unit_roundoff: float | None = None,
-    scale_floor: float = 0.0,
+    scale_floor: float = 0.0, eager_is_reference: bool = False, compiled_is_eager: bool = False,
 ) -> TensorVerdict:
     # Widened into row-major memory: the flat views below are then views, never copies (the same
     # elements in the same order as a non-contiguous value flattened or indexed by a mask).
@@ -146,7 +181,8 @@ def _compare_floating(
         # The common case, every entry usable: no masks (what the masks below would find, in a few
         # reductions instead of some thirty passes over the values), and one fp64 buffer beside the
         # reference (a large value's peak: an embedding's gradient).
-        errors = _errors_in_one_buffer(eager, ref.reshape(-1), compiled, unit_roundoff, scale_floor)
+        errors = _errors_in_one_buffer(eager, ref.reshape(-1), compiled, unit_roundoff, scale_floor, eager_is_reference,
+                                       compiled_is_eager)
         if errors is not None:
             compiled_rms, eager_rms, compiled_max, eager_max = errors
             reason = _mismatch_reason(tolerance, compiled_rms_ulps=compiled_rms, eager_rms_ulps=eager_rms,
@@ -179,7 +215,9 @@ def _compare_floating(
 
 
 def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torch.Tensor,
-                          unit_roundoff: float | None, scale_floor: float) -> tuple[float, float, float, float] | None:
+                          unit_roundoff: float | None, scale_floor: float,
+                          eager_is_reference: bool = False,
+                          compiled_is_eager: bool = False) -> tuple[float, float, float, float] | None:
     """The ulp errors of an all-usable value (compiled's RMS, eager's RMS, compiled's max, eager's
     max), computed in one fp64 buffer (``ref``: the finite,
     unsaturated reference, flat and row-major); None where eager or compiled has a non-finite
@@ -187,7 +225,12 @@ def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torc
     elementwise step is the same correctly rounded fp64 operation (widening is exact; ``x*x``,
     ``a-b``, ``|x|``, ``x/u`` have one result), done in place instead of into a new tensor, and
     each reduction (``mean``, ``max``, ``sum``) runs over the same values in the same flat
-    row-major layout (tests/test_compare.py checks it bit for bit)."""
+    row-major layout (tests/test_compare.py checks it bit for bit). ``eager_is_reference``: ``ref``
+    is eager widened (no fp64 reference: scope ``eager``), so eager is finite where ``ref`` is, and
+    its error ``|ref - ref| / unit`` is 0.0 at every entry, its max and RMS 0.0: neither computed.
+    ``compiled_is_eager``: the same bits (:func:`same_memory`, :func:`same_bits`): compiled's
+    finiteness, error, max and RMS are eager's (the same operations on the same bits, widened into
+    the same row-major buffer), computed once."""
     work = torch.empty(ref.shape, dtype=torch.float64)
     shaped = work.view(eager.shape)
 
@@ -195,18 +238,27 @@ def _errors_in_one_buffer(eager: torch.Tensor, ref: torch.Tensor, compiled: torc
         shaped.copy_(value.detach())
         return work
 
-    if not math.isfinite(float(widened_into(eager).sum())):
+    if eager_is_reference and compiled_is_eager:
+        return 0.0, 0.0, 0.0, 0.0  # every error |ref - ref| / unit
+    if not eager_is_reference and not math.isfinite(float(widened_into(eager).sum())):
         return None
-    if not math.isfinite(float(widened_into(compiled).sum())):
+    # ``work`` holds compiled widened from here (eager's widening is compiled's where they are the same)
+    if not compiled_is_eager and not math.isfinite(float(widened_into(compiled).sum())):
         return None
     compiled_scale = float(work.square_().mean().sqrt())
     reference_scale = float(torch.square(ref, out=work).mean().sqrt())
     unit = _error_unit(eager.dtype, reference_scale, compiled_scale, scale_floor, unit_roundoff)
     maxima, rms = [], []
-    for value in (compiled, eager):
+    for value in (compiled,) if eager_is_reference or compiled_is_eager else (compiled, eager):
         error = widened_into(value).sub_(ref).abs_().div_(unit)
         maxima.append(float(error.max()))
         rms.append(float(error.square_().mean().sqrt()))
+    if eager_is_reference:
+        maxima.append(0.0)
+        rms.append(0.0)
+    elif compiled_is_eager:
+        maxima.append(maxima[0])
+        rms.append(rms[0])
     return rms[0], rms[1], maxima[0], maxima[1]
 
 

@@ -66,7 +66,8 @@ class GraphContext:
     _replays: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
     # The whole graph's fp64 references of the outputs compiled computes otherwise than eager, kept
     # from its plain judgement for the departures (:meth:`take_departing`), with the compiled
-    # outputs they were judged against: (name -> compiled value, name -> fp64 value)
+    # outputs they were judged against: (name -> compiled value, name -> fp64 value, None where the
+    # reference was let go: a graph not clearly clean keeps the departing names only)
     _departing: tuple[dict[str, Any], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -146,7 +147,10 @@ class GraphContext:
         eager's (eager as the reference, :func:`~bisect_engine.verdict.judgement.judge_against_eager`),
         by name in ``compiled_values``' order, kept from the whole graph's judgement (its fp64 run
         is not run again), then let go; None where they were not kept for these very values (a
-        graph that draws random numbers, writes in place, or was not judged clean)."""
+        graph that draws random numbers, writes in place, or was not judged clean). A reference
+        is None where the judgement let it go (a graph not clearly clean, judged again at the
+        noise floors: nothing held meanwhile): the departing names stand, their fp64 values are
+        for the caller to compute."""
         kept, self._departing = self._departing, None
         if kept is None:
             return None
@@ -410,8 +414,11 @@ class GraphContext:
         plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, plain_facts, keep=keep)
         if plain.outcome is Outcome.MATCH and not any(clearly_above_eager(v) for v in plain.outputs.values()):
             return plain
-        if keep:  # not clearly clean: the departures, if any, run fp64 again (nothing held meanwhile)
-            self._departing = None
+        if keep and self._departing is not None:
+            # Not clearly clean: the departures, if any, run fp64 again (nothing held meanwhile);
+            # which outputs depart from eager does not depend on the facts: their names are kept.
+            judged, departing = self._departing
+            self._departing = (judged, dict.fromkeys(departing))
         facts = with_run_floors(self.output_facts(names, eager_outputs, candidate, with_noise=True), spreads,
                                 eager_outputs)
         # An output's verdict is a function of its values and its facts alone: those whose facts the
