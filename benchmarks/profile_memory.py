@@ -24,11 +24,13 @@ Usage:  .venv/bin/python benchmarks/profile_memory.py [--layers 1] [--model FILE
 """
 from __future__ import annotations
 
+import atexit
 import argparse
 import collections
 import contextlib
 import gc
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -256,14 +258,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--model", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the run's output folder (default: inside the scratch folder, removed at exit)")
     parser.add_argument("--census-step", type=int, default=150, help="MB of RSS growth between censuses")
     parser.add_argument("--census-from", type=int, default=1500, help="MB of RSS of the first census")
     parser.add_argument("--verify-runs", type=int, default=0)
     parser.add_argument("--order", choices=("auto", "whole", "per-node"), default="auto",
                         help="which check a graph gets first: localise/order.py's rule, or forced")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="profile-memory-"))
+    work = Path(tempfile.mkdtemp(prefix="profile-memory-"))  # the model, the Inductor cache: removed at exit
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(work / "inductor"))
     model = args.model
     if model is None:
