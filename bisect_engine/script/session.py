@@ -689,6 +689,8 @@ class Session:
                                           "localisation compiles with Inductor")
                     return self._plain_report("divergent")
             result = result if result is not None else self._localise(record, pristine, positions)
+            if positions and record.inductor_options is not None and not _found(result):
+                result = self._localise_through_inductor(record, pristine, positions, result) or result
             from ..output.writer import OutputOptions, write_outputs
 
             folder = self.output_folder()
@@ -807,6 +809,47 @@ class Session:
             result = run_captured(spec, captured, options, self.progress, model_level_check=False)
         self.engine_compiles += result.compiler.compiles
         return result
+
+    def _localise_through_inductor(self, record: GraphRecord, pristine: list[Any], positions: list[int],
+                                   first: Any) -> Any:
+        """A call whose gradients differ while our capture's forward and backward graphs each match
+        compiled alone (``first``: that result): the engine on the graphs Inductor's own compile of
+        this graph hands ``compile_fx_inner`` (its decompositions and partition applied: a value the
+        real backward recomputes rather than reads, pytorch#186799), recaptured through that entry
+        point (each graph recorded and run eagerly; the forward compiled too, one compile, so the
+        backward's inputs get the layouts the compiled forward saves them in), under what is left of
+        the budget. Its result where it names the op; else None (``first``
+        stands: our recapture failing is never a verdict)."""
+        from torch._inductor import config as inductor_config
+
+        from ..load.capture import capture_graph_module_through_inductor
+        from ..localise.options import EngineOptions
+        from ..localise.pipeline import run_captured
+
+        if any(g.cast_elision_explains for g in first.graphs):
+            return None  # explained: a cast the compiled code skipped (listed, as the report says)
+        budget = self.settings.max_compiles
+        left = None if budget is None else budget - first.compiler.compiles - 1
+        if left is not None and left <= 0:
+            return None
+        try:
+            with inductor_config.patch(record.inductor_options or {}):
+                captured = capture_graph_module_through_inductor(record.graph_module, pristine, positions, weighted_sum,
+                                                                 record.compile_id)
+                self.engine_compiles += sum(g.kind == "forward" for g in captured)
+                if not captured:
+                    return None
+                options = EngineOptions(max_compiles=left, timeout_s=self.settings.timeout_s,
+                                        stop_after=self.settings.stage, divergence_known=True,  # type: ignore[arg-type]
+                                        oracle=self.settings.oracle)  # type: ignore[arg-type]
+                result = run_captured(self._spec(record, pristine), captured, options, self.progress,
+                                      model_level_check=False)
+        except Exception as error:  # noqa: BLE001 - our recapture, never a verdict: the first result stands
+            log.warning("recapturing %s through Inductor's compile_fx_inner failed (%s: %s)", record.name,
+                        type(error).__name__, error)
+            return None
+        self.engine_compiles += result.compiler.compiles
+        return result if _found(result) else None
 
     def _localise_inside_backend(self, record: GraphRecord, pristine: list[Any]) -> Any:
         """The engine on the graphs the user's backend hands Inductor (``compile_fx``,
@@ -1254,3 +1297,9 @@ def cast_elided(report: dict[str, Any]) -> bool:
     that setting, checked, makes compiled follow eager: a listed difference beside ``clean``."""
     return any(d.get("cast_elided") and (d.get("setting") or {}).get("follows_eager")
                for d in report.get("differences") or [])
+
+
+def _found(result: Any) -> bool:
+    """The engine's result names an op: a graph finding, a pre-grad rewrite or a saved layout misread."""
+    return result is not None and (result.finding is not None or result.pre_grad is not None
+                                   or result.layout_finding is not None)
