@@ -308,6 +308,9 @@ class Session:
         self.internal_error: str | None = None
         self.not_localised: str | None = None  # why a divergence was not localised
         self.engine_compiles = 0  # Inductor compiles the engine made (localising, random graphs)
+        # A gradient divergence localised again on the graphs Inductor's own compile hands
+        # compile_fx_inner (report ``script.recaptured``): the graph, whether that named the op, why not
+        self.recaptured: dict[str, Any] | None = None
         self.tool_seconds = 0.0  # time spent in the tool's own work (not the program's)
         self._busy = False
         self.closed = False  # the session's backend wrapping has ended (a later fork is not ours)
@@ -832,6 +835,8 @@ class Session:
         left = None if budget is None else budget - first.compiler.compiles - 1
         if left is not None and left <= 0:
             return None
+        noted: dict[str, Any] = {"graph": record.name, "entry": "compile_fx_inner", "named": False, "error": None}
+        self.recaptured = noted
         try:
             with inductor_config.patch(record.inductor_options or {}):
                 captured = capture_graph_module_through_inductor(record.graph_module, pristine, positions, weighted_sum,
@@ -847,8 +852,10 @@ class Session:
         except Exception as error:  # noqa: BLE001 - our recapture, never a verdict: the first result stands
             log.warning("recapturing %s through Inductor's compile_fx_inner failed (%s: %s)", record.name,
                         type(error).__name__, error)
+            noted["error"] = f"{type(error).__name__}: {error}"
             return None
         self.engine_compiles += result.compiler.compiles
+        noted["named"] = _found(result)
         return result if _found(result) else None
 
     def _localise_inside_backend(self, record: GraphRecord, pristine: list[Any]) -> Any:
@@ -962,6 +969,7 @@ class Session:
             # added key: every graph no call of which was judged, with why (a run with one is never clean)
             "graphs_unseen": {g.name: g.unseen_reason() for g in self.graphs if not g.checked},
             "calls": self.calls, "calls_checked": self.calls_checked, "engine_compiles": self.engine_compiles,
+            "recaptured": self.recaptured,
             "tool_seconds": round(self.tool_seconds, 3),
             "first_divergence_call": self.divergence.to_json() if self.divergence else None,
             "localised": self.localised, "not_localised": self.not_localised,
@@ -1164,6 +1172,12 @@ def script_summary(report: dict[str, Any]) -> str:
     elif first:
         lines.append(f"  diverged: {first['graph']} on its call {first['graph_call']} (program call {first['call']}):"
                      f" {first.get('output')}, {first.get('reason')}")
+    recaptured = script.get("recaptured")
+    if recaptured:
+        how = ("the op is named in those graphs" if recaptured.get("named") else
+               f"failed: {recaptured['error']}" if recaptured.get("error") else "no op named there either")
+        lines.append(f"  recaptured: {recaptured['graph']} as Inductor's compile hands {recaptured['entry']} its graphs "
+                     f"(our capture's graphs each matched): {how}")
     if script.get("not_localised"):
         lines.append(f"  not localised: {script['not_localised']}")
     if script.get("internal_error"):
