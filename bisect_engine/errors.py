@@ -47,6 +47,9 @@ class NativeCrash(RuntimeError):
 # compiled candidates in child processes (``localise/isolate.py``). Not a ``BISECT_ACCURACY_*``
 # name: those are the start-up hook's, cleared from the tool's own environment.
 NATIVE_CRASH_RERUN = "BISECT_NATIVE_CRASH_RERUN"
+# The rerun's scratch folder (``localise/isolate.py``), named ``<prefix><pid>-...`` so the next run's
+# supervisor sweeps one whose process is gone (a run killed by ``kill -9`` leaves it).
+ISOLATE_FOLDER_PREFIX = "bisect-isolate-"
 
 
 def isolating() -> bool:

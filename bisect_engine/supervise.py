@@ -21,8 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import ISOLATE_FOLDER_PREFIX
 from .errors import NATIVE_CRASH_RERUN as ISOLATE  # the rerun's switch (read by localise/isolate.py)
 from .many import read_report
+from .output.integrity import sweep_stale_folders
 
 SUPERVISED = "BISECT_SUPERVISED_CHILD"  # in the child: run the command here
 START_UP_SUPERVISED = "BISECT_START_UP_SUPERVISED"  # the program's process under the start-up hook's supervisor
@@ -38,6 +40,7 @@ def supervised(argv: list[str]) -> int | None:
     or None where this process must run it itself (not a ``run``, or already the child)."""
     if os.environ.pop(SUPERVISED, None) or not argv or argv[0] != "run":
         return None
+    sweep_stale_folders(prefix=ISOLATE_FOLDER_PREFIX)  # an earlier isolated rerun's, left by a kill -9
     first = _child(argv, {})
     if first >= 0:
         return first
@@ -79,6 +82,7 @@ def supervise_start_up(out_dir: Callable[[], Path]) -> None:
     and ends by the rerun's status with ``native_crash`` in the report at ``out_dir()`` (as ``run``'s
     supervisor does). A child killed from outside: this process ends by the same signal (the child's
     own handlers wrote what a SIGINT or SIGTERM lets them write)."""
+    sweep_stale_folders(prefix=ISOLATE_FOLDER_PREFIX)  # an earlier isolated rerun's, left by a kill -9
     first = _forked({})
     if first is None:
         return

@@ -116,3 +116,72 @@ def test_a_model_whose_backend_never_calls_inductor_is_captured_the_plain_way_an
     captured, backend_run = _capture(spec, 0)
     assert [g.name for g in captured] == ["forward_0"]
     assert backend_run is not None and backend_run.note == "it hands Inductor no graph"
+
+
+def test_inductors_own_compile_is_recaptured_with_what_its_partition_recomputes_in_the_backward(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytorch#186799: Inductor's partition saves ``amin`` and recomputes ``atan2`` in the backward
+    (our plain capture saves ``atan2``): the recapture through ``compile_fx_inner`` records the
+    graphs the program compiled, with their real inputs, run eagerly; the forward is compiled too
+    (here a stand-in for Inductor's codegen), so the backward gets the layouts it would save."""
+    from functorch.compile import make_boxed_func
+    from torch._inductor import compile_fx as inductor
+
+    from bisect_engine.load.capture import capture_graph_module_through_inductor
+
+    compiled: list[str] = []
+
+    def codegen(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        compiled.append("backward" if kwargs.get("is_backward") else "forward")
+        return make_boxed_func(gm.forward)
+
+    monkeypatch.setattr(inductor, "_compile_fx_inner", codegen)
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.atan2(x, y).amin(dim=-1)
+
+    gm = torch.fx.symbolic_trace(fn)
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    graphs = capture_graph_module_through_inductor(gm, [x, y], [0], lambda outputs: outputs[0].sum())
+    forward, backward = graphs
+    assert (forward.kind, backward.kind) == ("forward", "backward")
+    ops = {kind: [str(n.target) for n in g.graph_module.graph.nodes if n.op == "call_function"]
+           for kind, g in (("forward", forward), ("backward", backward))}
+    assert "aten.atan2.default" in ops["backward"] and "aten.eq.Tensor" in ops["backward"]  # recomputed there
+    saved = [n.name for n in backward.graph_module.graph.nodes if n.op == "placeholder"]
+    assert "amin" in saved and "atan2" not in saved
+    assert forward.model_outputs == 1 and torch.equal(forward.inputs[0], x) and not x.requires_grad
+    assert compiled == ["forward"]  # the backward is recorded, run eagerly, never compiled
+    assert inductor._compile_fx_inner is codegen  # the entry point put back
+
+
+def test_the_recaptured_backward_gets_eagers_saved_values_in_the_layouts_the_compiled_forward_gives_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytorch#185509: Inductor's forward saves the conv weight channels-last, and the backward is
+    compiled for that layout (wrong there, exact on the contiguous one). The forward compile reports
+    its outputs' strides (here a stand-in codegen reporting the weight channels-last); the backward
+    is recorded on eager's saved values laid out so."""
+    from functorch.compile import make_boxed_func
+    from torch._inductor import compile_fx as inductor
+
+    from bisect_engine.load.capture import capture_graph_module_through_inductor
+
+    def codegen(gm: torch.fx.GraphModule, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        context = torch._guards.TracingContext.try_get()
+        if context is not None and context.output_strides is not None:
+            outputs = [node.meta.get("val") for node in gm.graph.find_nodes(op="output")[0].args[0]]
+            context.output_strides.extend(
+                (27, 1, 9, 3) if isinstance(v, torch.Tensor) and v.dim() == 4 and tuple(v.shape) == (4, 3, 3, 3)
+                else (tuple(v.stride()) if isinstance(v, torch.Tensor) else None) for v in outputs)
+        return make_boxed_func(gm.forward)
+
+    monkeypatch.setattr(inductor, "_compile_fx_inner", codegen)
+
+    def fn(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, weight, padding=1)
+
+    x, weight = torch.randn(2, 3, 6, 7), torch.randn(4, 3, 3, 3)
+    _forward, backward = capture_graph_module_through_inductor(torch.fx.symbolic_trace(fn), [x, weight], [0, 1],
+                                                               lambda outputs: outputs[0].sum())
+    laid_out = [value for value in backward.inputs if isinstance(value, torch.Tensor) and value.shape == weight.shape]
+    assert laid_out and all(v.stride() == (27, 1, 9, 3) and torch.equal(v, weight) for v in laid_out)

@@ -197,3 +197,28 @@ def test_a_child_that_cannot_start_is_our_harness_never_a_crash_verdict(monkeypa
     with pytest.raises(WorkerDied, match="could not start"):
         evaluator.take(SimpleNamespace(graph="forward_0"))  # type: ignore[arg-type]
     evaluator.close()
+
+
+def test_an_isolated_reruns_scratch_left_by_a_kill_is_swept_by_the_next_run(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rerun's scratch folder carries its process's pid; a run killed by ``kill -9`` leaves it,
+    and the next ``run``'s supervisor removes it (a live run's folder stays)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    evaluator = isolate.Isolated(judge=None)  # this process's, alive
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    left = tmp_path / f"bisect-isolate-{gone}-abc123"
+    left.mkdir()
+    (left / "worker.log").write_text("left by a kill -9")
+    monkeypatch.setattr(supervise, "_child", lambda argv, extra: 0)
+    try:
+        assert Path(evaluator._folder).name.startswith(f"bisect-isolate-{os.getpid()}-")
+        assert supervise.supervised(["run", "model.py"]) == 0
+        assert not left.exists() and Path(evaluator._folder).is_dir()
+    finally:
+        evaluator.close()
+    assert not Path(evaluator._folder).exists()

@@ -68,6 +68,10 @@ class CaptureBackend:
     # Graphs handed over by a user's backend: their example inputs may not be their values (a
     # piece of a split graph), so the torch-level inputs kept are those of the first call.
     inputs_of_first_call: bool = False
+    # Graphs Inductor's own compile hands ``compile_fx_inner``: each recorded input laid out as the
+    # compile was told (its example input's strides: a weight the compiled forward saves
+    # channels-last, pytorch#185509), not as the eager re-run made it.
+    compiled_layouts: bool = False
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         compiled = self._traced(graph_module, example_inputs)
@@ -119,7 +123,8 @@ class CaptureBackend:
 
     def _recorder(self, kind: Literal["forward", "backward"], index: int,
                   compile_id: str | None, lifted: int = 0) -> Callable[..., Any]:
-        def compiler(graph_module: fx.GraphModule, _example_inputs: Any) -> Callable[..., Any]:
+        def compiler(graph_module: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+            layouts = list(example_inputs) if self.compiled_layouts else None
             captured = CapturedGraph(f"{kind}_{index}", kind, index, graph_module,
                                      model_outputs=_model_outputs(kind), compile_id=compile_id,
                                      guards=_shape_guards(self.trace_inputs),
@@ -136,6 +141,8 @@ class CaptureBackend:
                     # A graph that writes in place copies them too: our eager re-runs write its inputs.
                     shared = [by_reference and isinstance(a, torch.nn.Parameter) for a in args]
                     captured.inputs = [a.detach() if share else _detached([a])[0] for a, share in zip(args, shared)]
+                    if layouts is not None and len(layouts) == len(args):
+                        captured.inputs = [_laid_out_as(a, e) for a, e in zip(captured.inputs, layouts)]
                     captured.shared = tuple((a, a._version) for a, share in zip(args, shared) if share)
                     captured.called = True
                     parameters[:] = [id(a) if isinstance(a, torch.nn.Parameter) else None for a in args]
@@ -323,6 +330,54 @@ def capture_graph_module_through_backend(graph_module: fx.GraphModule, inputs: S
     except Exception as error:
         raise ModelError(f"re-running the graph through the backend {name} raised {type(error).__name__}: {error}") from error
     return recorder.called_graphs(), run
+
+
+def _laid_out_as(value: Any, example: Any) -> Any:
+    """``value`` with ``example``'s strides (same sizes, concrete strides, dense), else as it is."""
+    if not (isinstance(value, torch.Tensor) and isinstance(example, torch.Tensor)) or value.shape != example.shape:
+        return value
+    try:
+        strides = tuple(int(s) for s in example.stride())
+    except (TypeError, ValueError, RuntimeError):  # symbolic strides: left as the run made them
+        return value
+    if strides == tuple(value.stride()) or not torch._prims_common.is_non_overlapping_and_dense_or_false(example):
+        return value
+    return torch.empty_strided(value.shape, strides, dtype=value.dtype, device=value.device).copy_(value)
+
+
+def capture_graph_module_through_inductor(graph_module: fx.GraphModule, inputs: Sequence[Any],
+                                          grad_positions: Sequence[int],
+                                          loss_of: Callable[[list[Any]], torch.Tensor | None],
+                                          compile_id: str | None = None) -> list[CapturedGraph]:
+    """A training step's graphs as Inductor's own compile hands them to ``compile_fx_inner``: after
+    its pre-grad passes, its decompositions and its partition (what it recomputes in the backward
+    rather than saves), recorded and run eagerly; the forward compiled too (not run), so AOT Autograd
+    hands the backward the layouts the compiled forward gives what it saves. Our plain capture (AOT
+    Autograd without decompositions, the default partition) judges other graphs than the program
+    compiled; where each of those matches alone while the program's gradients differ, these are
+    the graphs the program ran (pytorch#186799: the backward recomputes ``atan2``), each input (eager's
+    value) laid out as the compile was told (pytorch#185509: the weight the compiled forward saves
+    channels-last)."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor.compile_fx import compile_fx
+
+    args = _detached(inputs)
+    for position in grad_positions:
+        args[position].requires_grad_(True)
+    recorder = CaptureBackend(compile_id=compile_id, inputs_of_first_call=True, compiled_layouts=True)
+    try:
+        # AOT Autograd's cache would hand back a compiled function without calling compile_fx_inner
+        with graphs_reaching_inductor(None, recorder.aten_graph, compile_forward=True), \
+                functorch_config.patch(enable_autograd_cache=False), torch.enable_grad():
+            compiled = compile_fx(copy.deepcopy(graph_module), args)
+            outputs = compiled(*args)
+            loss = loss_of(list(outputs) if isinstance(outputs, (tuple, list)) else [outputs])
+            if loss is not None:
+                loss.backward()
+    except Exception as error:
+        raise ModelError(f"re-running the graph through Inductor's compile raised {type(error).__name__}: {error}") \
+            from error
+    return recorder.called_graphs()
 
 
 def backend_name(name: str, backend: Any) -> str:

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import WorkerDied, isolating  # noqa: F401 - isolating: the rerun's switch, read here
+from ..errors import ISOLATE_FOLDER_PREFIX, WorkerDied, isolating  # noqa: F401 - isolating: the rerun's switch, read here
 from ..load.model_file import load_model_spec
 from ..verdict.candidate import Candidate, ModelCandidate, Switch
 from ..verdict.compare import Outcome
@@ -122,7 +122,8 @@ class Isolated:
     crashes: int = 0  # of those, children that died by a crash signal
     _process: Any = None
     _connection: Any = None
-    _folder: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="bisect-isolate-"))
+    # named with this process's pid: the next run sweeps it if a kill -9 left it (``supervise.py``)
+    _folder: str = field(default_factory=lambda: tempfile.mkdtemp(prefix=f"{ISOLATE_FOLDER_PREFIX}{os.getpid()}-"))
 
     def submit(self, candidates: Any) -> None:
         """Nothing ahead: each candidate is judged when the search asks for it."""

@@ -6,7 +6,8 @@ Torch-free (``bisect-accuracy report OUT`` checks the hash without importing tor
   alone (``mkdtemp``: mode 0700), checks the hash, and yields the path the verifiers run: a file
   swapped in ``OUT`` after it was written is never what gets verified.
 - :func:`repro_edited` says whether ``OUT/repro.py`` still has the hash the report recorded.
-- :func:`sweep_stale_folders` removes verifier folders whose process is gone (a ``kill -9``).
+- :func:`sweep_stale_folders` removes verifier folders (or others named ``<prefix><pid>-``: the
+  isolated rerun's) whose process is gone (a ``kill -9``).
 - :func:`die_with_parent` (Linux, ``prctl(PR_SET_PDEATHSIG)``): a verifier interpreter dies
   when the tool does, even by ``kill -9``.
 """
@@ -81,15 +82,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale_folders(root: str | None = None) -> list[str]:
-    """Remove verifier folders left by a process that is gone; the ones removed."""
+def sweep_stale_folders(root: str | None = None, prefix: str = VERIFY_PREFIX) -> list[str]:
+    """Remove folders named ``<prefix><pid>-...`` (verifier folders unless told) left by a process
+    that is gone; the ones removed."""
     root = root or tempfile.gettempdir()
     removed = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
-            if not entry.name.startswith(VERIFY_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            if not entry.name.startswith(prefix) or not entry.is_dir(follow_symlinks=False):
                 continue
-            pid = entry.name[len(VERIFY_PREFIX):].split("-", 1)[0]
+            pid = entry.name[len(prefix):].split("-", 1)[0]
             if pid.isdigit() and not _alive(int(pid)) and entry.stat(follow_symlinks=False).st_uid == os.getuid():
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed.append(entry.path)

@@ -308,6 +308,9 @@ class Session:
         self.internal_error: str | None = None
         self.not_localised: str | None = None  # why a divergence was not localised
         self.engine_compiles = 0  # Inductor compiles the engine made (localising, random graphs)
+        # A gradient divergence localised again on the graphs Inductor's own compile hands
+        # compile_fx_inner (report ``script.recaptured``): the graph, whether that named the op, why not
+        self.recaptured: dict[str, Any] | None = None
         self.tool_seconds = 0.0  # time spent in the tool's own work (not the program's)
         self._busy = False
         self.closed = False  # the session's backend wrapping has ended (a later fork is not ours)
@@ -689,6 +692,8 @@ class Session:
                                           "localisation compiles with Inductor")
                     return self._plain_report("divergent")
             result = result if result is not None else self._localise(record, pristine, positions)
+            if positions and record.inductor_options is not None and not _found(result):
+                result = self._localise_through_inductor(record, pristine, positions, result) or result
             from ..output.writer import OutputOptions, write_outputs
 
             folder = self.output_folder()
@@ -808,6 +813,51 @@ class Session:
         self.engine_compiles += result.compiler.compiles
         return result
 
+    def _localise_through_inductor(self, record: GraphRecord, pristine: list[Any], positions: list[int],
+                                   first: Any) -> Any:
+        """A call whose gradients differ while our capture's forward and backward graphs each match
+        compiled alone (``first``: that result): the engine on the graphs Inductor's own compile of
+        this graph hands ``compile_fx_inner`` (its decompositions and partition applied: a value the
+        real backward recomputes rather than reads, pytorch#186799), recaptured through that entry
+        point (each graph recorded and run eagerly; the forward compiled too, one compile, so the
+        backward's inputs get the layouts the compiled forward saves them in), under what is left of
+        the budget. Its result where it names the op; else None (``first``
+        stands: our recapture failing is never a verdict)."""
+        from torch._inductor import config as inductor_config
+
+        from ..load.capture import capture_graph_module_through_inductor
+        from ..localise.options import EngineOptions
+        from ..localise.pipeline import run_captured
+
+        if any(g.cast_elision_explains for g in first.graphs):
+            return None  # explained: a cast the compiled code skipped (listed, as the report says)
+        budget = self.settings.max_compiles
+        left = None if budget is None else budget - first.compiler.compiles - 1
+        if left is not None and left <= 0:
+            return None
+        noted: dict[str, Any] = {"graph": record.name, "entry": "compile_fx_inner", "named": False, "error": None}
+        self.recaptured = noted
+        try:
+            with inductor_config.patch(record.inductor_options or {}):
+                captured = capture_graph_module_through_inductor(record.graph_module, pristine, positions, weighted_sum,
+                                                                 record.compile_id)
+                self.engine_compiles += sum(g.kind == "forward" for g in captured)
+                if not captured:
+                    return None
+                options = EngineOptions(max_compiles=left, timeout_s=self.settings.timeout_s,
+                                        stop_after=self.settings.stage, divergence_known=True,  # type: ignore[arg-type]
+                                        oracle=self.settings.oracle)  # type: ignore[arg-type]
+                result = run_captured(self._spec(record, pristine), captured, options, self.progress,
+                                      model_level_check=False)
+        except Exception as error:  # noqa: BLE001 - our recapture, never a verdict: the first result stands
+            log.warning("recapturing %s through Inductor's compile_fx_inner failed (%s: %s)", record.name,
+                        type(error).__name__, error)
+            noted["error"] = f"{type(error).__name__}: {error}"
+            return None
+        self.engine_compiles += result.compiler.compiles
+        noted["named"] = _found(result)
+        return result if _found(result) else None
+
     def _localise_inside_backend(self, record: GraphRecord, pristine: list[Any]) -> Any:
         """The engine on the graphs the user's backend hands Inductor (``compile_fx``,
         ``standalone_compile``, ``compile_fx_inner``), captured by running the backend on this
@@ -919,6 +969,7 @@ class Session:
             # added key: every graph no call of which was judged, with why (a run with one is never clean)
             "graphs_unseen": {g.name: g.unseen_reason() for g in self.graphs if not g.checked},
             "calls": self.calls, "calls_checked": self.calls_checked, "engine_compiles": self.engine_compiles,
+            "recaptured": self.recaptured,
             "tool_seconds": round(self.tool_seconds, 3),
             "first_divergence_call": self.divergence.to_json() if self.divergence else None,
             "localised": self.localised, "not_localised": self.not_localised,
@@ -1121,6 +1172,12 @@ def script_summary(report: dict[str, Any]) -> str:
     elif first:
         lines.append(f"  diverged: {first['graph']} on its call {first['graph_call']} (program call {first['call']}):"
                      f" {first.get('output')}, {first.get('reason')}")
+    recaptured = script.get("recaptured")
+    if recaptured:
+        how = ("the op is named in those graphs" if recaptured.get("named") else
+               f"failed: {recaptured['error']}" if recaptured.get("error") else "no op named there either")
+        lines.append(f"  recaptured: {recaptured['graph']} as Inductor's compile hands {recaptured['entry']} its graphs "
+                     f"(our capture's graphs each matched): {how}")
     if script.get("not_localised"):
         lines.append(f"  not localised: {script['not_localised']}")
     if script.get("internal_error"):
@@ -1254,3 +1311,9 @@ def cast_elided(report: dict[str, Any]) -> bool:
     that setting, checked, makes compiled follow eager: a listed difference beside ``clean``."""
     return any(d.get("cast_elided") and (d.get("setting") or {}).get("follows_eager")
                for d in report.get("differences") or [])
+
+
+def _found(result: Any) -> bool:
+    """The engine's result names an op: a graph finding, a pre-grad rewrite or a saved layout misread."""
+    return result is not None and (result.finding is not None or result.pre_grad is not None
+                                   or result.layout_finding is not None)

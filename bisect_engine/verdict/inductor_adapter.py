@@ -16,6 +16,7 @@ import collections
 import atexit
 import contextlib
 import contextvars
+import copy
 import functools
 import importlib
 import logging
@@ -325,28 +326,40 @@ def pre_grad_passes(graph_module: torch.fx.GraphModule, example_inputs: list[Any
 
 
 @contextlib.contextmanager
-def graphs_reaching_inductor(torch_level: Callable[[Any, list[Any]], Any],
-                             aten_level: Callable[[Any, list[Any], bool], Any]) -> Iterator[None]:
+def graphs_reaching_inductor(torch_level: Callable[[Any, list[Any]], Any] | None,
+                             aten_level: Callable[[Any, list[Any], bool], Any], compile_forward: bool = False) -> Iterator[None]:
     """While a user's backend runs, every graph it hands Inductor goes to ``torch_level`` (what
     ``compile_fx`` receives, ``standalone_compile``'s included: a torch-level graph, before the
     pre-grad passes) or ``aten_level`` (what ``compile_fx_inner`` receives from the user's own AOT
     Autograd), whose callable replaces the compiled one. Inductor has no hook for the graphs its
     entry points receive, and the user's module holds its own reference to ``compile_fx``: the
-    functions those entry points call are swapped here, and restored in ``finally``."""
+    functions those entry points call are swapped here, and restored in ``finally``. ``torch_level``
+    None: ``compile_fx`` runs as it is (its pre-grad passes, decompositions and partition), and only
+    what it hands ``compile_fx_inner`` is recorded (Inductor's own compile recaptured).
+    ``compile_forward``: a forward graph is compiled too (``compile_fx_inner`` as it is; the code
+    is not run): the layouts it gives what it saves are reported to AOT Autograd, which hands the
+    backward's example inputs those strides, as in the program."""
     from torch._inductor import compile_fx as module
 
     saved = module._maybe_wrap_and_compile_fx_main, module._compile_fx_inner
 
     def torch_level_entry(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        assert torch_level is not None
         if isinstance(model, torch.fx.GraphModule) and not module.graph_returns_tuple(model):
             # a piece of a split graph returning one value: made to return a tuple, as compile_fx does
             return module.make_graph_return_tuple(model, list(example_inputs), torch_level)  # type: ignore[call-arg]
         return torch_level(model, list(example_inputs))
 
     def aten_level_entry(graph_module: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        return aten_level(graph_module, list(example_inputs), bool(kwargs.get("is_backward")))
+        is_backward = bool(kwargs.get("is_backward"))
+        if compile_forward and not is_backward:
+            recorded = copy.deepcopy(graph_module)  # compile_fx_inner may rewrite the graph it compiles
+            saved[1](graph_module, list(example_inputs), *args, **kwargs)
+            return aten_level(recorded, list(example_inputs), False)
+        return aten_level(graph_module, list(example_inputs), is_backward)
 
-    module._maybe_wrap_and_compile_fx_main = torch_level_entry  # type: ignore[assignment]
+    if torch_level is not None:
+        module._maybe_wrap_and_compile_fx_main = torch_level_entry  # type: ignore[assignment]
     module._compile_fx_inner = aten_level_entry  # type: ignore[assignment]
     try:
         yield

@@ -10,23 +10,32 @@ Check on torch 2.13.0+cpu: forward max diff 1.9e-06; gradient max diffs 48.9 (x)
 compiled program's backward (interpolate -> slice -> conv2d -> max_pool2d -> where).
 Edits: the stored thread text ends after ``fn``; the driver (seeded inputs of shapes x (2,3,6,8),
 weight (4,3,3,3), bias (4), the mask from ``make_mask``, eager and compiled backward on copies,
-print) is written from the description.
+print) is written from the description, and sets 2 intra-op threads (bugs9: the bug needs at least
+two OpenMP threads; under the corpus's ``OMP_NUM_THREADS=1`` the program matches and the case was
+``clean``, which the strict xfail hid).
+Mechanism (bugs9): Inductor's forward saves the conv weight channels-last; the backward, compiled
+for that layout, fuses the max-pool backward (``max_pool2d_with_indices_backward`` decomposed to
+``scatter_add`` into a zero buffer) with ``where``, ``add`` and ``convolution_backward``'s channels-last
+input, and the fused kernel (``cpp_fused_add_convolution_backward_scatter_add_view_where_0``) never
+scatters: it copies the zero buffer and adds it (the indices are not even its argument). The same
+backward graph compiled with the weight contiguous is exact (0.0); with it channels-last it gives
+48.9 / 43.5 / 77.0, the program's; ``max_fusion_size = 1`` makes it match. The op whose work the
+compiled code drops is ``scatter_add`` (the max-pool backward), not the forward's
+``max_pool2d_with_indices`` (not in the backward graph).
 """
 REAL_REPORT = {
     "issue": 185509, "class": "real_bug",
     "verdict": "divergent",
-    "op": "aten.max_pool2d_with_indices.default",
+    "op": "aten.scatter_add.default",
     "cli_args": [],
-    "known_miss": ("not_reproducible, cause backward_together: forward and backward graphs each match when "
-                   "compiled alone. Not the saved offsets (bugs7): the real compile's backward graph, as "
-                   "compile_fx_inner receives it (after Inductor's decompositions and partition: the int8 offsets "
-                   "saved, offsets_to_indices + scatter_add in the backward), compiled alone on its own eager saved "
-                   "values, gives the program's wrong gradients (48.9 / 43.5 / 77.0), while every node of it "
-                   "matches alone; the engine on that graph names the window where_1, where_2, view_2, "
-                   "scatter_add, view_4, add_7, convolution_backward (named by convolution_backward, 45 compiles). "
-                   "Removing Inductor's max_pool2d_with_indices(_backward) decompositions does not fix the "
-                   "program. Our capture (AOT without decompositions) never compiles that graph: recapturing "
-                   "through Inductor's own entry points (forward and backward) is the missing step"),
+    "known_miss": ("divergent (at 2 threads), but named by the window's last node: recaptured through compile_fx_inner (the "
+                   "weight laid out channels-last as the compiled forward saves it), backward_1 mismatches and the "
+                   "engine names the window where_1, where_2, view_2, scatter_add, view_4, add_7, "
+                   "convolution_backward by aten.convolution_backward.default (the node whose output departs; "
+                   "subsystem: max_fusion_size; 60 compiles). The fused kernel drops the scatter_add: naming a window "
+                   "by the op whose work its kernel omits is the missing step. Its repro reproduces at 2 threads "
+                   "(3/3) but not under this test's OMP_NUM_THREADS=1: the repro does not carry the program's "
+                   "thread count"),
 }
 import torch
 import torch.nn.functional as F
@@ -58,6 +67,7 @@ def fn(x, weight, bias, mask):
     return torch.where(mask, conv, pool)
 
 
+torch.set_num_threads(2)  # the reporter's machine had several; one thread compiles other code
 torch.manual_seed(0)
 x = torch.randn(2, 3, 6, 8)
 weight = torch.randn(4, 3, 3, 3)

@@ -11,7 +11,12 @@ agrees with eager: -0.136625); every other element agrees. Class: a real compile
 backward of ``amin`` (the forward is right, the gradient is routed to no element).
 Mechanism (own check): compiled ``atan2`` differs from eager's by 1 ulp at x[0, 2] (the argmin);
 the forward's fused amin matches eager, the saved atan2 does not, and the backward compares them
-with ``eq``. Tool: ``not_reproducible`` ("no captured graph does on its own").
+with ``eq``. Why our capture alone never saw it (bugs9): Inductor's partition saves ``amin`` and
+recomputes ``atan2`` in the backward, so the forward's fused reduction and the backward's pointwise
+kernel each compute ``atan2`` and round one element differently (our plain capture saves ``atan2``,
+and its compiled forward is self-consistent: ``amin == amin(atan2)`` bitwise). The op whose two
+roundings disagree is ``atan2``. Tool: ``divergent`` ``aten.atan2.default`` in ``backward_1``, the
+graphs recaptured through ``compile_fx_inner`` (amplified by ``eq``), repro reproduces.
 No edits: the reporter's script as written.
 """
 REAL_REPORT = {
@@ -19,12 +24,7 @@ REAL_REPORT = {
     "verdict": "divergent",
     "op": "aten.atan2.default",
     "cli_args": [],
-    "known_miss": ("not_reproducible (cause backward_together), the mechanism listed: the compiled forward's saved "
-                   "atan2 (1 element off eager's, the correctly rounded one) substituted into eager's backward "
-                   "flips eq(atan2, amin) and the gradient of x (departures.saved_value_consequence; the forward's "
-                   "values are now kept for it). Not a finding yet: the saved atan2 is closer to fp64, so by the "
-                   "departure rule it is listed, while the bug is that the forward's amin was reduced over other "
-                   "atan2 values than the ones it saved (two values of one forward rounded differently)"),
+    "known_miss": None,
 }
 import torch
 
