@@ -33,7 +33,7 @@ class _State:
         modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
         self.slots: list[tuple[torch.nn.Module, str, torch.Tensor, torch.Tensor]] = [
             (module, name, tensor, tensor.detach().clone())
-            for module in modules for name, tensor in module._buffers.items() if tensor is not None]
+            for module in modules for name, tensor in module._buffers.items() if _materialised(tensor)]
         self.parameters = [(p, p.detach().clone()) for p in _parameters(model) if id(p) in parameters]
         self.rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
@@ -54,7 +54,12 @@ class _State:
 
 
 def _parameters(model: Any) -> list[torch.nn.Parameter]:
-    return list(model.parameters()) if isinstance(model, torch.nn.Module) else []
+    return [p for p in model.parameters() if _materialised(p)] if isinstance(model, torch.nn.Module) else []
+
+
+def _materialised(tensor: Any) -> bool:
+    """A tensor with values (a lazy module's are made by its first run: that run's, never put back)."""
+    return isinstance(tensor, torch.Tensor) and not isinstance(tensor, torch.nn.parameter.UninitializedTensorMixin)
 
 
 class ModelRuns:
