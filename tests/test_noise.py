@@ -825,3 +825,29 @@ def test_a_failing_batchs_rows_alone_leave_the_models_statistics_as_found() -> N
     wrong[2:4] += 0.5  # two rows: a BatchNorm in training refuses one
     failing_samples(model, batch, eager, [eager[0].double()], [wrong], Oracle(), 0)
     assert all(torch.equal(b, before[name]) for name, b in model.named_buffers())
+
+
+def test_model_runs_start_each_run_from_the_first_runs_state_and_leave_a_lazy_module_working() -> None:
+    """``ModelRuns``: a step counter buffer a forward increments reads the same in every run, and
+    ends as one run leaves it; a lazy module's parameters and buffers, made by its first run, are
+    neither snapshot before it nor put back (the module still runs)."""
+    from bisect_engine.verdict.model_state import ModelRuns
+
+    class Counting(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+            self.lazy = torch.nn.LazyBatchNorm1d()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.steps += 1
+            return self.lazy(x) * self.steps
+
+    model, x = Counting().train(), torch.randn(8, 3, generator=torch.Generator().manual_seed(1))
+    with ModelRuns(model) as runs:
+        outputs = [runs.run(lambda: model(x)) for _ in range(3)]
+    assert all(torch.equal(outputs[0], other) for other in outputs[1:])
+    assert int(model.steps) == 1 and int(model.lazy.num_batches_tracked) == 1
+    with ModelRuns(model, leave="as_found") as runs:
+        runs.run(lambda: model(x))
+    assert int(model.steps) == 1 and model(x).shape == x.shape
