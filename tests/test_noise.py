@@ -781,16 +781,16 @@ def test_over_runs_holds_of_each_rerun_only_what_changed_and_lets_each_judged_ru
 def test_the_model_level_checks_reruns_leave_a_batchnorms_statistics_as_one_eager_step_does() -> None:
     """The model-level check runs the user's module eagerly, compiled (one module: shared
     buffers) and, where it fails with values that change run to run, five compiled runs and an eager
-    rerun: each moved a BatchNorm's running statistics in training mode. Every run now starts from
-    the state eager's started from, and the module is left as one eager step leaves it."""
+    rerun: each moved a BatchNorm's running statistics in training mode, and the last left its
+    gradients. Every run now starts from the state eager's started from, and the module is left as
+    one eager step leaves it (statistics, parameters, gradients)."""
     import copy
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).train()
     x = torch.randn(32, 8, generator=torch.Generator().manual_seed(2))
     one_step = copy.deepcopy(model)
-    with torch.no_grad():
-        one_step(x)
+    one_step(x).pow(2).mean().backward()
     calls = iter(range(1000))
 
     def compiled(v: torch.Tensor) -> torch.Tensor:  # 1% wrong, and changing run to run: reruns happen
@@ -803,12 +803,14 @@ def test_the_model_level_checks_reruns_leave_a_batchnorms_statistics_as_one_eage
     from bisect_engine.verdict.compiler import Compiler
 
     parameters = [p.detach().clone() for p in model.parameters()]
-    spec = ModelSpec(Path("bn.py"), model, (x,), None, None, compiled=compiled, backend="own")
+    spec = ModelSpec(Path("bn.py"), model, (x,), lambda out: out.pow(2).mean(), None, compiled=compiled,
+                     backend="own")
     verdict = check_model_level(spec, Compiler(), Oracle(), 0)
     assert verdict.outcome is Outcome.MISMATCH and verdict.runs == (5, 5), verdict  # the reruns ran
     for name, buffer in one_step.named_buffers():
         assert torch.equal(dict(model.named_buffers())[name], buffer), name
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), parameters))
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), one_step.parameters()))
 
 
 def test_a_failing_batchs_rows_alone_leave_the_models_statistics_as_found() -> None:

@@ -5,10 +5,11 @@ One check runs the user's model many times: the model-level check runs it eagerl
 on both sides (``oracle.over_runs``); a batch scan runs eager, the compiled copy and their reruns on
 one module per batch, and a failing batch's rows alone. Each run moves what a forward writes: a
 BatchNorm's running statistics in training mode, a step counter buffer, a parameter written in
-place, and the random state. :class:`ModelRuns` makes every run of one check start from the state
-the first started from (compiled and each rerun see what eager saw), and leaves the model, and
-torch's random state, as that first run left them: as one run of the user's program would
-(``leave="first"``), or as found (``leave="as_found"``: a look the program never makes).
+place, the parameters' gradients (the last run's: compiled's), and the random state.
+:class:`ModelRuns` makes every run of one check start from the state the first started from
+(compiled and each rerun see what eager saw), and leaves the model, and torch's random state, as
+that first run left them: as one run of the user's program would (``leave="first"``), or as found
+(``leave="as_found"``: a look the program never makes).
 
 Buffers are copied (usually small); parameters are not (a model's weights held twice): one written
 by the first run (its version counter moved) is kept as that run left it, and the later runs start
@@ -27,7 +28,8 @@ Result = TypeVar("Result")
 
 class _State:
     """Module buffers (each slot's tensor object and a copy of its bits), named parameters (their
-    copies only where given), and torch's random states (CPU; CUDA where initialised)."""
+    copies only where given; their gradient objects), and torch's random states (CPU; CUDA where
+    initialised)."""
 
     def __init__(self, model: Any, parameters: frozenset[int] = frozenset()) -> None:
         modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
@@ -35,6 +37,8 @@ class _State:
             (module, name, tensor, tensor.detach().clone())
             for module in modules for name, tensor in module._buffers.items() if _materialised(tensor)]
         self.parameters = [(p, p.detach().clone()) for p in _parameters(model) if id(p) in parameters]
+        # each parameter's gradient object (a run sets new ones, never writes the old: no copy)
+        self.grads = [(p, p.grad) for p in _parameters(model)]
         self.rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
 
@@ -48,6 +52,9 @@ class _State:
             for parameter, value in self.parameters:
                 if not torch.equal(parameter, value):
                     parameter.copy_(value)
+            for parameter, grad in self.grads:
+                if parameter.grad is not grad:
+                    parameter.grad = grad
         torch.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
