@@ -31,14 +31,16 @@ class _State:
     copies only where given; their gradient objects), and torch's random states (CPU; CUDA where
     initialised)."""
 
-    def __init__(self, model: Any, parameters: frozenset[int] = frozenset()) -> None:
+    def __init__(self, model: Any, parameters: frozenset[int] = frozenset(), grads: bool = True) -> None:
         modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
         self.slots: list[tuple[torch.nn.Module, str, torch.Tensor, torch.Tensor]] = [
             (module, name, tensor, tensor.detach().clone())
             for module in modules for name, tensor in module._buffers.items() if _materialised(tensor)]
         self.parameters = [(p, p.detach().clone()) for p in _parameters(model) if id(p) in parameters]
-        # each parameter's gradient object (a run sets new ones, never writes the old: no copy)
-        self.grads = [(p, p.grad) for p in _parameters(model)]
+        # each parameter's gradient object (a run sets new ones, never writes the old: no copy); else
+        # none: a later run starts without gradients (one that accumulates would write the first
+        # run's, its judged values), and the old ones are not held past the run that drops them
+        self.grads = [(p, p.grad if grads else None) for p in _parameters(model)]
         self.rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
 
@@ -76,7 +78,7 @@ class ModelRuns:
 
     def __init__(self, model: Any, leave: Literal["first", "as_found"] = "first") -> None:
         self.model, self.leave = model, leave
-        self.before = _State(model)
+        self.before = _State(model, grads=leave == "as_found")
         self.versions = {id(p): p._version for p in _parameters(model)}
         self.after: _State | None = None
 
