@@ -769,3 +769,124 @@ def _units_of(exact: torch.Tensor, units: float, seed: int) -> torch.Tensor:
     """``units`` rounding units of ``exact``'s RMS at most, drawn from ``seed``."""
     noise = torch.rand(exact.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 2 - 1
     return units * rounding_unit(torch.float32) * exact.square().mean().sqrt() * noise
+
+
+def test_over_runs_holds_of_each_rerun_only_what_changed_and_lets_each_judged_run_go() -> None:
+    """``over_runs`` (where compiled's values change run to run) held every run's every output, and
+    every run's verdict, until it decided: five copies of a model's outputs and gradients. A rerun's
+    output equal bit for bit to the first run's is now the first's own tensor, and each run is let go
+    once judged (only the verdicts the decision returns are kept); the decision is the same: 3 of 5
+    odd runs fail, every run judged against the one spread of all five."""
+    import weakref
+
+    from bisect_engine.verdict.oracle import RUNS, over_runs
+
+    class Judged:
+        def __init__(self, values: list[torch.Tensor]) -> None:
+            self.values, self.failed = values, bool(int(values[1][0]) % 2)
+
+    draws = iter(range(1, 100))
+    steady_runs: list[weakref.ref[torch.Tensor]] = []
+    steady_alive: list[int] = []  # at each rerun, the earlier reruns' steady outputs still alive
+    verdicts: list[weakref.ref[Judged]] = []
+    verdicts_alive: list[int] = []  # at each judgement, the earlier verdicts still alive
+    spreads_seen: list[list[float]] = []
+
+    def run() -> list[torch.Tensor]:
+        steady_alive.append(sum(ref() is not None for ref in steady_runs))
+        steady = torch.ones(1000)
+        steady_runs.append(weakref.ref(steady))
+        return [steady, torch.full((2,), float(next(draws)))]
+
+    def judge(values: list[torch.Tensor], spreads: list[float]) -> Judged:
+        verdicts_alive.append(sum(ref() is not None for ref in verdicts))
+        spreads_seen.append(spreads)
+        verdict = Judged(values)
+        verdicts.append(weakref.ref(verdict))
+        return verdict
+
+    first = [torch.ones(1000), torch.full((2,), -1.0)]  # runs -1, 1, 2, 3, 4: 3 of 5 odd
+    chosen, runs, side = over_runs(Judged(first), first, run, judge, lambda v: v.failed, 0)
+    assert (chosen.failed, runs, side) == (True, (3, RUNS), "compiled")
+    assert chosen.values[1][0] == -1.0  # the first failing run's verdict (the first run), as before
+    assert all(s == [0.0, 5.0] for s in spreads_seen) and len(spreads_seen) == RUNS
+    assert steady_alive == [0] * (RUNS - 1), steady_alive  # before: [0, 1, 2, 3]
+    assert max(verdicts_alive) <= 2, verdicts_alive  # the first failing and first passing; before: up to 4
+    assert sum(ref() is not None for ref in steady_runs) == 0
+
+
+def test_the_model_level_checks_reruns_leave_a_batchnorms_statistics_as_one_eager_step_does() -> None:
+    """The model-level check runs the user's module eagerly, compiled (one module: shared
+    buffers) and, where it fails with values that change run to run, five compiled runs and an eager
+    rerun: each moved a BatchNorm's running statistics in training mode, and the last left its
+    gradients. Every run now starts from the state eager's started from, and the module is left as
+    one eager step leaves it (statistics, parameters, gradients)."""
+    import copy
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).train()
+    x = torch.randn(32, 8, generator=torch.Generator().manual_seed(2))
+    one_step = copy.deepcopy(model)
+    one_step(x).pow(2).mean().backward()
+    calls = iter(range(1000))
+
+    def compiled(v: torch.Tensor) -> torch.Tensor:  # 1% wrong, and changing run to run: reruns happen
+        return model(v) * 1.01 + 1e-6 * next(calls)
+
+    from pathlib import Path
+
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.model_check import check_model_level
+    from bisect_engine.verdict.compiler import Compiler
+
+    parameters = [p.detach().clone() for p in model.parameters()]
+    spec = ModelSpec(Path("bn.py"), model, (x,), lambda out: out.pow(2).mean(), None, compiled=compiled,
+                     backend="own")
+    verdict = check_model_level(spec, Compiler(), Oracle(), 0)
+    assert verdict.outcome is Outcome.MISMATCH and verdict.runs == (5, 5), verdict  # the reruns ran
+    for name, buffer in one_step.named_buffers():
+        assert torch.equal(dict(model.named_buffers())[name], buffer), name
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), parameters))
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), one_step.parameters()))
+
+
+def test_a_failing_batchs_rows_alone_leave_the_models_statistics_as_found() -> None:
+    """``scans.failing_samples`` runs the failing rows alone (a look the program never makes): a
+    BatchNorm in training mode keeps the statistics it had."""
+    from bisect_engine.localise.scans import failing_samples
+
+    model = torch.nn.BatchNorm1d(4).train()
+    batch = (torch.randn(6, 4, generator=torch.Generator().manual_seed(5)),)
+    with torch.no_grad():
+        eager = [model(batch[0])]
+    before = {name: b.clone() for name, b in model.named_buffers()}
+    wrong = eager[0].clone()
+    wrong[2:4] += 0.5  # two rows: a BatchNorm in training refuses one
+    failing_samples(model, batch, eager, [eager[0].double()], [wrong], Oracle(), 0)
+    assert all(torch.equal(b, before[name]) for name, b in model.named_buffers())
+
+
+def test_model_runs_start_each_run_from_the_first_runs_state_and_leave_a_lazy_module_working() -> None:
+    """``ModelRuns``: a step counter buffer a forward increments reads the same in every run, and
+    ends as one run leaves it; a lazy module's parameters and buffers, made by its first run, are
+    neither snapshot before it nor put back (the module still runs)."""
+    from bisect_engine.verdict.model_state import ModelRuns
+
+    class Counting(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+            self.lazy = torch.nn.LazyBatchNorm1d()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.steps += 1
+            return self.lazy(x) * self.steps
+
+    model, x = Counting().train(), torch.randn(8, 3, generator=torch.Generator().manual_seed(1))
+    with ModelRuns(model) as runs:
+        outputs = [runs.run(lambda: model(x)) for _ in range(3)]
+    assert all(torch.equal(outputs[0], other) for other in outputs[1:])
+    assert int(model.steps) == 1 and int(model.lazy.num_batches_tracked) == 1
+    with ModelRuns(model, leave="as_found") as runs:
+        runs.run(lambda: model(x))
+    assert int(model.steps) == 1 and model(x).shape == x.shape

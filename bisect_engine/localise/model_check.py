@@ -28,6 +28,7 @@ from ..verdict.compare import Outcome, clearly_above_eager, worst
 from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs, with_run_floors
 from ..verdict.compiler import Compiler, cause_of, split_patches
 from ..verdict.fx_eval import fresh_inputs, to_fp64
+from ..verdict.model_state import ModelRuns
 from ..verdict.noise import model_floors
 from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
@@ -91,12 +92,13 @@ def _fp64_copy(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model, memo).to(torch.float64)
 
 
-def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any]) -> list[float]:
-    """The noise model's floor of each model output (``verdict/noise.py``): the fp64 model run once
-    more with every op's result rounded at random; none where there is no fp64 model."""
+def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any], model_runs: ModelRuns) -> list[float]:
+    """The noise model's floor of each model output (``verdict/noise.py``): the fp64 model (copied
+    from the state the check's runs start from, ``model_runs``) run once more with every op's result
+    rounded at random; none where there is no fp64 model."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
-    model64 = _fp64_copy(spec.model)
+    model64 = model_runs.run(lambda: _fp64_copy(spec.model))
     return model_floors(lambda: _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed,
                                                    upcast=spec.loss_fn is None), fp64, eager)
 
@@ -132,15 +134,24 @@ def _under_config(patches: Any, compiled: Any, spec: ModelSpec, seed: int) -> li
 
 def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int,
                       switch: Switch = Switch()) -> SubgraphVerdict:
-    """The whole model, outputs and (with loss_fn) gradients, compiled under ``switch``."""
-    eager = _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed)
+    """The whole model, outputs and (with loss_fn) gradients, compiled under ``switch``. Every run
+    of the user's model (eager, compiled, the reruns of a failing check) starts from the state the
+    eager run started from, and the model is left as that one run left it (``ModelRuns``: a
+    BatchNorm's running statistics move by one step, not one per run)."""
+    with ModelRuns(spec.model) as model_runs:
+        return _check(spec, compiler, oracle, seed, switch, model_runs)
+
+
+def _check(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int, switch: Switch,
+           model_runs: ModelRuns) -> SubgraphVerdict:
+    eager = model_runs.run(lambda: _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed))
     fp64 = eager
     if isinstance(spec.model, torch.nn.Module):
-        model64 = _fp64_copy(spec.model)
+        model64 = model_runs.run(lambda: _fp64_copy(spec.model))
         fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
         del model64  # its parameters go; the gradients judged stay
     elif spec.loss_fn is None:  # a plain function: every floating op in fp64, its constants included
-        fp64 = _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True)
+        fp64 = model_runs.run(lambda: _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True))
     patches, decompositions, fallbacks = compile_arguments(switch)
 
     allowed: list[float] = []  # the reduced precisions the user allowed to ops of the compiled graphs
@@ -166,21 +177,22 @@ def check_model_level(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed:
             else:
                 model = torch.compile(spec.model, backend=backend, dynamic=spec.dynamic)
                 run = functools.partial(_forward_and_grads, model, spec.inputs, spec.loss_fn, seed)
-            compiled = run()
+            compiled = model_runs.run(run)
         except Exception as error:  # a budget cut (no Exception) goes on to the run's search
             if _user_side(error):  # plain torch.compile raises it too: the model's, not the compiler's
                 raise ModelError(f"torch.compile of the model raised {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}") from error
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
         # The compiled model is kept until judged: a failing check runs it again (no compile).
-        return _judged(spec, oracle, seed, eager, fp64, compiled, run, max(allowed) if allowed else None)
+        return _judged(spec, oracle, seed, eager, fp64, compiled, model_runs, run, max(allowed) if allowed else None)
 
 
 def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: list[Any], compiled: list[Any],
-            run: Callable[[], list[Any]], unit: float | None) -> SubgraphVerdict:
+            model_runs: ModelRuns, run: Callable[[], list[Any]], unit: float | None) -> SubgraphVerdict:
     """The model's outputs judged at scope ``model`` (``unit``: the coarsest reduced precision the
     user allowed an op of the compiled graphs); a failing check decided over runs where either side
     changes run to run on the same inputs (``oracle.over_runs``: ``run`` the compiled model again,
-    eager's model again; judged against their spread, then by most runs)."""
+    eager's model again, each from the state the first runs started from, ``model_runs``; judged against
+    their spread, then by most runs)."""
     # An output downstream of a TF32 convolution or matmul carries its roundings (see
     # judgement.upstream_units): every output is measured in the coarsest precision allowed.
     # Judged first without the noise model (as graphs are, ``GraphContext._verdict``): its floors
@@ -189,7 +201,7 @@ def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: 
     facts = [OutputFacts(unit=unit)] * len(eager)
     verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, facts)
     if worst(verdicts).outcome is not Outcome.MATCH or any(clearly_above_eager(v) for v in verdicts):
-        floors = _noise_floors(spec, seed, fp64, eager)  # outputs that cancel: judged where their rounding lives
+        floors = _noise_floors(spec, seed, fp64, eager, model_runs)  # outputs that cancel: judged where their rounding lives
         facts = [OutputFacts(unit=unit, scale_floor=f) for f in floors]
         verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, facts)
 
@@ -203,8 +215,10 @@ def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: 
     if verdict.outcome is Outcome.MATCH:
         return verdict
     try:
-        decided = over_runs(verdict, compiled, run, verdict_of, lambda v: v.outcome is not Outcome.MATCH, seed,
-                            eager=(eager, lambda: _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed)))
+        decided = over_runs(verdict, compiled, lambda: model_runs.run(run), verdict_of,
+                            lambda v: v.outcome is not Outcome.MATCH, seed,
+                            eager=(eager, lambda: model_runs.run(lambda: _forward_and_grads(spec.model, spec.inputs,
+                                                                                      spec.loss_fn, seed))))
     except Exception:  # noqa: BLE001 - a rerun that raises (a budget cut is no Exception): one run's verdict stands
         log.debug("model-level check: a rerun raised; the first run's verdict stands", exc_info=True)
         return verdict

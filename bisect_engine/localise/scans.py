@@ -30,6 +30,7 @@ from ..verdict.noise import model_floors
 from ..errors import ModelError, UsageError
 from ..verdict.compiler import Compiler
 from ..verdict.fx_eval import fresh_inputs, to_fp64
+from ..verdict.model_state import ModelRuns
 from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
 
@@ -202,16 +203,22 @@ class BatchScan:
         self.last: BatchLook | None = None
 
     def __call__(self, candidate: ScanCandidate) -> SubgraphVerdict:
-        index = candidate.index
+        """Every run on the batch (eager, compiled: one module; their reruns) starts from the state
+        eager's started from, and each model is left as its one run on the batch left it
+        (``ModelRuns``): across batches, a BatchNorm's statistics move as eager's alone would."""
+        with ModelRuns(self.model) as model_runs, ModelRuns(self.model64) as model_runs64:
+            return self._judge(candidate.index, model_runs, model_runs64)
+
+    def _judge(self, index: int, model_runs: ModelRuns, model_runs64: ModelRuns) -> SubgraphVerdict:
         batch = as_batch(self.batches[index])
         with torch.no_grad():
-            eager_out = _user_run(self.model, batch, self.seed, f"batch {index}")
-            fp64_out = _fp64_run(self.model64, batch, self.seed, eager_out)
+            eager_out = model_runs.run(lambda: _user_run(self.model, batch, self.seed, f"batch {index}"))
+            fp64_out = model_runs64.run(lambda: _fp64_run(self.model64, batch, self.seed, eager_out))
         unit = max(self.allowed, default=None)
 
         def compiled_run() -> Parts:
             with torch.no_grad():
-                return {"output": _run(self.compiled, batch, self.seed)}
+                return {"output": model_runs.run(lambda: _run(self.compiled, batch, self.seed))}
 
         floors: dict[str, list[float]] = {}
         spread: dict[str, Sequence[float]] = {"output": ()}  # the spreads the batch was last judged against
@@ -223,11 +230,11 @@ class BatchScan:
 
         def eager_run() -> Parts:
             with torch.no_grad():
-                return {"output": _user_run(self.model, batch, self.seed, f"batch {index}")}
+                return {"output": model_runs.run(lambda: _user_run(self.model, batch, self.seed, f"batch {index}"))}
 
         def noisy_run() -> Parts:
             with torch.no_grad():
-                return {"output": _run(self.model64, to_fp64(tuple(batch)), self.seed)}
+                return {"output": model_runs64.run(lambda: _run(self.model64, to_fp64(tuple(batch)), self.seed))}
 
         try:
             compiled_out = compiled_run()
@@ -360,8 +367,8 @@ def failing_samples(model: Callable[..., Any], batch: tuple[Any, ...], eager: li
             if _row_fails(i, size, eager, fp64, compiled, oracle, unit, floors)]
     if not rows or size is None:
         return None, False
-    with torch.no_grad():
-        alone = _run(model, take_samples(batch, rows), seed)
+    with torch.no_grad(), ModelRuns(model, leave="as_found") as model_runs:  # a look the program never makes
+        alone = model_runs.run(lambda: _run(model, take_samples(batch, rows), seed))
     inside = [t.index_select(0, torch.tensor(rows, device=t.device)) if t.dim() > 0 and t.shape[0] == size else t
               for t in eager]
     independent = len(alone) == len(inside) and all(

@@ -526,28 +526,60 @@ def over_runs(first: Judged, outputs: list[Any], run: Callable[[], list[Any]],
     (:func:`~bisect_engine.verdict.judgement.decided_by_runs`). The one decision for a per-node
     check, a window, a whole graph and a scan's batch or step; runs cost no compile. Returns the
     verdict (a failing run's where it stands, else a passing run's), (runs that failed, runs) and
-    the side whose values changed: "compiled", "eager" or "both"."""
+    the side whose values changed: "compiled", "eager" or "both". Of each rerun only the outputs
+    that changed are held (:func:`changed_only`), and each run is let go once judged: no more
+    than the decision needs (the spread needs every run before any is judged)."""
     torch.manual_seed(seed)
-    again = run()
+    again = changed_only(run(), outputs)
     compiled_changes = not bitwise_equal(outputs, again)
     eager_spreads = eager_spread(eager, seed, runs) if eager is not None else []
     eager_changes = bool(eager_spreads)
     if not compiled_changes and not eager_changes:
         return None
     seen = [outputs, again] if compiled_changes else [outputs]
+    del again
     while compiled_changes and len(seen) < runs:
         torch.manual_seed(seed)
-        seen.append(run())
+        seen.append(changed_only(run(), outputs))
     spreads = run_to_run_spread(seen)
     if len(eager_spreads) == len(spreads):  # the union: per output, the larger spread
         spreads = [max(pair) for pair in zip(spreads, eager_spreads)]
-    verdicts = [judge(values, spreads) for values in seen]
-    del seen
-    failing = [verdict for verdict in verdicts if failed(verdict)]
-    stands = decided_by_runs([failed(verdict) for verdict in verdicts])
-    chosen = failing[0] if stands else next(v for v in verdicts if not failed(v))
+    # Each run judged in turn and let go: only the verdicts the decision returns are kept (a
+    # verdict may hold its run's values), and a run's tensors go once it is judged.
+    total, failures, first_failing, first_passing = len(seen), 0, None, None
+    seen.reverse()
+    while seen:
+        verdict = judge(seen.pop(), spreads)
+        if failed(verdict):
+            failures += 1
+            first_failing = verdict if first_failing is None else first_failing
+        else:
+            first_passing = verdict if first_passing is None else first_passing
+        del verdict
+    stands = decided_by_runs([True] * failures + [False] * (total - failures))
+    chosen = first_failing if stands else first_passing
+    assert chosen is not None  # stands: a run failed; else most passed
     side = "both" if compiled_changes and eager_changes else ("compiled" if compiled_changes else "eager")
-    return chosen, (len(failing), len(verdicts)), side
+    return chosen, (failures, total), side
+
+
+def changed_only(run: list[Any], first: Sequence[Any]) -> list[Any]:
+    """A rerun's outputs with each one bit for bit equal to ``first``'s replaced by ``first``'s own
+    value (:func:`bitwise_equal`): the same values for every judgement and spread, and
+    :func:`over_runs` holds of each run only the outputs that changed (a model whose one
+    duplicate-index gradient changes run to run holds that gradient per run, not every output)."""
+    if len(run) != len(first):
+        return run
+    return [kept if _same_bits(kept, value) else value for value, kept in zip(run, first)]
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    """:func:`bitwise_equal` with the sign of every zero too (an exact rule reads it)."""
+    if not bitwise_equal([a], [b]):
+        return False
+    if isinstance(a, torch.Tensor) and a.is_floating_point() and a is not b:
+        return torch.equal(torch.signbit(a.detach()).cpu(), torch.signbit(b.detach()).cpu())
+    return True
 
 
 def eager_spread(eager: EagerRuns, seed: int, runs: int = RUNS) -> list[float]:
@@ -585,6 +617,8 @@ def bitwise_equal(first: Sequence[Any], second: Sequence[Any]) -> bool:
     if len(first) != len(second):
         return False
     for a, b in zip(first, second):
+        if a is b:  # one value (a rerun's output kept as the first's, :func:`changed_only`): NaNs count as equal
+            continue
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
             if a.shape != b.shape or a.dtype != b.dtype:
                 return False
