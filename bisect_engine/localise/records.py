@@ -210,6 +210,12 @@ class RunFinding:
         return next((g for g in self.graphs if g.has_finding), None)
 
     @property
+    def names_an_op(self) -> bool:
+        """An op is named: a graph's finding, a torch-level pass's rewrite, or a backward op that
+        misreads the layout compiled saved."""
+        return self.finding is not None or self.pre_grad is not None or self.layout_finding is not None
+
+    @property
     def layout_finding(self) -> GraphFinding | None:
         """The forward graph whose saved value the compiled forward lays out otherwise and a backward
         op misreads (``GraphFinding.layout_misread``): a finding of the run without a culprit subgraph

@@ -45,9 +45,7 @@ def verdict_of(result: RunResult) -> str:
     if result.interrupted:
         return "interrupted"
     if finding is None:
-        if result.pre_grad is not None:  # a torch-level pass rewrote a node: localised, not only named
-            return "divergent"
-        if result.layout_finding is not None:  # a backward op misreads the layout compiled saved
+        if result.names_an_op:  # a torch-level pass rewrote a node, or a backward op misreads a saved layout
             return "divergent"
         if result.budget or len(result.graphs) < result.captured_count:
             return "incomplete"

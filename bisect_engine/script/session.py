@@ -692,7 +692,7 @@ class Session:
                                           "localisation compiles with Inductor")
                     return self._plain_report("divergent")
             result = result if result is not None else self._localise(record, pristine, positions)
-            if positions and record.inductor_options is not None and not _found(result):
+            if positions and record.inductor_options is not None and not result.names_an_op:
                 result = self._localise_through_inductor(record, pristine, positions, result) or result
             from ..output.writer import OutputOptions, write_outputs
 
@@ -855,8 +855,8 @@ class Session:
             noted["error"] = f"{type(error).__name__}: {error}"
             return None
         self.engine_compiles += result.compiler.compiles
-        noted["named"] = _found(result)
-        return result if _found(result) else None
+        noted["named"] = result.names_an_op
+        return result if result.names_an_op else None
 
     def _localise_inside_backend(self, record: GraphRecord, pristine: list[Any]) -> Any:
         """The engine on the graphs the user's backend hands Inductor (``compile_fx``,
@@ -1311,9 +1311,3 @@ def cast_elided(report: dict[str, Any]) -> bool:
     that setting, checked, makes compiled follow eager: a listed difference beside ``clean``."""
     return any(d.get("cast_elided") and (d.get("setting") or {}).get("follows_eager")
                for d in report.get("differences") or [])
-
-
-def _found(result: Any) -> bool:
-    """The engine's result names an op: a graph finding, a pre-grad rewrite or a saved layout misread."""
-    return result is not None and (result.finding is not None or result.pre_grad is not None
-                                   or result.layout_finding is not None)
