@@ -136,8 +136,7 @@ def same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
     same NaN, -0.0 only to -0.0): compared as integers of the element's width, in one pass."""
     if first.shape != second.shape or first.dtype != second.dtype or first.device != second.device:
         return False
-    if any(type(t) is not torch.Tensor or t.layout != torch.strided or t.device.type == "meta"
-           or t.is_conj() or t.is_neg() for t in (first, second)):
+    if not (_plain(first) and _plain(second)):
         return False
     if first.is_complex():
         first, second = torch.view_as_real(first), torch.view_as_real(second)
@@ -147,14 +146,19 @@ def same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
     return torch.equal(first.detach().view(as_integer), second.detach().view(as_integer))
 
 
+def _plain(tensor: torch.Tensor) -> bool:
+    """A plain strided tensor with values in memory (no subclass, not meta, no conjugate or
+    negative bit): its bits are what its storage holds."""
+    return (type(tensor) is torch.Tensor and tensor.layout == torch.strided and tensor.device.type != "meta"
+            and not tensor.is_conj() and not tensor.is_neg())
+
+
 def same_memory(first: torch.Tensor, second: torch.Tensor) -> bool:
     """Two plain strided tensors reading the same memory the same way (address, sizes, strides,
     dtype, device; no conjugate or negative bit): the same bits, whatever wrote them."""
     if first is second:
         return True
-    plain = all(type(t) is torch.Tensor and t.layout == torch.strided and t.device.type != "meta"
-                and not t.is_conj() and not t.is_neg() for t in (first, second))
-    return plain and first.device == second.device and first.dtype == second.dtype and first.data_ptr() != 0 \
+    return _plain(first) and _plain(second) and first.device == second.device and first.dtype == second.dtype and first.data_ptr() != 0 \
         and first.data_ptr() == second.data_ptr() and first.shape == second.shape and first.stride() == second.stride()
 
 
