@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 
 from .graphs import CapturedGraph
-from .compare import Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference, worst
+from .compare import Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference, same_bits, worst
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
@@ -574,7 +574,11 @@ def changed_only(run: list[Any], first: Sequence[Any]) -> list[Any]:
 
 
 def _same_bits(a: Any, b: Any) -> bool:
-    """:func:`bitwise_equal` with the sign of every zero too (an exact rule reads it)."""
+    """:func:`bitwise_equal` with the sign of every zero too (an exact rule reads it). Two tensors
+    with the very same bits are that at once (:func:`~bisect_engine.verdict.compare.same_bits`, one
+    integer pass: a rerun's unchanged output, the common case); else the passes below decide."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and same_bits(a, b):
+        return True
     if not bitwise_equal([a], [b]):
         return False
     if isinstance(a, torch.Tensor) and a.is_floating_point() and a is not b:
