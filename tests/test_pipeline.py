@@ -443,6 +443,9 @@ def test_a_window_whose_compiled_code_drops_a_nodes_work_is_named_by_that_node()
     assert (dropped["node"], kept.target, dropped["replays"]) == ("scatter_add", torch.ops.aten.zeros.default, 1)
     assert dropped["max_abs_diff"] < 1e-5 < dropped["eager_max_abs_diff"]
     assert "dropped: the window's compiled outputs are eager's with scatter_add's work skipped" in summary(report)
+    from bisect_engine.output.bug_report import render_bug_report
+    assert "| work dropped | the compiled outputs are eager's with `scatter_add` skipped" in \
+        (render_bug_report(report, "", None) or "")
     # the same window, its add wrong by +1: no skipped work gives that, so the node whose output departs
     _, report = _run(spec, graphs, FakeCompiler(("scatter_add", "add")), stop_after="localise")
     assert (report["culprit"]["op"], report["culprit"].get("dropped_work")) == ("aten.add.Tensor", None)
