@@ -410,3 +410,42 @@ def test_graphs_with_departures_let_go_of_their_values_once_carried_into_the_bac
     assert held_at_model_check == [0]  # every value let go before the model-level check
     assert all(g.digests and g.context.eager_values == {} and not g.whole.compiled_values for g in result.graphs)
     assert [len(g["digests"]) for g in report["graphs"]] == [len(g.digests) for g in result.graphs]
+
+
+class ScatterIntoZerosThenAdd(torch.nn.Module):
+    """A max-pool backward's shape in small (pytorch#185509): gradients scattered into a zero buffer,
+    which an ``add`` then reads."""
+
+    def forward(self, src: torch.Tensor, index: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        buffer = torch.zeros(2, 8).scatter_add(1, index, src)
+        return torch.tanh(y + buffer) * 2.0
+
+
+def test_a_window_whose_compiled_code_drops_a_nodes_work_is_named_by_that_node() -> None:
+    """The planted fusion bug computes the ``add`` without the scatter's work (the zeros it was
+    scattered into, as pytorch#185509's fused kernel does): the window (scatter_add, add) is named by
+    ``scatter_add``, whose skipped work gives the compiled values, not by the ``add`` whose own
+    output departs. A fusion bug of another shape keeps its name (the same planted chain, +1)."""
+    torch.manual_seed(0)
+    src, index, y = torch.randn(2, 6), torch.randint(0, 8, (2, 6)), torch.randn(2, 8)
+    scattered = torch.zeros(2, 8).scatter_add(1, index, src)
+    spec = ModelSpec(Path("scatter.py"), ScatterIntoZerosThenAdd().eval(), (src, index, y), None, None)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        graphs, _ = capture(spec.model, spec.inputs)
+    result, report = _run(spec, graphs, FakeCompiler(("scatter_add", "add"), fault=lambda value: value - scattered),
+                          stop_after="localise")
+    culprit = report["culprit"]
+    assert (culprit["kind"], culprit["nodes"], culprit["op"]) == \
+        ("window", ["scatter_add", "add"], "aten.scatter_add.default"), culprit
+    dropped = culprit["dropped_work"]
+    kept = result.graphs[0].context.view.nodes[dropped["kept"]]
+    assert (dropped["node"], kept.target, dropped["replays"]) == ("scatter_add", torch.ops.aten.zeros.default, 1)
+    assert dropped["max_abs_diff"] < 1e-5 < dropped["eager_max_abs_diff"]
+    assert "dropped: the window's compiled outputs are eager's with scatter_add's work skipped" in summary(report)
+    from bisect_engine.output.bug_report import render_bug_report
+    assert "| work dropped | the compiled outputs are eager's with `scatter_add` skipped" in \
+        (render_bug_report(report, "", None) or "")
+    # the same window, its add wrong by +1: no skipped work gives that, so the node whose output departs
+    _, report = _run(spec, graphs, FakeCompiler(("scatter_add", "add")), stop_after="localise")
+    assert (report["culprit"]["op"], report["culprit"].get("dropped_work")) == ("aten.add.Tensor", None)

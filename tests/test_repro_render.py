@@ -156,3 +156,26 @@ def test_the_repro_judges_by_the_policy_and_facts_the_tool_judged_with() -> None
         == ["match", "match"]
     assert judge(namespace["ORACLE"], "graph", eager, fp64, compiled)[0].outcome.value == "mismatch"
 
+
+
+def test_the_repro_runs_at_the_programs_thread_count_where_a_fresh_process_would_get_another(tmp_path: Path) -> None:
+    """pytorch#185509 reproduces at 2 intra-op threads, not at 1 (Inductor's C++ kernels are
+    generated for the count): a repro made at 2 where a fresh process gets 1 sets 2 before it
+    compiles; at the default it sets nothing (the golden text above)."""
+    from bisect_engine.output.repro import fresh_process_threads, threads_to_carry
+
+    for package, core in ((0, 0), (0, 0), (0, 1), (1, 0)):  # 4 processors, 3 physical cores
+        folder = tmp_path / f"cpu{len(list(tmp_path.iterdir()))}" / "topology"
+        folder.mkdir(parents=True)
+        (folder / "physical_package_id").write_text(f"{package}\n")
+        (folder / "core_id").write_text(f"{core}\n")
+    assert fresh_process_threads({}, str(tmp_path)) == 3
+    assert fresh_process_threads({"OMP_NUM_THREADS": "1"}, str(tmp_path)) == 1
+    assert fresh_process_threads({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "4"}, str(tmp_path)) == 4  # torch's order
+    assert fresh_process_threads({}, str(tmp_path / "missing")) is None
+    assert (threads_to_carry(2, 1), threads_to_carry(2, 2), threads_to_carry(2, None)) == (2, None, 2)
+    script = render(ReproSpec(**{**_spec().__dict__, "threads": 2})).script
+    assert script.count("torch.set_num_threads(2)") == 1
+    assert script.index("torch.set_num_threads(2)") < script.index("class Repro(torch.nn.Module)")
+    assert "set_num_threads" not in render(_spec()).script
+    compile(script, "repro.py", "exec")

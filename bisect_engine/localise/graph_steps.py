@@ -17,6 +17,7 @@ from ..errors import ModelError
 from ..strategies.amplify import find_amplification, material_outputs
 from ..strategies.departures import (EAGER_ROUNDING, cast_round_trips, compiled_outputs, elided_cast,
                                      find_departures, follows_eager_with, narrowing_casts)
+from ..strategies.dropped import find_dropped_work
 from ..strategies.nodes import check_nodes, propagators, rank_culprits
 from ..strategies.windows import find_window, window
 from ..load.rewrite import views_as_reshapes
@@ -275,6 +276,20 @@ def _harness_or_window(finding: GraphFinding, driver: Driver) -> GraphFinding:
     return replace(search_window(finding, driver, finding.nodes.checked), ended_by="window")
 
 
+def _dropped_work(finding: GraphFinding, driver: Driver) -> GraphFinding:
+    """A window that diverges: the node whose work its compiled code drops, by eager replays of the
+    window with each node's work skipped (no compile), held against the window's compiled outputs."""
+    assert finding.window is not None and finding.window_verdict is not None
+    with driver.progress.step(f"{finding.context.name}: whose work does the window's compiled code drop?"):
+        dropped = find_dropped_work(finding.context, driver.search, finding.window, finding.window_verdict)
+    return replace(finding, dropped=dropped)
+
+
+def _window_mismatch(finding: GraphFinding, driver: Driver) -> bool:
+    return bool(finding.window) and finding.window_verdict is not None \
+        and finding.window_verdict.outcome is Outcome.MISMATCH
+
+
 def nan_forensics(finding: GraphFinding, driver: Driver) -> GraphFinding:
     """Compiled is at fault for a NaN/Inf when it turns a node non-finite where eager is finite
     (per-node check), or when the culprit's wrong value, replayed eagerly, makes the model's
@@ -378,6 +393,7 @@ GRAPH_PLAN: tuple[Step[GraphFinding], ...] = (
     Step("amplify", _amplify, when=lambda f, d: _no_culprit(f) and bool(f.material)),
     Step("harness_or_window", _harness_or_window, decides=False,
          when=lambda f, d: _no_culprit(f) and f.amplification is None and f.whole.outcome is not Outcome.MATCH),
+    Step("dropped_work", _dropped_work, when=_window_mismatch, decides=False),
     Step("nan_forensics", nan_forensics, when=_diverging, decides=False),
     Step("departures", _departures, when=_against_fp64, decides=False),
     Step("eager_rounding", _eager_rounding, when=lambda f, d: _against_fp64(f, d) and bool(f.departures),

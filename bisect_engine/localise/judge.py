@@ -19,8 +19,9 @@ from ..load.memory import MemoryGuard
 from ..load.model_file import ModelSpec
 from ..search import Budget, Reporter, Search
 from ..strategies.pregrad import call_cut, torch_level_values
-from ..verdict.candidate import (NO_SWITCH, Candidate, DecompositionCandidate, GraphCandidate, ModelCandidate,
-                                 ReplayCandidate, ScanCandidate, SizeCandidate, compile_arguments, compile_metered)
+from ..verdict.candidate import (NO_SWITCH, Candidate, DecompositionCandidate, DroppedWorkCandidate, GraphCandidate,
+                                 ModelCandidate, ReplayCandidate, ScanCandidate, SizeCandidate, compile_arguments,
+                                 compile_metered)
 from ..verdict.decomposed import eager_op_graphs, judge_against_trace, judge_capture
 from ..verdict.compare import Outcome
 from ..verdict.judgement import Oracle
@@ -28,7 +29,7 @@ from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph, reference_inputs
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from ..verdict.recipes import input_recipes, random_inputs
-from ..verdict.replay import replay_verdict
+from ..verdict.replay import dropped_work_verdict, replay_verdict
 from ..verdict.sizes import judge_sizes
 from .model_check import check_model_level
 from .options import EngineOptions
@@ -80,6 +81,10 @@ class Judge:
         if isinstance(candidate, ReplayCandidate):  # an eager replay: no compile
             return replay_verdict(self.contexts[candidate.graph], candidate.injected,
                                   self.compiled.get(candidate.graph, {}), candidate.outputs)
+        if isinstance(candidate, DroppedWorkCandidate):  # the window run eagerly, one node's work skipped
+            context = self.contexts[candidate.graph]
+            window = sorted(candidate.window, key=context.view.position.__getitem__)
+            return dropped_work_verdict(context, window, candidate.node, candidate.kept)
         if isinstance(candidate, SizeCandidate):
             return self._sizes(candidate)
         if isinstance(candidate, DecompositionCandidate):  # eager runs of what was traced: no compile

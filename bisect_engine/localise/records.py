@@ -16,6 +16,7 @@ from ..load.capture import BackendRun
 from ..load.model_file import ModelSpec
 from ..strategies.amplify import Amplification
 from ..strategies.departures import Consequence, DepartedValue, ElidedCast, LayoutMisread
+from ..strategies.dropped import DroppedWork
 from ..strategies.nodes import NodeCheck, Reach
 from ..strategies.pregrad import PassRewrite
 from ..strategies.sizes import SizeSweep
@@ -43,6 +44,9 @@ class GraphFinding:
     nodes: NodeCheck | None = None
     window: tuple[str, ...] | None = None
     window_verdict: SubgraphVerdict | None = None
+    # the window node whose work its compiled code drops: skipped in an eager replay, it gives the
+    # window's compiled outputs (strategies/dropped.py, no compile); the window is named by it
+    dropped: DroppedWork | None = None
     eager_nonfinite: Nonfinite | None = None  # NaN/Inf in eager's model outputs, and who makes them
     compiled_nan: str | None = None  # where compiled first turns non-finite (alone, or agreeing with eager)
     nan_problem: bool = False
@@ -124,15 +128,17 @@ class GraphFinding:
     @property
     def named_node(self) -> str | None:
         """The node the culprit is named by: a window's node whose op the subsystem's lowering or
-        decomposition fallback names (``strategies.windows.attributed_node``), else its node whose
-        own output departs, or the one its compile error names (``window_culprit``); else the culprit."""
+        decomposition fallback names (``strategies.windows.attributed_node``), else the node whose
+        work its compiled code drops (``strategies.dropped``), else its node whose own output
+        departs, or the one its compile error names (``window_culprit``); else the culprit."""
         names = self.culprit_nodes
         if self.window and names == self.window:
             crashed = self.window_verdict is not None and self.window_verdict.outcome is Outcome.CRASH
             attribution = self.attribution
             by_switch = None if crashed or attribution is None else attributed_node(
                 self.context.view, self.window, attribution.kind, attribution.name)
-            return by_switch or window_culprit(self.context.view, self.window, self.window_verdict)
+            dropped = self.dropped.node if self.dropped is not None and not crashed else None
+            return by_switch or dropped or window_culprit(self.context.view, self.window, self.window_verdict)
         return names[0] if names else None
 
     @property

@@ -284,6 +284,12 @@ def _what_differs(report: dict[str, Any]) -> str:
         return _differs_table(rows)
     if len(culprit.get("ops") or []) > 1:
         rows.append(("ops compiled together", ", ".join(f"`{op}`" for op in culprit["ops"])))
+    dropped = culprit.get("dropped_work")
+    if dropped:
+        rows.append(("work dropped", f"the compiled outputs are eager's with `{dropped.get('node')}` skipped (its input "
+                                     f"`{dropped.get('kept')}` passed through): max abs diff "
+                                     f"{short_number(dropped.get('max_abs_diff'))} to that, "
+                                     f"{short_number(dropped.get('eager_max_abs_diff'))} to eager"))
     if culprit.get("forward_op"):
         rows.append(("backward of", f"`{culprit['forward_op'].get('op')}`"))
     rows += _error_rows(culprit.get("error"), culprit_dtype(report))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import os
 import platform
 import re
 from pathlib import Path
@@ -32,7 +33,8 @@ from ..strategies.sizes import headline
 from ..verdict.shapes import ShapeMismatch, bind_symbols, data_dependent_ops, dynamic_dims
 from ..verdict.compiler import Compiler
 from ..localise.repro_inputs import repro_target
-from .repro import ReproSpec, repro_spec, torch_level_repro_spec, with_judgement
+from .repro import (ReproSpec, fresh_process_threads, repro_spec, threads_to_carry, torch_level_repro_spec,
+                    with_judgement)
 from .wording import not_reproducible_cause, subsystem_sentence
 
 SCHEMA_VERSION = 1
@@ -131,12 +133,25 @@ def culprit_json(result: RunResult, graph: GraphResult) -> dict[str, Any] | None
         culprit["reaches_output"] = reach.reaches_output
     if graph.kernels and made_by == "compiler":
         culprit["kernels"] = [kernel.to_json() for kernel in graph.kernels]
+    if graph.dropped is not None and made_by == "compiler" and named == graph.dropped.node:
+        culprit["dropped_work"] = dropped_work_json(graph)
     if graph.shapes is not None:  # a graph with symbolic sizes: does the finding need symbolic code
         culprit["shapes"] = graph.shapes
     if graph.amplification is not None and culprit["kind"] == "amplified":
         culprit.update(amplification_json(graph.amplification, lambda n: describe_node(result, graph, n)))
     apply_inside(culprit, graph.inside if made_by == "compiler" else None)
     return culprit
+
+
+def dropped_work_json(graph: GraphResult) -> dict[str, Any]:
+    """The window's compiled outputs are eager's with the named node's work skipped (its value left
+    as its input ``kept``'s): what the compiled code drops, and how close that replay comes to the
+    compiled value of ``output`` (``max_abs_diff``) beside eager's distance from it."""
+    dropped = graph.dropped
+    assert dropped is not None
+    return {"node": dropped.node, "op": op_name(graph.context.view.nodes[dropped.node]), "kept": dropped.kept,
+            "outputs": list(dropped.outputs), "output": dropped.output, "max_abs_diff": dropped.max_abs_diff,
+            "eager_max_abs_diff": dropped.eager_max_abs_diff, "replays": dropped.tried}
 
 
 def pre_grad_culprit(result: RunResult) -> dict[str, Any] | None:
@@ -471,11 +486,18 @@ def bare_report(model: Path | str, verdict: str, seconds: float = 0.0) -> dict[s
 
 
 def finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None = None) -> ReproSpec | None:
-    """The repro for the run's finding: its minimal subgraph and what the repro must show.
+    """The repro for the run's finding: its minimal subgraph and what the repro must show, at the
+    intra-op thread count the program ran with where a fresh process would get another.
 
     ``recipes``: draw the inputs at random from these (checked by the caller to reproduce)
     instead of embedding the real values.
     """
+    spec = _finding_repro_spec(result, recipes)
+    threads = threads_to_carry(torch.get_num_threads(), fresh_process_threads(os.environ))
+    return None if spec is None else dataclasses.replace(spec, threads=threads)
+
+
+def _finding_repro_spec(result: RunResult, recipes: list[dict[str, Any]] | None = None) -> ReproSpec | None:
     target = repro_target(result)
     if target is None and result.layout_finding is not None:
         return saved_layout_repro_spec(result, describe_node, environment=environment(),

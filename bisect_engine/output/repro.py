@@ -20,7 +20,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 import torch
 
@@ -94,6 +94,9 @@ class ReproSpec:
     # A layout misread (expect "saved_layout"): (input name, strides) of each input laid out as the
     # compiled forward saved it.
     layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # The intra-op thread count the program ran with, where a fresh process would get another
+    # (:func:`threads_to_carry`): the repro sets it (Inductor's C++ kernels are generated for it).
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,29 @@ def torch_level_repro_spec(graph_module: torch.fx.GraphModule, input_names: tupl
         environment=tuple(sorted(environment.items())), expect=expect, notes=tuple(notes or ()), seed=seed)
 
 
+def fresh_process_threads(environ: Mapping[str, str], cpu_root: str = "/sys/devices/system/cpu") -> int | None:
+    """The intra-op thread count a fresh process started with ``environ`` gets, by torch's rule:
+    ``MKL_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the machine's physical cores (read from
+    Linux's CPU topology); None where that cannot be read."""
+    for variable in ("MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        text = environ.get(variable, "").strip()
+        if text.isdigit() and int(text) > 0:
+            return int(text)
+    cores = set()
+    for topology in Path(cpu_root).glob("cpu[0-9]*/topology"):
+        try:
+            cores.add(((topology / "physical_package_id").read_text().strip(), (topology / "core_id").read_text().strip()))
+        except OSError:
+            return None
+    return len(cores) or None
+
+
+def threads_to_carry(threads: int, default: int | None) -> int | None:
+    """``threads`` (the program's count) where a fresh process would run at another, or where what
+    it would get cannot be told; None where it is that default (the repro then sets nothing)."""
+    return None if default is not None and threads == default else threads
+
+
 def kernel_quotes(kernels: tuple[Kernel, ...]) -> tuple[tuple[str, str], ...]:
     """(heading, source) for the first few kernels, each source cut to a readable size."""
     quotes = []
@@ -228,6 +254,13 @@ _CONFIG = '''
 # The non-default Inductor config {config_note}.
 INDUCTOR_CONFIG = {config}
 {unrenderable}'''
+
+_THREADS = '''
+# The program ran with {threads} intra-op threads (torch.set_num_threads), not the count a fresh
+# process gets here: Inductor generates its C++ kernels for the thread count they run at, so this
+# repro runs at it too.
+torch.set_num_threads({threads})
+'''
 
 # The repros that run ops eagerly only (their INDUCTOR_CONFIG is the run's, for the record).
 NO_COMPILE_EXPECTS = ("decomposition", "saved_layout")
@@ -406,6 +439,7 @@ def render(spec: ReproSpec, script_name: str = "repro.py") -> RenderedRepro:
         + _CONFIG.format(config=_config_literal(spec.inductor_config), unrenderable=unrenderable,
                          config_note=("of the run (this repro compiles nothing: the op runs eagerly)"
                                       if spec.expect in NO_COMPILE_EXPECTS else "the failing compile ran with"))
+        + (_THREADS.format(threads=spec.threads) if spec.threads is not None else "")
         + (_AOT_INDUCTOR if spec.aot_inductor else "")
         + ("\n# The higher-order ops' subgraphs, as Repro's attributes.\n" + spec.subgraph_classes
            if spec.subgraph_classes else "")

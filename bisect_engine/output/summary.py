@@ -41,7 +41,7 @@ def culprit_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"  source:  {culprit['source'] or '?'}   module: {culprit['module'] or '<top>'}")
     if "forward_op" in culprit:
         lines.append(f"  backward of {culprit['forward_op']['op']} (forward node {culprit['forward_op']['node']})")
-    lines += _evidence_lines(culprit) + _saved_layout_lines(culprit)
+    lines += _evidence_lines(culprit) + _saved_layout_lines(culprit) + _dropped_work_lines(culprit)
     lines += kernel_lines(culprit.get("kernels") or [], with_repro=bool(report.get("repro")))
     lines += _other_findings_lines(report)
     if culprit["kind"] == "amplified":
@@ -68,6 +68,16 @@ def _evidence_lines(culprit: dict[str, Any]) -> list[str]:
     if culprit["propagators"]:
         lines.append(f"  spreads to {len(culprit['propagators'])} downstream node(s)")
     return lines
+
+
+def _dropped_work_lines(culprit: dict[str, Any]) -> list[str]:
+    """A window whose compiled code drops a node's work: eager without that work gives compiled's values."""
+    dropped = culprit.get("dropped_work")
+    if not dropped:
+        return []
+    return [f"  dropped: the window's compiled outputs are eager's with {dropped['node']}'s work skipped (its input "
+            f"{dropped['kept']} passed through unchanged): {dropped['output']} within {dropped['max_abs_diff']:.3g} "
+            f"of that replay, {dropped['eager_max_abs_diff']:.3g} from eager's; the compiled code drops {dropped['op']}"]
 
 
 def _saved_layout_lines(culprit: dict[str, Any]) -> list[str]:

@@ -4,7 +4,8 @@ A candidate says *what* to compile and *how*, never does it: :class:`GraphCandid
 one captured graph (compiled together, or each alone on reference inputs) under a
 :class:`Switch` (a subsystem turned off); :class:`ModelCandidate` is the user's whole model through a
 real ``torch.compile`` under a switch; :class:`ReplayCandidate` is an eager replay with some nodes'
-compiled values injected (no compile); :class:`DecompositionCandidate` is a torch-level call run
+compiled values injected (no compile); :class:`DroppedWorkCandidate` a window run eagerly with one
+node's work skipped (no compile); :class:`DecompositionCandidate` is a torch-level call run
 as written against the aten graph AOT Autograd traces of it (no compile); :class:`ScanCandidate` is one batch or training step of a
 scan (the whole model run eager, in fp64 and compiled on it). All are frozen and hashable, so the search caches their
 verdicts. :func:`compile_arguments` turns a switch into ``compile_fx`` arguments.
@@ -101,6 +102,21 @@ class ReplayCandidate:
 
 
 @dataclass(frozen=True)
+class DroppedWorkCandidate:
+    """Window ``window`` of captured graph ``graph`` run eagerly with node ``node``'s work skipped:
+    its value is its input ``kept``'s, unchanged (a scatter that never scatters, an update never
+    applied). MISMATCH when the window's outputs then differ materially from eager's; the verdict's
+    ``compiled_values`` are those replayed outputs, which the strategy holds against the window's
+    compiled ones (see :mod:`bisect_engine.strategies.dropped`). No compile."""
+
+    graph: str
+    window: frozenset[str]
+    node: str
+    kept: str
+    purpose: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
 class DecompositionCandidate:
     """Captured graph ``graph``'s Dynamo (torch-level) graph, run eagerly as the program wrote it,
     against what our capture made of it, run eagerly: no compile. ``node`` None: the whole Dynamo
@@ -125,7 +141,8 @@ class ScanCandidate:
     index: int
 
 
-Candidate = GraphCandidate | ModelCandidate | ReplayCandidate | SizeCandidate | ScanCandidate | DecompositionCandidate
+Candidate = (GraphCandidate | ModelCandidate | ReplayCandidate | SizeCandidate | ScanCandidate | DecompositionCandidate
+             | DroppedWorkCandidate)
 
 
 def compile_metered(candidate: Candidate) -> bool:

@@ -22,20 +22,19 @@ backward graph compiled with the weight contiguous is exact (0.0); with it chann
 48.9 / 43.5 / 77.0, the program's; ``max_fusion_size = 1`` makes it match. The op whose work the
 compiled code drops is ``scatter_add`` (the max-pool backward), not the forward's
 ``max_pool2d_with_indices`` (not in the backward graph).
+Named (bugs10): recaptured through compile_fx_inner, backward_1's window (where_1, where_2, view_2,
+scatter_add, view_4, add_7, convolution_backward) gives exactly eager's outputs with scatter_add's
+work skipped (its zero buffer passed through: max |diff| 0.0, 18.1 from eager's), so it is named by
+``scatter_add`` (``culprit.dropped_work``), not by the ``convolution_backward`` whose output departs;
+its repro sets the program's 2 threads (``torch.set_num_threads(2)``) and reproduces under the
+corpus's ``OMP_NUM_THREADS=1``.
 """
 REAL_REPORT = {
     "issue": 185509, "class": "real_bug",
     "verdict": "divergent",
     "op": "aten.scatter_add.default",
     "cli_args": [],
-    "known_miss": ("divergent (at 2 threads), but named by the window's last node: recaptured through compile_fx_inner (the "
-                   "weight laid out channels-last as the compiled forward saves it), backward_1 mismatches and the "
-                   "engine names the window where_1, where_2, view_2, scatter_add, view_4, add_7, "
-                   "convolution_backward by aten.convolution_backward.default (the node whose output departs; "
-                   "subsystem: max_fusion_size; 60 compiles). The fused kernel drops the scatter_add: naming a window "
-                   "by the op whose work its kernel omits is the missing step. Its repro reproduces at 2 threads "
-                   "(3/3) but not under this test's OMP_NUM_THREADS=1: the repro does not carry the program's "
-                   "thread count"),
+    "known_miss": None,
 }
 import torch
 import torch.nn.functional as F
