@@ -100,7 +100,8 @@ def _run_case(case: Path, base: Path) -> CaseRun:
         E2E_SECONDS[case.stem] = time.perf_counter() - started
 
 
-def _run_case_untimed(case: Path, base: Path, extra: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> CaseRun:
+def _run_case_untimed(case: Path, base: Path, extra: tuple[str, ...] = (), extra_env: dict[str, str] | None = None,
+                      without_bug: bool = True) -> CaseRun:
     out_dir = base / case.stem / "out"
     workdir = base / case.stem / "cwd"
     workdir.mkdir(parents=True)
@@ -118,7 +119,7 @@ def _run_case_untimed(case: Path, base: Path, extra: tuple[str, ...] = (), extra
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else None
     run = CaseRun(case, completed.returncode, completed.stdout + completed.stderr, report, out_dir, env)
-    if report and report.get("repro") and _removable(case):
+    if without_bug and report and report.get("repro") and _removable(case):
         run.without_bug = _run_without_bug(case, Path(report["repro"]["path"]))
     return run
 
@@ -415,7 +416,8 @@ def _again(stem: str, base: Path) -> CaseRun:
 
     other = _other_workers()
     case = next(case for case in CASES if case.stem == stem)
-    return _run_case_untimed(case, base, ("--workers", other), {EAGER: "1"} if other == "2" else {})
+    # The repro without the bug is the suite's own run's check (the same case, the same repro).
+    return _run_case_untimed(case, base, ("--workers", other), {EAGER: "1"} if other == "2" else {}, without_bug=False)
 
 
 def _dies(base: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
