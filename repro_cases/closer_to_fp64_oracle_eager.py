@@ -23,6 +23,10 @@ PLANTED = None
 CLI_ARGS = ["--oracle", "eager"]
 
 # the window is named by its node whose own output departs: the sub (the add's value stays inside)
+KNOWN_MISS = ("clean since the one noise model (a2ba806, issue 36): the sub's floor carries the bf16 rounding of "
+              "x + 32 (0.125, the scale of its terms), and compiled's 0.125 from eager is within it, so --oracle "
+              "eager says clean and lists nothing, where --oracle outputs lists the value with "
+              "emulate_precision_casts (closer_to_fp64_bf16); found 2026-11-29, see the round's closing note")
 EXPECTED = {"verdict": "divergent", "op": "aten.sub.Tensor", "graph": "forward_0", "kind": "window", "ops": ["aten.add.Tensor", "aten.sub.Tensor"]}
 
 

@@ -183,7 +183,15 @@ def _ids() -> list[str]:
     return [case.stem for case in CASES]
 
 
-@pytest.mark.parametrize("stem", _ids())
+def _expectations(stems: "list[str] | None" = None) -> list[Any]:
+    """The cases (of ``stems``), one whose header says ``KNOWN_MISS`` (why the tool does not yet give
+    its ``EXPECTED``) as a strict xfail: it fails the suite once it passes, so its header is mended."""
+    return [pytest.param(case.stem, marks=pytest.mark.xfail(strict=True, reason=_literal(case, "KNOWN_MISS")))
+            if _literal(case, "KNOWN_MISS") else case.stem
+            for case in CASES if stems is None or case.stem in stems]
+
+
+@pytest.mark.parametrize("stem", _expectations())
 def test_tool_names_the_planted_op(case_runs: dict[str, CaseRun], stem: str) -> None:
     run = case_runs[stem]
     expected = _expected(run.case)
@@ -292,7 +300,7 @@ def _has_repro(stem: str) -> bool:
     return expected.get("verdict") in ("divergent", "nan") and expected.get("op") is not None and expected.get("repro", True)
 
 
-@pytest.mark.parametrize("stem", [s for s in _ids() if _has_repro(s)])
+@pytest.mark.parametrize("stem", _expectations([s for s in _ids() if _has_repro(s)]))
 def test_repro_reproduces_in_a_fresh_process_and_not_without_the_bug(case_runs: dict[str, CaseRun], stem: str) -> None:
     """The tool ran the repro in a fresh process of the planted environment (exit 1 recorded);
     here it runs again with the bug absent and must exit 0."""
