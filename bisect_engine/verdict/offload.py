@@ -19,6 +19,7 @@ fp64 and noise runs (``strategies/departures.find_departures``: the graph's valu
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import os
@@ -144,7 +145,20 @@ def spill(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], fo
                     tensor.set_(storage, tensor.storage_offset(), tensor.size(), tensor.stride())
             continue
         moved += storage.nbytes()
+    if moved:
+        _trim()
     return moved
+
+
+def _trim() -> None:
+    """Hand the memory the moved storages freed back to the system (glibc's ``malloc_trim``): a
+    freed block amid the heap otherwise stays resident beside the file pages read back later."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        return
+    trim(0)
 
 
 def attributes_of(graph_module: Any) -> list[torch.Tensor]:
