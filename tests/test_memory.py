@@ -125,3 +125,39 @@ def test_a_streamed_backward_replay_finds_what_the_held_replay_finds_and_holds_n
     assert kept == []  # no replay of every backward value is kept after it
     rounded = {"hinge": saved * (1 + 2**-20)}  # a rounding-sized change that flips no mask
     assert consequence(rounded, held=False)[0] is None and consequence(rounded, held=True)[0] is None
+
+
+# ---- the run's values on disk while the upstream gate's model-level check runs (issue 34) -----------
+def _mapped_spills() -> int:
+    with open("/proc/self/maps") as maps:
+        return sum("bisect-spill-" in line for line in maps)
+
+
+def test_spilled_values_keep_their_objects_bits_and_sharing_and_leave_protected_ones(tmp_path: Path) -> None:
+    from bisect_engine.verdict.offload import scratch_on_disk, spill, tensors_in
+
+    if not scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+    base = torch.randn(512, 1024)  # 2 MB
+    view = base[3:, 5:]  # shares base's storage
+    small = torch.randn(8)  # under MIN_BYTES: stays
+    parameter = torch.randn(1024, 1024)
+    alias = parameter.view(-1)  # shares a protected storage: stays
+    record = {"values": [base, view, (small, alias)], "again": view}
+    expected = [t.clone() for t in (base, view, small, alias)]
+    held = tensors_in([record])
+    assert {id(t) for t in held} == {id(base), id(view), id(small), id(alias)}
+    before, parameter_version = _mapped_spills(), parameter._version
+    moved = spill(held, [parameter], str(tmp_path))
+    assert moved == base.untyped_storage().nbytes() == 512 * 1024 * 4
+    assert _mapped_spills() == before + 1 and list(tmp_path.iterdir()) == []  # mapped, its file already unlinked
+    assert record["values"][0] is base and record["again"] is view  # the same objects everywhere
+    assert all(torch.equal(a, b) for a, b in zip((base, view, small, alias), expected))
+    assert view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()  # still one storage
+    assert view.storage_offset() == 3 * 1024 + 5 and view.stride() == base.stride()
+    assert parameter._version == parameter_version and alias.data_ptr() == parameter.data_ptr()
+    assert spill(held, [parameter], str(tmp_path)) == 0 and _mapped_spills() == before + 1  # moved once
+    view.add_(1.0)  # a write after the move reaches every tensor on the storage, as before it
+    assert torch.equal(base[3:, 5:], expected[1] + 1.0)
+    del base, view, record, held
+    assert _mapped_spills() == before  # the mapping goes with the last tensor on it

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from bisect_engine.verdict.compare import Outcome, closer_to_fp64, material_difference, rounding_unit
 from bisect_engine.verdict.graphs import CapturedGraph
-from bisect_engine.verdict.judgement import MODEL, Oracle, judge_outputs
+from bisect_engine.verdict.judgement import MODEL, Oracle, combined_scale, judge_outputs
 from bisect_engine.verdict import noise
 from bisect_engine.verdict.noise import CANCELLED, noise_floors
 from bisect_engine.verdict.oracle import GraphContext
@@ -214,7 +215,7 @@ def test_the_gate_passes_what_upstreams_same_passes_and_keeps_the_error() -> Non
 def test_the_gate_never_passes_an_exact_rule() -> None:
     """Integers, bools, dtypes and non-finite values are exact: upstream's pass does not lift them."""
     from bisect_engine.verdict.compare import Outcome
-    from bisect_engine.verdict.judgement import MODEL, Oracle, judge_outputs
+    from bisect_engine.verdict.judgement import MODEL, Oracle, combined_scale, judge_outputs
 
     fp64, eager, compiled = _outputs(2e-5)
     index = torch.arange(4)
@@ -890,3 +891,65 @@ def test_model_runs_start_each_run_from_the_first_runs_state_and_leave_a_lazy_mo
     with ModelRuns(model, leave="as_found") as runs:
         runs.run(lambda: model(x))
     assert int(model.steps) == 1 and model(x).shape == x.shape
+
+
+def test_a_reductions_order_noise_in_the_draws_memory_has_the_bits_of_the_expression_it_replaces() -> None:
+    """``_with_order_noise`` adds its draw in the draw's own memory (issue 34: the backward's noise
+    run held four value-sized temporaries at a large sum): the same bits, layout and generator state
+    as ``noisy + (draw * 2 - 1) * (unit * scale)``, which a non-contiguous value still takes."""
+    graph_module = make_fx(lambda a, b: torch.add(a, b))(torch.randn(3, 5), torch.randn(3, 5))
+    node = next(n for n in graph_module.graph.nodes if n.op == "call_function")
+    a, b = (torch.randn(33, 31, dtype=torch.float64, generator=torch.Generator().manual_seed(s)) * 1e3 for s in (2, 3))
+    runs = noise._Runs(torch.Generator().manual_seed(1), streamed=True)
+    runs.clean_env.update(zip(node.all_input_nodes, (a, b)))
+    unit = rounding_unit(torch.float32)
+    for noisy in ((a + b) * 1e-6, ((a + b) * 1e-6).t().contiguous().t()):  # contiguous, then not
+        clean = a + b
+        generator = torch.Generator().manual_seed(7)
+        got = noise._with_order_noise(node, runs, clean, noisy, unit, generator)
+        reference = torch.Generator().manual_seed(7)
+        scale = combined_scale(node, {source.name: value for source, value in zip(node.all_input_nodes, (a, b))})
+        assert scale > 0.0
+        draw = torch.rand(noisy.shape, generator=reference, dtype=torch.float32).to(torch.float64)
+        expected = noisy + (draw * 2 - 1) * (unit * scale)
+        assert torch.equal(got.view(torch.int64), expected.view(torch.int64)) and got.stride() == expected.stride()
+        assert torch.equal(generator.get_state(), reference.get_state())
+        assert got is not noisy and not torch.equal(got, noisy)
+
+
+def test_a_departure_listings_noise_run_with_the_graphs_values_on_disk_lists_what_it_lists_in_memory(
+        monkeypatch, tmp_path) -> None:
+    """The noise run of a departure listing (issue 34) runs with the graph's eager, compiled and fp64
+    values moved to memory-mapped files: the same departures and floors, the same values after it,
+    the captured inputs not moved."""
+    from bisect_engine.strategies import departures
+    from bisect_engine.verdict import offload
+
+    if not offload.scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+    monkeypatch.setattr(offload.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(offload, "MIN_BYTES", 0)
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(9))
+    w = torch.randn(256, 256, generator=torch.Generator().manual_seed(10))
+
+    def chain(v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.tanh(v @ m), (v * 2).sum(-1)
+
+    spill = departures.spill_graph_values
+
+    def listed(spilled: bool) -> tuple[Any, list[Any], list[int]]:
+        context = _context(chain, x, w)
+        outputs = context.view.output_names()
+        compiled = {outputs[0]: torch.tanh(x.double() @ w.double()).float(), outputs[1]: context.eager_values[outputs[1]]}
+        moved: list[int] = []
+        monkeypatch.setattr(departures, "spill_graph_values",
+                            lambda *a: moved.append(spill(*a) if spilled else 0))
+        found = departures.find_departures(context, compiled, "graph")
+        values = [context.eager_values[n].clone() for n in context.view.output_names()] + list(compiled.values())
+        return found, values, moved
+
+    monkeypatch.setattr(departures, "noise_open", lambda *args: (None, 0.0))  # every departure asks the noise run
+    in_memory, values, _ = listed(spilled=False)
+    on_disk, spilled_values, moved = listed(spilled=True)
+    assert in_memory and on_disk == in_memory and moved and moved[0] > 0
+    assert all(torch.equal(a, b) for a, b in zip(values, spilled_values)) and x.data_ptr() != 0

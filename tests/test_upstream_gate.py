@@ -102,3 +102,28 @@ def test_an_exact_rule_finding_keeps_its_headline_without_asking_the_program(spe
     result, report = _run(spec, captured, compiler, stop_after="localise")
     assert report["verdict"] in ("divergent", "nan") and report["culprit"]["op"] == "aten.relu.default"
     assert report["within_upstream"] == [] and "model_check" not in compiler.by_stage
+
+
+def test_the_gate_moves_the_graphs_values_to_disk_and_judges_as_with_them_in_memory(spec, captured, monkeypatch,
+                                                                                     tmp_path) -> None:
+    """The model-level check runs with the run's values moved to memory-mapped files (issue 34):
+    every verdict, listing and digest as with them held in memory; the model's parameters not moved."""
+    from bisect_engine.localise import run_steps
+    from bisect_engine.localise import release as releasing
+    from bisect_engine.verdict import offload
+
+    if not offload.scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+    monkeypatch.setattr(offload.tempfile, "tempdir", str(tmp_path))
+    compiler = FakeCompiler(("relu",), _relu(captured), fault=lambda value: value * (1 + 2e-4))
+    monkeypatch.setattr(run_steps, "spill_run_values", lambda driver: 0)
+    _, held = _run(spec, captured, compiler)
+    moved: list[int] = []
+    monkeypatch.setattr(offload, "MIN_BYTES", 0)  # this model's values are small: every one moved
+    monkeypatch.setattr(run_steps, "spill_run_values", lambda driver: moved.append(releasing.spill_run_values(driver)))
+    parameters = [(t, t._version, t.data_ptr()) for t in spec.model.parameters()]
+    _, spilled = _run(spec, captured, FakeCompiler(("relu",), _relu(captured), fault=lambda value: value * (1 + 2e-4)))
+    assert moved and moved[0] > 0
+    assert [(t, t._version, t.data_ptr()) for t in spec.model.parameters()] == parameters  # not moved
+    for key in ("verdict", "culprit", "model_level", "within_upstream", "graphs", "differences"):
+        assert spilled.get(key) == held.get(key), key

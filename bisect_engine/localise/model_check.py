@@ -32,6 +32,7 @@ from ..verdict.model_state import ModelRuns
 from ..verdict.noise import model_floors
 from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
+from ..verdict.offload import spill, tensors_in
 from ..verdict.upcast import Upcast
 
 log = logging.getLogger(__name__)
@@ -92,12 +93,18 @@ def _fp64_copy(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model, memo).to(torch.float64)
 
 
-def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any], model_runs: ModelRuns) -> list[float]:
+def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any], model_runs: ModelRuns,
+                  beside: Sequence[Any] = ()) -> list[float]:
     """The noise model's floor of each model output (``verdict/noise.py``): the fp64 model (copied
     from the state the check's runs start from, ``model_runs``) run once more with every op's result
-    rounded at random; none where there is no fp64 model."""
+    rounded at random; none where there is no fp64 model. The fp64 results and those ``beside``
+    them (the compiled run's) wait on disk meanwhile (``offload.spill``, read back as judged): the
+    second fp64 model and its run are the check's peak. Eager's stay (its gradients are the model's)."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
+    model = spec.model
+    spill(tensors_in([fp64, beside]), [*model.parameters(), *model.buffers(), *tensors_in([eager, spec.inputs]),
+                                       *(p.grad for p in model.parameters() if p.grad is not None)])
     model64 = model_runs.run(lambda: _fp64_copy(spec.model))
     return model_floors(lambda: _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed,
                                                    upcast=spec.loss_fn is None), fp64, eager)
@@ -201,7 +208,7 @@ def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: 
     facts = [OutputFacts(unit=unit)] * len(eager)
     verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, facts)
     if worst(verdicts).outcome is not Outcome.MATCH or any(clearly_above_eager(v) for v in verdicts):
-        floors = _noise_floors(spec, seed, fp64, eager, model_runs)  # outputs that cancel: judged where their rounding lives
+        floors = _noise_floors(spec, seed, fp64, eager, model_runs, compiled)  # outputs that cancel: judged where their rounding lives
         facts = [OutputFacts(unit=unit, scale_floor=f) for f in floors]
         verdicts = judge_outputs(oracle, MODEL, eager, fp64, compiled, facts)
 

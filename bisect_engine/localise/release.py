@@ -7,6 +7,10 @@ then its eager values, replays and compiled values are dropped: from its record,
 (its context and per-node values: a later candidate of this graph would be an internal error,
 never a verdict on missing values), from the search's cache (forgotten) and history (kept as
 verdicts without values). Every verdict and statistic stays.
+
+Values still read later wait on disk while another graph is judged and while the upstream gate's
+model-level check runs (:func:`spill_run_values`, ``verdict/offload.py``): the same tensors, paged
+back in when read.
 """
 from __future__ import annotations
 
@@ -19,8 +23,10 @@ import torch.fx as fx
 
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import Digests
-from ..verdict.graphs import op_name, source_location, value_nodes
+from ..verdict.graphs import CapturedGraph, op_name, source_location, value_nodes
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
+from ..load.model_file import ModelSpec
+from ..verdict.offload import attributes_of, spill, tensors_in
 from ..verdict.oracle import SubgraphVerdict
 from .drive import Driver
 from .records import GraphFinding
@@ -135,4 +141,25 @@ def release(graph: GraphFinding, driver: Driver) -> GraphFinding:
     graph.context.release_values()
     log.debug("%s: judged clean, its values released", name)
     return released
+
+
+def spill_run_values(driver: Driver, captured_inputs: bool = True) -> int:
+    """:func:`spill` of every value the run holds: the graphs judged so far (eager values, replays,
+    compiled values), the verdicts' compiled values and (``captured_inputs``) the captured graphs'
+    own copies of their inputs (a backward's saved activations); never what is held by reference
+    (a captured graph's ``shared`` inputs, whose version counters its capture checks; the model's
+    parameters, buffers and inputs, which the model-level check runs; the graphs' constants). A
+    moved value still pickles as any tensor (a worker's or an isolated child's job)."""
+    run, judge = driver.finding, driver.judge
+    roots = [run.graphs, list(judge.contexts.values()), judge.compiled, [v for _k, v in driver.search.history]]
+    if captured_inputs:
+        roots.append([(g.inputs, g.later_inputs) for g in run.captured])
+    held = tensors_in(roots, skip=(CapturedGraph, ModelSpec, torch.nn.Module))
+    protected = tensors_in([[(g.shared, g.torch_level) for g in run.captured], run.spec.inputs])
+    protected += [t for g in run.captured for t in attributes_of(g.graph_module)]
+    if isinstance(run.spec.model, torch.nn.Module):
+        protected += [*run.spec.model.parameters(), *run.spec.model.buffers()]
+    moved = spill(held, protected)
+    log.info("%d MB of the run's values moved to memory-mapped files", moved >> 20)
+    return moved
 

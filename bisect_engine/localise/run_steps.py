@@ -25,7 +25,7 @@ from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
 from .records import GraphFinding, RunFinding, model_level_noted
-from .release import release, releasable
+from .release import release, releasable, spill_run_values
 from .upstream import within_upstream
 
 log = logging.getLogger(__name__)
@@ -34,10 +34,16 @@ PRE_GRAD_PASSES = {switch.name for switch in MODEL_PASSES}
 
 
 def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
-    """The captured graphs not yet judged, in order, until one has a finding."""
+    """The captured graphs not yet judged, in order, until one has a finding. What the graphs
+    judged before still hold (a forward's values its departures carry into the backward later)
+    waits on disk while the next is judged (``release.spill_run_values``: it reads none of them)."""
     judged = {graph.context.captured.name for graph in run.graphs}
     for graph in run.captured:
-        if graph.name not in judged and examine(graph, driver, driver.options).has_finding:
+        if graph.name in judged:
+            continue
+        if driver.finding.graphs:
+            spill_run_values(driver, captured_inputs=False)
+        if examine(graph, driver, driver.options).has_finding:
             break
     return driver.finding
 
@@ -46,11 +52,16 @@ def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
     """Never stricter than upstream (issue 36): a graph's finding made by the ulp rule alone is the
     headline only where the program's own outputs fail too. The model-level check (one whole-model
     compile through the run's search, cached: the run's later model-level check reuses it) judges
-    them at scope ``model``; where they pass, the finding is listed (``within_upstream``) and the
-    graphs after it are judged on, each finding of theirs gated alike."""
+    them at scope ``model``, the values the run's graphs hold moved to memory-mapped files while it
+    runs (``release.spill_run_values``: nothing reads them meanwhile); where they pass, the finding
+    is listed (``within_upstream``) and the graphs after it are judged on, each finding of theirs
+    gated alike."""
     while run.finding is not None and _ulp_rule_only(run.finding):
+        candidate = model_candidate(run, driver.options)
         with driver.progress.step(f"{run.finding.context.name}: do the program's outputs pass upstream's same?"):
-            program = driver.search.judge(model_candidate(run, driver.options))
+            if driver.search.known(candidate) is None:  # the check runs: what the graphs hold waits on disk
+                spill_run_values(driver)
+            program = driver.search.judge(candidate)
         driver.note(**model_level_noted(program))
         listed = within_upstream(program)
         if listed is None:  # the error reaches what the program returns: the headline stands

@@ -21,6 +21,7 @@ from ..verdict.judgement import judge_against_eager, scale_floor
 from ..verdict.precision import op_base_name
 from ..verdict.fx_eval import detached, mutates, stream_graph, values_of, watch_graph
 from ..verdict.graphs import value_nodes
+from ..verdict.offload import spill_graph_values
 from .amplify import Amplifier, amplifiers, amplifiers_of, path_between, random_values
 from ..verdict.oracle import GraphContext
 from ..verdict.replay import replay
@@ -61,6 +62,8 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
         return []
     # only the departing values' fp64 references are kept (not every node's, fp64 of the whole graph)
     context.captured.check_inputs()
+    if kept is None or named_only:  # the fp64 run reads the captured inputs alone: the graph's values wait on disk
+        spill_graph_values(context, compiled_values)
     fp64 = kept if kept is not None and not named_only else values_of(
         context.captured.graph_module, context.captured.inputs, departing, upcast=True)
     # Each departure decided without the noise model where it can be (:func:`noise_open`); the
@@ -76,8 +79,11 @@ def find_departures(context: GraphContext, compiled_values: dict[str, Any], scop
         noise, order_floor = noise_open(context, name, departure, eager, fp64.get(name), compiled)
         listed += noise is False
         decided.append((name, departure, noise, order_floor))
-    floors = context.listing_floors([name for name, _d, noise, _f in decided if noise is None],
-                                    carried=scope != "node")
+    open_names = [name for name, _d, noise, _f in decided if noise is None]
+    if open_names and "noise" not in vars(context):
+        # the noise run reads the captured inputs alone: what the graph holds waits on disk meanwhile
+        spill_graph_values(context, fp64, compiled_values)
+    floors = context.listing_floors(open_names, carried=scope != "node")
     found = []
     for name, departure, noise, order_floor in decided:
         eager, compiled = context.eager_values.get(name), compiled_values[name]

@@ -1,0 +1,184 @@
+"""Values moved to memory-mapped files while a step that needs room runs (issue 34).
+
+Nothing reads a value while it waits, and every later reader reads it as it was. :func:`spill`
+moves each storage onto a file written once and mapped back privately (``MAP_PRIVATE``): the same
+tensor objects, the same bits, the same sharing between them (each storage moved once, every
+tensor on it re-pointed with its offset, sizes and strides), read back page by page where a later
+step reads them, and until then on disk, not in the process's memory (file pages, which the kernel
+can drop and read again). The file is unlinked as soon as it is mapped: nothing to remove at the
+end, nothing a killed run leaves; a moved tensor pickles, saves and copies as any other (not
+through ``torch.multiprocessing``'s file-descriptor sharing, which nothing here uses). Never
+moved: what the caller protects (tensors held by reference), storages under :data:`MIN_BYTES`,
+tensors other than plain strided CPU ones; nothing at all where the folder is itself in memory
+(tmpfs, ramfs). Callers, each before a run that
+reads none of what it moves: the upstream gate's model-level check
+(``localise/release.spill_run_values``: the graphs' values), the model-level check's noise model
+(``localise/model_check._noise_floors``: its fp64 and compiled results), a departure listing's
+fp64 and noise runs (``strategies/departures.find_departures``: the graph's values,
+:func:`spill_graph_values`).
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import logging
+import os
+import tempfile
+from typing import Any, Iterable
+
+import torch
+
+log = logging.getLogger(__name__)
+
+MIN_BYTES = 1 << 20  # smaller storages stay: the allocator would keep their pages anyway
+IN_MEMORY = ("tmpfs", "ramfs")
+PREFIX = "bisect-spill-"  # the files' names (unlinked once mapped: "(deleted)" in /proc/self/maps)
+
+
+def tensors_in(roots: Iterable[Any], skip: tuple[type, ...] = ()) -> list[torch.Tensor]:
+    """Every tensor reachable from ``roots`` through dataclasses (their instance attributes),
+    dicts, lists, tuples and sets, each object visited once; ``skip``: types not entered."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, skip):
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            attributes = getattr(item, "__dict__", None)  # fields, private ones and cached properties
+            stack.extend(attributes.values() if attributes is not None
+                         else [getattr(item, f.name, None) for f in dataclasses.fields(item)])
+    return found
+
+
+def _movable(tensor: torch.Tensor) -> bool:
+    return (type(tensor) is torch.Tensor and tensor.layout == torch.strided and tensor.device.type == "cpu"
+            and not tensor.is_quantized and not tensor.is_inference() and not tensor.requires_grad)
+
+
+def scratch_on_disk(folder: str) -> bool:
+    """Whether ``folder`` lies on a file system whose pages are not memory (its mount's type)."""
+    path, best, fstype = os.path.realpath(folder), "", ""
+    try:
+        with open("/proc/self/mounts") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mount = fields[1].replace("\\040", " ")
+                inside = path == mount or path.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) >= len(best):
+                    best, fstype = mount, fields[2]
+    except OSError:  # no mount table to read: assume the worst (nothing moved)
+        return False
+    return bool(best) and fstype not in IN_MEMORY
+
+
+def _spilled_ranges() -> list[tuple[int, int]]:
+    """The address ranges of this process's mappings of moved values (their files' prefix)."""
+    ranges = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if PREFIX in line:
+                    start, end = line.split(maxsplit=1)[0].split("-")
+                    ranges.append((int(start, 16), int(end, 16)))
+    except OSError:
+        pass
+    return ranges
+
+
+def _to_file(storage: torch.UntypedStorage, folder: str) -> torch.UntypedStorage:
+    """``storage``'s bytes written to a new file in ``folder``, mapped back privately, the file unlinked."""
+    handle, path = tempfile.mkstemp(prefix=PREFIX, dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(memoryview(torch.empty(0, dtype=torch.uint8).set_(storage).numpy()))
+        return torch.UntypedStorage.from_file(path, shared=False, nbytes=storage.nbytes())
+    finally:
+        os.unlink(path)
+
+
+def spill(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], folder: str | None = None) -> int:
+    """Move the storages of ``tensors`` (none shared with ``protected``) onto memory-mapped files in
+    ``folder`` (the system's temporary folder by default); returns the bytes moved. Every tensor on
+    a moved storage keeps its identity, bits, offset, sizes and strides (its version counter moves
+    by one); a storage any of whose tensors cannot be re-pointed stays where it is."""
+    folder = folder or tempfile.gettempdir()
+    if not scratch_on_disk(folder):
+        log.debug("offload: %s is in memory; nothing moved", folder)
+        return 0
+    kept = {t.untyped_storage().data_ptr() for t in protected
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided}
+    moved_before = _spilled_ranges()  # a storage moved by an earlier call stays where it is
+    groups: dict[int, list[torch.Tensor]] = {}
+    for tensor in tensors:
+        if tensor.layout != torch.strided or tensor.device.type != "cpu":
+            continue
+        groups.setdefault(tensor.untyped_storage().data_ptr(), []).append(tensor)
+    moved = 0
+    for pointer, group in groups.items():
+        storage = group[0].untyped_storage()
+        if pointer == 0 or pointer in kept or storage.nbytes() < MIN_BYTES or not all(map(_movable, group)) \
+                or any(start <= pointer < end for start, end in moved_before):
+            continue
+        mapped = _to_file(storage, folder)
+        done: list[torch.Tensor] = []
+        try:
+            with torch.no_grad():
+                for tensor in group:
+                    tensor.set_(mapped, tensor.storage_offset(), tensor.size(), tensor.stride())
+                    done.append(tensor)
+        except RuntimeError as error:  # put back: the group keeps sharing one storage
+            log.debug("offload: a storage stays in memory: %s", error)
+            with torch.no_grad():
+                for tensor in done:
+                    tensor.set_(storage, tensor.storage_offset(), tensor.size(), tensor.stride())
+            continue
+        moved += storage.nbytes()
+    if moved:
+        _trim()
+    return moved
+
+
+def _trim() -> None:
+    """Hand the memory the moved storages freed back to the system (glibc's ``malloc_trim``): a
+    freed block amid the heap otherwise stays resident beside the file pages read back later."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        return
+    trim(0)
+
+
+def attributes_of(graph_module: Any) -> list[torch.Tensor]:
+    """The tensors a graph reads as attributes (its ``get_attr`` constants): the graph's own, never moved."""
+    found = []
+    for node in graph_module.graph.nodes:
+        if node.op == "get_attr":
+            value = graph_module
+            for part in str(node.target).split("."):
+                value = getattr(value, part, None)
+            if isinstance(value, torch.Tensor):
+                found.append(value)
+    return found
+
+
+def spill_graph_values(context: Any, *others: Any) -> int:
+    """:func:`spill` of what a graph's context holds (its eager values, its replays) and ``others``
+    (compiled values, fp64 references), its captured graph's inputs and constants never moved: for
+    a run of the graph from its captured inputs that reads none of them (the noise model's)."""
+    captured = context.captured
+    protected = [*tensors_in([captured.inputs, captured.shared]), *attributes_of(captured.graph_module)]
+    return spill(tensors_in([context.eager_values, context._replays, *others]), protected)
+
