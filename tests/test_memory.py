@@ -161,3 +161,21 @@ def test_spilled_values_keep_their_objects_bits_and_sharing_and_leave_protected_
     assert torch.equal(base[3:, 5:], expected[1] + 1.0)
     del base, view, record, held
     assert _mapped_spills() == before  # the mapping goes with the last tensor on it
+
+
+def test_a_spill_folder_that_cannot_take_the_values_leaves_them_in_memory(tmp_path: Path, monkeypatch) -> None:
+    """A full or unwritable folder (ENOSPC, EACCES) stops the moves: the values stay where they were,
+    the run goes on (our scratch failing is never the run's end)."""
+    from bisect_engine.verdict import offload
+
+    if not offload.scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+
+    def full(storage: torch.UntypedStorage, folder: str) -> torch.UntypedStorage:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(offload, "_to_file", full)
+    values = [torch.randn(512, 1024), torch.randn(512, 1024)]
+    expected = [(v.data_ptr(), v.clone()) for v in values]
+    assert offload.spill(values, [], str(tmp_path)) == 0
+    assert all(v.data_ptr() == ptr and torch.equal(v, copy) for v, (ptr, copy) in zip(values, expected))

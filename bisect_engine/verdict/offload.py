@@ -131,7 +131,11 @@ def spill(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], fo
         if pointer == 0 or pointer in kept or storage.nbytes() < MIN_BYTES or not all(map(_movable, group)) \
                 or any(start <= pointer < end for start, end in moved_before):
             continue
-        mapped = _to_file(storage, folder)
+        try:
+            mapped = _to_file(storage, folder)
+        except OSError as error:  # the folder full or unwritable: what is left stays in memory (never a crash)
+            log.info("offload: stopped moving values to %s: %s", folder, error)
+            break
         done: list[torch.Tensor] = []
         try:
             with torch.no_grad():
