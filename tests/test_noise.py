@@ -212,6 +212,33 @@ def test_the_gate_passes_what_upstreams_same_passes_and_keeps_the_error() -> Non
     assert judge_outputs(Oracle(), MODEL, eager, fp64, compiled)[0].outcome is Outcome.MISMATCH
 
 
+def test_the_gate_reads_an_output_below_one_at_its_own_scale() -> None:
+    """``same``'s absolute term (atol 1e-3) passes any error on values ~1e-4 (a small model's
+    gradients): such an output is read at its own scale, so 1 % off fails the gate there, while
+    2e-5 off still passes; an output at scale one is upstream's call as is (the very same result)."""
+    from torch._dynamo.utils import same
+
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.judgement import MODEL, UPSTREAM_SAME, Oracle, at_own_scale, judge_outputs, upstream_same
+
+    for relative, passes in ((1e-2, False), (2e-5, True)):
+        fp64, eager, compiled = _outputs(relative)
+        tiny = [[value * 2.0 ** -14 for value in values] for values in (fp64, eager, compiled)]  # ~1e-4, exact
+        assert same(tiny[1], tiny[2], tiny[0], tol=1e-3)  # upstream's own call passes both
+        assert upstream_same(tiny[1], tiny[2], tiny[0]) is passes
+        (model,) = judge_outputs(Oracle(), MODEL, tiny[1], tiny[0], tiny[2])
+        assert (model.outcome is Outcome.MATCH and model.reason == UPSTREAM_SAME) is passes
+        assert upstream_same(eager, compiled, fp64) is same(eager, compiled, fp64, tol=1e-3)  # at scale ~2
+    scaled = at_own_scale(*(torch.full((4,), 0.3, dtype=dtype) for dtype in (torch.float32,) * 2 + (torch.float64,)))
+    assert all(float(value[0]) == 0.3 * 2 for value in scaled[2:]) and float(scaled[0][0]) == float(torch.tensor(0.3) * 2)
+    ones = tuple(torch.ones(3, dtype=torch.float64) for _ in range(3))
+    assert at_own_scale(*ones) == ones  # at one: untouched, the same objects
+    # never looser than upstream: what plain same fails, the scaled call fails too
+    fp64, eager, compiled = _outputs(1e-2)
+    small = [[value * 2.0 ** -3 for value in values] for values in (fp64, eager, compiled)]
+    assert not same(small[1], small[2], small[0], tol=1e-3) and not upstream_same(small[1], small[2], small[0])
+
+
 def test_the_gate_never_passes_an_exact_rule() -> None:
     """Integers, bools, dtypes and non-finite values are exact: upstream's pass does not lift them."""
     from bisect_engine.verdict.compare import Outcome

@@ -20,7 +20,8 @@ the batch and step scans, the pre-grad replays, the script session's calls, and 
 - the **upstream gate**: at scope ``model`` (what the program returns: the model's outputs, a
   script call's), outputs that upstream's own criterion passes
   (``torch._dynamo.utils.same(eager, compiled, fp64_ref, tol=repro_tolerance)``, the check of
-  Dynamo's accuracy minifier) are never a mismatch unless an exact rule fails (integers, bools,
+  Dynamo's accuracy minifier, with an output below one read at its own scale: :func:`at_own_scale`)
+  are never a mismatch unless an exact rule fails (integers, bools,
   dtypes, shapes, non-finite values): :func:`upstream_gate`, whose verdicts keep their errors and
   read ``reason="upstream_same"`` (listed, never a headline).
 
@@ -175,15 +176,45 @@ def ulp_rule_only(verdicts: "Sequence[TensorVerdict]", differences: "Sequence[Di
 def upstream_same(eager: Any, compiled: Any, fp64: Any) -> bool:
     """``torch._dynamo.utils.same(eager, compiled, fp64_ref=fp64, tol=repro_tolerance,
     equal_nan=True)``, as Dynamo's accuracy minifier (``same_two_models``) calls it, quietly (its
-    log line on a failure is upstream's, not the user's). Shared with ``assert_compiled_matches``."""
+    log line on a failure is upstream's, not the user's), output by output, each read at its own
+    scale where its values are below one (:func:`at_own_scale`). Shared with ``assert_compiled_matches``."""
     import torch._dynamo.config
     from torch._dynamo.utils import same
 
+    if not isinstance(eager, (list, tuple)) or not isinstance(compiled, (list, tuple)) \
+            or not isinstance(fp64, (list, tuple)):
+        eager, compiled, fp64 = [eager], [compiled], [fp64]
+    if not len(eager) == len(compiled) == len(fp64):
+        return False
     try:
-        return bool(same(eager, compiled, fp64, tol=torch._dynamo.config.repro_tolerance, equal_nan=True,
-                         log_error=lambda *args, **kwargs: None))
+        return all(same(*at_own_scale(one, other, exact), tol=torch._dynamo.config.repro_tolerance, equal_nan=True,
+                        log_error=lambda *args, **kwargs: None)
+                   for one, other, exact in zip(eager, compiled, fp64))
     except Exception:  # noqa: BLE001 - values upstream cannot compare: no pass, so the tool's rule stands
         return False
+
+
+def at_own_scale(eager: Any, compiled: Any, fp64: Any) -> "tuple[Any, Any, Any]":
+    """One output's three values, read at the output's own scale where it is below one.
+
+    ``same`` adds an absolute tolerance (``atol=tol`` in its allclose, ``tol / 10`` in its RMSE
+    rule) sized for values of order one. On a tensor whose values all sit far below one (a small
+    model's gradients, ~1e-4) that term passes any error: a derivative missing a term, 5,000x
+    eager's error against fp64, passed. So a float tensor whose fp64 reference's largest finite
+    magnitude ``m`` is below one is divided, with its eager and compiled values, by the power of two
+    at or above ``m`` (exact in floating point). Never looser than ``same`` as upstream calls it: a
+    tensor at or above one (or all zero) is left as it is, and scaling up by a power of two only
+    tightens both of ``same``'s rules."""
+    if not all(isinstance(value, torch.Tensor) for value in (eager, compiled, fp64)) \
+            or not all(value.is_floating_point() for value in (eager, compiled, fp64)) \
+            or not eager.shape == compiled.shape == fp64.shape or fp64.numel() == 0:
+        return eager, compiled, fp64
+    finite = fp64.detach()[torch.isfinite(fp64.detach())]
+    largest = float(finite.abs().max()) if finite.numel() else 0.0
+    if not 0.0 < largest < 1.0:
+        return eager, compiled, fp64
+    factor = 2.0 ** -math.ceil(math.log2(largest))
+    return tuple(value.detach() * factor for value in (eager, compiled, fp64))  # type: ignore[return-value]
 
 
 def exact_rules(oracle: Oracle, eager: Sequence[Any], compiled: Sequence[Any],

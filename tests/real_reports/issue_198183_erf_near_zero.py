@@ -11,24 +11,23 @@ Check on torch 2.13.0+cpu: erf(1e-8): eager 1.1284e-08, compiled 0.0; erf(1e-7):
 1.1283792e-08, 1.1283792e-07, 2.2567583e-07: eager exact to fp32 rounding), for n = 3, 8 and 64
 alike on this machine. Class: a real compiler bug.
 
-What the tool says, decided (issue 36 against issue 37): ``clean``, with ``aten.erf.default``
-listed under each graph's ``within_upstream`` (the report's "Listed" section and the summary's
-``listed:`` lines name the op). Evidence (torch 2.13.0 CPU, n = 64, against fp64): compiled
-5,076 ulps RMS at the tensor's scale (RMS 4.0e-4), max 8,258; eager 0.81 RMS, max 2.3; per
-element compiled is 100% off (1.7e7 of its own ulps at 1e-8 and 1e-7), eager under one ulp. This
-is no rounding noise (erf does not cancel: the noise model gives it no floor; the kernel's error
-is an absolute ~2e-7, its approximation's bound, everywhere in [1e-8, 3]); but its absolute errors
-(at most 2.0e-7) pass ``torch._dynamo.utils.same(eager, compiled, fp64_ref, tol=1e-3)``, and
-the tool's headline is never stricter than upstream's own criterion where the program's outputs
-are what the user judges (issue 36 item 4): a listed finding, not a divergence. The same kernel in
-a program where erf is interior at O(0.1) values (``repro_cases/script_graph_breaks_erf.py``) is
+What the tool says: ``divergent``, ``aten.erf.default`` (node, forward_0), the repro
+REPRODUCED. Evidence (torch 2.13.0 CPU, the first call, n = 3, against fp64): compiled 8.95e6 ulps
+RMS at the tensor's scale, eager 0.11; every element 100% off at worst. This is no rounding noise
+(erf does not cancel: the noise model gives it no floor; the kernel's error is an absolute ~2e-7,
+its approximation's bound, everywhere in [1e-8, 3]). Its absolute errors (at most 2.0e-7) pass
+``torch._dynamo.utils.same(eager, compiled, fp64_ref, tol=1e-3)`` as upstream calls it, whose
+absolute term is sized for values of order one; the upstream gate reads an output whose values
+all sit below one at its own scale (``judgement.at_own_scale``), where they fail. (Until
+2026-11-29 the tool said ``clean`` with the op listed under ``within_upstream``.) The same kernel
+in a program where erf is interior at O(0.1) values (``repro_cases/script_graph_breaks_erf.py``) is
 12.7 ulps RMS there, within the end-to-end tolerance: clean, nothing listed.
 Edit: the thread's excerpt ends inside the ``print`` f-string; its end (``e[i].item():.4e} compiled
 {c[i].item():.4e}`` over the first three values) is completed here.
 """
 REAL_REPORT = {
     "issue": 198183, "class": "real_bug",
-    "verdict": "clean",
+    "verdict": "divergent",
     "op": "aten.erf.default",
     "cli_args": [],
     "known_miss": None,
