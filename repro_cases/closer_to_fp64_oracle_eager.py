@@ -5,7 +5,9 @@ eager's result is up to 0.125 off; Inductor fuses both ops in fp32 and returns x
 fp64 rule compiled is right (`clean`), but the user sees different numbers: report.json
 `differences` lists the value with the setting that makes compiled follow eager's rounding
 (`emulate_precision_casts`, checked by one compile). With `--oracle eager` eager's values are the
-reference and the fused pair is a `divergent` window.
+reference, and compiled's 0.125 from them is the rounding of the sub's terms (32 in bf16: the noise
+floor the sub carries), so no finding: `clean`, with the very listing `--oracle outputs` gives (a
+stricter oracle never says less). `--oracle bitwise` makes it a finding.
 """
 import torch
 from torch import nn
@@ -22,12 +24,7 @@ SUITE = "full"  # run with BISECT_CORPUS=all (closer_to_fp64_bf16 runs in make t
 PLANTED = None
 CLI_ARGS = ["--oracle", "eager"]
 
-# the window is named by its node whose own output departs: the sub (the add's value stays inside)
-KNOWN_MISS = ("clean since the one noise model (a2ba806, issue 36): the sub's floor carries the bf16 rounding of "
-              "x + 32 (0.125, the scale of its terms), and compiled's 0.125 from eager is within it, so --oracle "
-              "eager says clean and lists nothing, where --oracle outputs lists the value with "
-              "emulate_precision_casts (closer_to_fp64_bf16); found 2026-11-29, see the round's closing note")
-EXPECTED = {"verdict": "divergent", "op": "aten.sub.Tensor", "graph": "forward_0", "kind": "window", "ops": ["aten.add.Tensor", "aten.sub.Tensor"]}
+EXPECTED = {"verdict": "clean", "op": None, "graph": None, "kind": None, "differences": ["aten.sub.Tensor"]}
 
 
 class ShiftUnshift(nn.Module):

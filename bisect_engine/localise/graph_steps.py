@@ -372,8 +372,10 @@ def _no_culprit(finding: GraphFinding) -> bool:
 
 
 def _against_fp64(finding: GraphFinding, driver: Driver) -> bool:
-    # judged against eager, a departure is a finding, not a note
-    return not finding.has_finding and driver.options.reference == "fp64"
+    # A graph with no finding, under any reference: judged against eager, a departure beyond its
+    # noise floor is a finding already; one within it (a bf16 `(x + 32) - 32` fused in fp32: 0.125
+    # from eager, the rounding of its terms) is listed as the fp64 oracle lists it, never less.
+    return not finding.has_finding
 
 
 # The plan after the whole graph is judged. The elif chain of a diverging graph is spelled by the
