@@ -20,7 +20,7 @@ run is still building can then fail with ``SystemError: ... tupleobject.c ... ba
 internal function`` (seen in ``compare._used`` during departures). A run's peaks are read from a run
 without censuses (``--census-from`` above its peak), its owners from one with them.
 
-Usage:  .venv/bin/python benchmarks/profile_memory.py [--layers 1] [--model FILE] [--out DIR]
+Usage:  .venv/bin/python benchmarks/profile_memory.py [--layers 1] [--model FILE] [--out DIR] [--offload always]
 """
 from __future__ import annotations
 
@@ -233,7 +233,9 @@ def instrument(profile: Profile) -> None:
     wrap(profile, run_steps, "saved_value_consequence", "saved values into the backward")
     from bisect_engine.localise import judge as judge_module
     wrap(profile, judge_module, "check_model_level", "model-level check")
-    wrap(profile, model_check, "_noise_floors", "model-level noise model (second fp64 model)")
+    wrap(profile, model_check, "_noise_floors", "model-level noise model (its fp64 noisy run)")
+    wrap(profile, model_check, "_fp64_copy", "model-level: fp64 model copied")
+    wrap(profile, model_check, "_forward_and_grads", "model-level: a run of the model (eager, fp64, compiled, noisy)")
     from bisect_engine import api as api_module
     wrap(profile, api_module, "write_outputs", "report, views and repro written")
     wrap(profile, model_check, "check_model_level", "model-level check")
@@ -265,6 +267,10 @@ def main() -> int:
     parser.add_argument("--verify-runs", type=int, default=0)
     parser.add_argument("--order", choices=("auto", "whole", "per-node"), default="auto",
                         help="which check a graph gets first: localise/order.py's rule, or forced")
+    parser.add_argument("--offload", choices=("auto", "always"), default="auto",
+                        help="when values wait on disk: as memory asks (the tool's rule), or at every point "
+                             "that may move them (this script only: MemoryGuard.room reads 0, as code "
+                             "before the rule did)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="profile-memory-"))  # the model, the Inductor cache: removed at exit
     atexit.register(shutil.rmtree, work, ignore_errors=True)
@@ -280,6 +286,10 @@ def main() -> int:
 
     profile = Profile(args.census_step, args.census_from)
     instrument(profile)
+    if args.offload == "always":
+        from bisect_engine.load import memory
+        if hasattr(memory.MemoryGuard, "room"):  # an older package moves at every point anyway
+            memory.MemoryGuard.room = lambda self: 0  # type: ignore[method-assign]
     if args.order != "auto":  # this script only: the rule's threshold set so it always answers one way
         from bisect_engine.localise import order
         order.NODES_PER_COPY = float("inf") if args.order == "whole" else 0.0

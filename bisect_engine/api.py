@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import Interrupted
-from .load.memory import check_memory
+from .load.memory import check_memory, run_offload
 from .load.model_file import ModelSpec, load_model_spec
 from .localise.options import EngineOptions
 from .localise.judge import close_workers, run_search
@@ -32,6 +32,7 @@ from .output.repro import Interpreters
 from .output.trace import recording_trace
 from .output.writer import OutputOptions, write_outputs, write_report_and_views
 from .progress import Progress
+from .verdict import offload
 from .verdict.inductor_adapter import warm_cpu_isa
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,8 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
         interpreters.start()
         versions.start()
 
-    with OutputFolder(output.out_dir, output.force) as folder, recording_trace(folder, output.trace):
+    with OutputFolder(output.out_dir, output.force) as folder, recording_trace(folder, output.trace), \
+            offload.using(_offload_policy(folder, options.memory_budget_bytes)):
         try:
             engine = run_scanned if spec.get_batches else run
             try:
@@ -140,6 +142,17 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
             interpreters.close()
             versions.close()
             progress.close()
+
+
+def _offload_policy(folder: OutputFolder, budget: int | None) -> offload.Offload:
+    """Values wait on disk only when memory asks (``--memory-budget``, the machine's free memory),
+    in the output folder's private scratch; the system's temporary folder where the output folder
+    cannot take one or is itself in memory."""
+    scratch = folder.scratch()
+    if scratch is not None and offload.scratch_on_disk(str(scratch)):
+        return run_offload(budget, str(scratch))
+    why = "the output folder cannot take a scratch folder" if scratch is None else "the output folder is in memory"
+    return run_offload(budget, None, why)
 
 
 def _repro_inputs(result: RunResult, output: OutputOptions, with_repro: bool) -> tuple[RunResult, ReproInputs]:

@@ -401,11 +401,11 @@ WORKER_CASES = [stem for stem in ("relu_bug",) + (("graph_break_item",) if CORPU
 
 
 def _without_timings(value: Any, out_dir: Path) -> Any:
-    """The report with its timings, its peak memory, ``stats.workers`` and its output folder's path
-    taken out (measurements of the run, not its findings)."""
+    """The report with its timings, its peak memory and what waited on disk, ``stats.workers`` and its
+    output folder's path taken out (measurements of the run, not its findings)."""
     if isinstance(value, dict):
         return {key: _without_timings(item, out_dir) for key, item in value.items()
-                if key not in ("seconds", "workers", "peak_rss_mb") and not key.endswith("_seconds")}
+                if key not in ("seconds", "workers", "peak_rss_mb", "offload") and not key.endswith("_seconds")}
     if isinstance(value, list):
         return [_without_timings(item, out_dir) for item in value]
     return value.replace(str(out_dir), "OUT") if isinstance(value, str) else value

@@ -179,3 +179,55 @@ def test_a_spill_folder_that_cannot_take_the_values_leaves_them_in_memory(tmp_pa
     expected = [(v.data_ptr(), v.clone()) for v in values]
     assert offload.spill(values, [], str(tmp_path)) == 0
     assert all(v.data_ptr() == ptr and torch.equal(v, copy) for v, (ptr, copy) in zip(values, expected))
+
+
+def test_values_move_only_when_memory_asks_and_into_the_folder_given(tmp_path: Path) -> None:
+    """The run's offload policy (``verdict/offload.Offload``): with room to spare nothing is written;
+    a tight --memory-budget (``load/memory.run_offload``: the room MemoryGuard leaves) moves the
+    values, into the folder given; the counts say so (the report's ``stats.offload``)."""
+    from bisect_engine.load.memory import run_offload, rss_bytes
+    from bisect_engine.verdict import offload
+
+    if not offload.scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+    values = [torch.randn(512, 1024)]
+    kept, before = values[0].clone(), _mapped_spills()
+    roomy = offload.Offload(room=MemoryGuard(budget=None, reserve=GIB, available=lambda: 8 * GIB).room,
+                            folder=str(tmp_path))
+    with offload.using(roomy):
+        assert offload.offload(values, [], need=GIB) == 0  # 7 GiB left: nothing written
+    assert (roomy.asked, roomy.moves, roomy.moved) == (1, 0, 0) and _mapped_spills() == before
+    assert offload.offload(values, [], need=GIB) == 0  # outside a run's policy: nothing moves
+    held = rss_bytes()
+    assert held is not None
+    tight = run_offload(budget=held + (64 << 20), folder=str(tmp_path))  # 64 MiB left under the budget
+    with offload.using(tight):
+        moved = offload.offload(values, [], need=128 << 20)
+    assert moved == values[0].untyped_storage().nbytes() and _mapped_spills() == before + 1
+    assert torch.equal(values[0], kept)
+    assert tight.to_json() == {"moved_mb": 2, "moves": 1, "asked": 1, "folder": "output_scratch"}
+    assert list(tmp_path.iterdir()) == []  # the file unlinked once mapped
+    del values
+    assert _mapped_spills() == before
+
+
+def test_the_output_folders_scratch_is_private_and_removed_at_the_end(tmp_path: Path) -> None:
+    """``OutputFolder.scratch``: one hidden folder inside the output folder, emptied of a killed run's
+    leftovers when made, removed when the folder closes; never through a link."""
+    from bisect_engine.output.folder import SCRATCH_DIR, OutputFolder
+
+    (tmp_path / SCRATCH_DIR).mkdir()
+    (tmp_path / SCRATCH_DIR / "bisect-spill-left").write_bytes(b"x")  # a killed run's
+    with OutputFolder(tmp_path) as folder:
+        scratch = folder.scratch()
+        assert scratch == tmp_path / SCRATCH_DIR and list(scratch.iterdir()) == []
+        assert folder.scratch() == scratch
+    assert not (tmp_path / SCRATCH_DIR).exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / SCRATCH_DIR).symlink_to(elsewhere)
+    with OutputFolder(out) as folder:
+        assert folder.scratch() is None  # a link in its place: not followed, the system's temporary folder instead
+    assert elsewhere.is_dir() and (out / SCRATCH_DIR).is_symlink()

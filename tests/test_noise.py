@@ -954,7 +954,6 @@ def test_a_departure_listings_noise_run_with_the_graphs_values_on_disk_lists_wha
 
     if not offload.scratch_on_disk(str(tmp_path)):
         pytest.skip("the temporary folder is in memory: nothing is moved there")
-    monkeypatch.setattr(offload.tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(offload, "MIN_BYTES", 0)
     x = torch.randn(64, 256, generator=torch.Generator().manual_seed(9))
     w = torch.randn(256, 256, generator=torch.Generator().manual_seed(10))
@@ -977,6 +976,47 @@ def test_a_departure_listings_noise_run_with_the_graphs_values_on_disk_lists_wha
 
     monkeypatch.setattr(departures, "noise_open", lambda *args: (None, 0.0))  # every departure asks the noise run
     in_memory, values, _ = listed(spilled=False)
-    on_disk, spilled_values, moved = listed(spilled=True)
+    with offload.using(offload.Offload(room=lambda: 0, folder=str(tmp_path))):  # memory asks: the values move
+        on_disk, spilled_values, moved = listed(spilled=True)
     assert in_memory and on_disk == in_memory and moved and moved[0] > 0
     assert all(torch.equal(a, b) for a, b in zip(values, spilled_values)) and x.data_ptr() != 0
+
+
+def test_the_models_noisy_run_moves_large_fresh_results_in_their_own_memory_with_the_same_bits(monkeypatch) -> None:
+    """Under :class:`noise.Perturbed` a large fresh fp64 result takes its rounding in its own memory,
+    the factor drawn in chunks (issue 34: one vocabulary-sized temporary fewer at each such op): a
+    model's noisy forward and backward give the same bits, and the generator ends in the same
+    state, as with the value-sized factor; a view or a value another holds never takes that path."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1100), torch.nn.Tanh(), torch.nn.Linear(1100, 300)).double()
+    x = torch.randn(320, 256, dtype=torch.float64)
+    in_place: list[int] = []
+    original = noise._perturbed_in_place
+
+    def counted(value: torch.Tensor, unit: float, generator: torch.Generator) -> torch.Tensor:
+        in_place.append(value.numel())
+        return original(value, unit, generator)
+
+    def noisy_run(fresh: bool) -> tuple[list[torch.Tensor], torch.Tensor]:
+        monkeypatch.setattr(noise, "CHUNK", 1 << 16)  # this model's results are small: each drawn in a few chunks
+        monkeypatch.setattr(noise, "_perturbed_in_place", counted if fresh else
+                            lambda value, unit, generator: pytest.fail("the in-place path taken"))
+        model.zero_grad(set_to_none=True)
+        mode = noise.Perturbed(rounding_unit(torch.float32))
+        if not fresh:
+            monkeypatch.setattr(noise, "_sole_owner", lambda value: False)
+        with mode:
+            output = model(x)
+            output.pow(2).mean().backward()
+        monkeypatch.undo()
+        return [output.detach(), *(p.grad for p in model.parameters())], torch.rand(4, generator=mode.generator)
+
+    in_memory, after = noisy_run(fresh=False)
+    chunked, after_chunked = noisy_run(fresh=True)
+    assert in_place and max(in_place) > 1 << 16  # the large results took the chunked path
+    assert all(torch.equal(a.view(torch.int64), b.view(torch.int64)) for a, b in zip(in_memory, chunked))
+    assert torch.equal(after, after_chunked)
+    base = torch.randn(1000, dtype=torch.float64)
+    view = base[1:]
+    assert not noise._sole_owner(view) and not noise._sole_owner(base)  # the view shares base's storage
+    assert not noise._apart(base, ((torch.ones(2), base), {})) and noise._apart(base, ((torch.ones(2),), {}))

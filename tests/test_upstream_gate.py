@@ -114,16 +114,18 @@ def test_the_gate_moves_the_graphs_values_to_disk_and_judges_as_with_them_in_mem
 
     if not offload.scratch_on_disk(str(tmp_path)):
         pytest.skip("the temporary folder is in memory: nothing is moved there")
-    monkeypatch.setattr(offload.tempfile, "tempdir", str(tmp_path))
     compiler = FakeCompiler(("relu",), _relu(captured), fault=lambda value: value * (1 + 2e-4))
-    monkeypatch.setattr(run_steps, "spill_run_values", lambda driver: 0)
-    _, held = _run(spec, captured, compiler)
+    with offload.using(offload.Offload(folder=str(tmp_path))):  # room unknown: nothing moves
+        _, held = _run(spec, captured, compiler)
     moved: list[int] = []
     monkeypatch.setattr(offload, "MIN_BYTES", 0)  # this model's values are small: every one moved
-    monkeypatch.setattr(run_steps, "spill_run_values", lambda driver: moved.append(releasing.spill_run_values(driver)))
+    monkeypatch.setattr(run_steps, "spill_run_values",
+                        lambda driver, need, **kw: moved.append(releasing.spill_run_values(driver, need, **kw)))
     parameters = [(t, t._version, t.data_ptr()) for t in spec.model.parameters()]
-    _, spilled = _run(spec, captured, FakeCompiler(("relu",), _relu(captured), fault=lambda value: value * (1 + 2e-4)))
-    assert moved and moved[0] > 0
+    with offload.using(offload.Offload(room=lambda: 0, folder=str(tmp_path))) as short:  # memory asks at every point
+        _, spilled = _run(spec, captured, FakeCompiler(("relu",), _relu(captured), fault=lambda value: value * (1 + 2e-4)))
+    assert moved and moved[0] > 0 and short.moved >= moved[0]
+    assert held["stats"]["offload"]["moved_mb"] == 0 and spilled["stats"]["offload"]["moves"] >= 1
     assert [(t, t._version, t.data_ptr()) for t in spec.model.parameters()] == parameters  # not moved
     for key in ("verdict", "culprit", "model_level", "within_upstream", "graphs", "differences"):
         assert spilled.get(key) == held.get(key), key

@@ -6,7 +6,8 @@ model-level reference, and its inputs, :data:`COPIES` times in all) in the memor
 that may fit starts. While it runs, :class:`MemoryGuard` is asked with the clock before every
 evaluation and compile (``search.Budget.memory``): past ``--memory-budget`` (this process's RSS), or
 with less than :func:`reserve_bytes` left on the machine, the run stops there as a budget cut
-(exit 4, ``incomplete``, the report of what was learned), before the OOM killer would.
+(exit 4, ``incomplete``, the report of what was learned), before the OOM killer would. The same
+guard's :meth:`MemoryGuard.room` decides when values wait on disk (:func:`run_offload`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..errors import UsageError
+from ..verdict.offload import Offload
 
 # Parameters + gradients (1 + 1), their fp64 copies for the model-level reference (2 + 2), eager's
 # and the compiled run's results (1 + 1): below this the run cannot fit whatever it does.
@@ -80,6 +82,15 @@ class MemoryGuard:
     available: Callable[[], int | None] = available_bytes
     rss: Callable[[], int | None] = rss_bytes
 
+    def room(self) -> int | None:
+        """Bytes the run may still take: under ``budget`` (past this process's RSS) and above
+        ``reserve`` (of the machine's available memory), the smaller; None where neither is known.
+        What ``verdict/offload.Offload`` asks before moving values to disk."""
+        held, free = self.rss(), self.available()
+        rooms = [r for r in ((self.budget - held) if self.budget is not None and held is not None else None,
+                             (free - self.reserve) if free is not None else None) if r is not None]
+        return min(rooms) if rooms else None
+
     def __call__(self) -> str | None:
         held = self.rss()
         if self.budget is not None and held is not None and held > self.budget:
@@ -106,3 +117,10 @@ def check_memory(model: Any, inputs: Any, available: Callable[[], int | None] | 
                      f"references, results) and {room / GIB:.1f} GiB is available"
                      f"{' under --memory-budget' if budget is not None and room == budget else ''}: refused before "
                      "starting; use smaller inputs (a smaller batch or sequence) in get_inputs()")
+
+
+def run_offload(budget: int | None, folder: str | None, fallback: str | None = None) -> Offload:
+    """The run's offload policy (``verdict/offload.py``): values move to ``folder`` (the output
+    folder's scratch; None: the system's temporary folder, ``fallback`` says why) only when a step
+    would not fit in the room ``--memory-budget`` (``budget``) and the machine's free memory leave."""
+    return Offload(room=MemoryGuard(budget).room, folder=folder, fallback=fallback)

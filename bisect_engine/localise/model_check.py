@@ -22,6 +22,7 @@ import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
 
 from ..errors import ModelError
+from ..load.memory import tensor_bytes
 from ..load.model_file import ModelSpec
 from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, clearly_above_eager, worst
@@ -32,10 +33,14 @@ from ..verdict.model_state import ModelRuns
 from ..verdict.noise import model_floors
 from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
-from ..verdict.offload import spill, tensors_in
+from ..verdict.offload import offload, tensors_in
 from ..verdict.upcast import Upcast
 
 log = logging.getLogger(__name__)
+# The noise model's run adds about this many times the model's fp32 parameters and inputs: the fp64
+# model (twice the bytes), its fp64 gradients (twice again) and the backward's transients (a 2-layer
+# GPT-2's measured 7.4x: a tied embedding's two vocabulary-sized gradients and their sum).
+NOISE_COPIES = 8
 
 
 def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_fn: Any, seed: int,
@@ -98,16 +103,25 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
     """The noise model's floor of each model output (``verdict/noise.py``): the fp64 model (copied
     from the state the check's runs start from, ``model_runs``) run once more with every op's result
     rounded at random; none where there is no fp64 model. The fp64 results and those ``beside``
-    them (the compiled run's) wait on disk meanwhile (``offload.spill``, read back as judged): the
-    second fp64 model and its run are the check's peak. Eager's stay (its gradients are the model's)."""
+    them (the compiled run's) wait on disk meanwhile where memory asks (``offload.offload``, read back
+    as judged): the second fp64 model and its run are the check's peak. Eager's stay (its gradients
+    are the model's). The fp64 model is dropped once its run returns, and each noisy result once its
+    floor is taken (``noise.model_floors``): the floors are taken with the fp64 results read back."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
     model = spec.model
-    spill(tensors_in([fp64, beside]), [*model.parameters(), *model.buffers(), *tensors_in([eager, spec.inputs]),
-                                       *(p.grad for p in model.parameters() if p.grad is not None)])
-    model64 = model_runs.run(lambda: _fp64_copy(spec.model))
-    return model_floors(lambda: _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed,
-                                                   upcast=spec.loss_fn is None), fp64, eager)
+    # The gradients the model holds now are the compiled run's (``beside``): ``ModelRuns`` hands the
+    # model back with eager's (the first run's), so those may wait on disk too; eager's stay.
+    offload(tensors_in([fp64, beside]), [*model.parameters(), *model.buffers(), *tensors_in([eager, spec.inputs])],
+            need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]))
+    held = [model_runs.run(lambda: _fp64_copy(spec.model))]
+
+    def noisy_run() -> list[Any]:
+        # the fp64 model lives as long as its run: its parameters go before the floors are taken
+        return _forward_and_grads(held.pop(), _fp64_inputs(spec.inputs), spec.loss_fn, seed,
+                                  upcast=spec.loss_fn is None)
+
+    return model_floors(noisy_run, fp64, eager)
 
 
 def _user_side(error: BaseException) -> bool:

@@ -36,7 +36,8 @@ import torch
 from ..errors import Interrupted, ModelError
 from ..load.capture import BackendRun, capture, capture_through_backend
 from ..load.model_file import ModelSpec, user_backend
-from ..load.memory import peak_rss_bytes
+from ..load.memory import peak_rss_bytes, run_offload
+from ..verdict import offload
 from ..search import BudgetExhausted, Reporter
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
@@ -104,8 +105,12 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     finding = RunFinding(spec, (), judge.compiler, 0.0, captured, search=search,
                          model_level_check=model_level_check, backend_run=backend_run)
     driver = Driver(finding, judge, options, on_divergence)
+    # values wait on disk only when memory asks: the caller's policy (api: the output folder's
+    # scratch), else one of this run's own in the system's temporary folder (script mode)
+    policy = offload.running() or run_offload(options.memory_budget_bytes, None, "no output folder given to the engine")
     try:
-        driver.run_plan(RUN_PLAN)
+        with offload.using(policy):
+            driver.run_plan(RUN_PLAN)
     except BudgetExhausted as exhausted:
         driver.note(budget=budget_message(exhausted, options, search))
     except Interrupted as interrupt:  # what was learned so far is the result; the caller re-raises
@@ -113,7 +118,7 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     finally:
         if own:
             close_workers(search)
-    driver.note(seconds=time.perf_counter() - started, peak_rss_bytes=peak_rss_bytes())
+    driver.note(seconds=time.perf_counter() - started, peak_rss_bytes=peak_rss_bytes(), offload=policy.to_json())
     return driver.finding
 
 

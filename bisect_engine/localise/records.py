@@ -190,6 +190,7 @@ class RunFinding:
     scan: dict[str, Any] = field(default_factory=dict)  # "batch" / "step" findings of a scan
     budget: str | None = None  # what the exhausted budget cut, when it did
     peak_rss_bytes: int | None = None  # this process's peak resident memory when the search ended
+    offload: dict[str, Any] | None = None  # what waited on disk and where (verdict/offload.Offload.to_json)
     interrupted: dict[str, Any] | None = None  # {"signal", "signum", "stage"}: SIGINT/SIGTERM stopped the run
     search: RunSearch | None = None  # the run's one search object (the writer judges with it too)
     model_level_check: bool = True  # may the engine recompile the model through torch.compile

@@ -9,8 +9,8 @@ never a verdict on missing values), from the search's cache (forgotten) and hist
 verdicts without values). Every verdict and statistic stays.
 
 Values still read later wait on disk while another graph is judged and while the upstream gate's
-model-level check runs (:func:`spill_run_values`, ``verdict/offload.py``): the same tensors, paged
-back in when read.
+model-level check runs, where memory asks (:func:`spill_run_values`, ``verdict/offload.py``: the
+step's estimated need past the room the memory budget leaves): the same tensors, paged back in when read.
 """
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.digest import Digests
 from ..verdict.graphs import CapturedGraph, op_name, source_location, value_nodes
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
+from ..load.memory import COPIES, tensor_bytes
 from ..load.model_file import ModelSpec
-from ..verdict.offload import attributes_of, spill, tensors_in
+from ..verdict.offload import attributes_of, offload, storage_bytes, tensors_in
 from ..verdict.oracle import SubgraphVerdict
 from .drive import Driver
 from .records import GraphFinding
@@ -143,8 +144,26 @@ def release(graph: GraphFinding, driver: Driver) -> GraphFinding:
     return released
 
 
-def spill_run_values(driver: Driver, captured_inputs: bool = True) -> int:
-    """:func:`spill` of every value the run holds: the graphs judged so far (eager values, replays,
+# A graph's judgement holds about this many times its inputs' bytes: its eager and compiled
+# values, and its fp64 reference's live set (twice the bytes): what a next graph is said to need.
+GRAPH_COPIES = 4
+
+
+def graph_need(graph: CapturedGraph) -> int:
+    """The bytes judging ``graph`` is estimated to add (:data:`GRAPH_COPIES` times its inputs)."""
+    return GRAPH_COPIES * storage_bytes(tensors_in([graph.inputs, graph.shared]))
+
+
+def model_check_need(spec: ModelSpec) -> int:
+    """The bytes the model-level check is estimated to add: ``load/memory.COPIES`` times the
+    model's parameters and inputs (fp64 copies, gradients, results), as admission counts them."""
+    parameters = list(spec.model.parameters()) if isinstance(spec.model, torch.nn.Module) else []
+    return COPIES * (tensor_bytes(parameters) + tensor_bytes(spec.inputs))
+
+
+def spill_run_values(driver: Driver, need: int, captured_inputs: bool = True) -> int:
+    """:func:`offload` of every value the run holds, where a step adding ``need`` bytes would not
+    fit the room memory leaves (the run's ``verdict/offload.Offload``): the graphs judged so far (eager values, replays,
     compiled values), the verdicts' compiled values and (``captured_inputs``) the captured graphs'
     own copies of their inputs (a backward's saved activations); never what is held by reference
     (a captured graph's ``shared`` inputs, whose version counters its capture checks; the model's
@@ -159,7 +178,8 @@ def spill_run_values(driver: Driver, captured_inputs: bool = True) -> int:
     protected += [t for g in run.captured for t in attributes_of(g.graph_module)]
     if isinstance(run.spec.model, torch.nn.Module):
         protected += [*run.spec.model.parameters(), *run.spec.model.buffers()]
-    moved = spill(held, protected)
-    log.info("%d MB of the run's values moved to memory-mapped files", moved >> 20)
+    moved = offload(held, protected, need)
+    if moved:
+        log.info("%d MB of the run's values moved to memory-mapped files", moved >> 20)
     return moved
 

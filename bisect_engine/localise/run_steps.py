@@ -25,7 +25,7 @@ from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
 from .records import GraphFinding, RunFinding, model_level_noted
-from .release import release, releasable, spill_run_values
+from .release import graph_need, model_check_need, release, releasable, spill_run_values
 from .upstream import within_upstream
 
 log = logging.getLogger(__name__)
@@ -36,13 +36,14 @@ PRE_GRAD_PASSES = {switch.name for switch in MODEL_PASSES}
 def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
     """The captured graphs not yet judged, in order, until one has a finding. What the graphs
     judged before still hold (a forward's values its departures carry into the backward later)
-    waits on disk while the next is judged (``release.spill_run_values``: it reads none of them)."""
+    waits on disk while the next is judged, where memory asks (``release.spill_run_values``: it
+    reads none of them)."""
     judged = {graph.context.captured.name for graph in run.graphs}
     for graph in run.captured:
         if graph.name in judged:
             continue
         if driver.finding.graphs:
-            spill_run_values(driver, captured_inputs=False)
+            spill_run_values(driver, graph_need(graph), captured_inputs=False)
         if examine(graph, driver, driver.options).has_finding:
             break
     return driver.finding
@@ -53,14 +54,14 @@ def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
     headline only where the program's own outputs fail too. The model-level check (one whole-model
     compile through the run's search, cached: the run's later model-level check reuses it) judges
     them at scope ``model``, the values the run's graphs hold moved to memory-mapped files while it
-    runs (``release.spill_run_values``: nothing reads them meanwhile); where they pass, the finding
+    runs where memory asks (``release.spill_run_values``: nothing reads them meanwhile); where they pass, the finding
     is listed (``within_upstream``) and the graphs after it are judged on, each finding of theirs
     gated alike."""
     while run.finding is not None and _ulp_rule_only(run.finding):
         candidate = model_candidate(run, driver.options)
         with driver.progress.step(f"{run.finding.context.name}: do the program's outputs pass upstream's same?"):
             if driver.search.known(candidate) is None:  # the check runs: what the graphs hold waits on disk
-                spill_run_values(driver)
+                spill_run_values(driver, model_check_need(run.spec))
             program = driver.search.judge(candidate)
         driver.note(**model_level_noted(program))
         listed = within_upstream(program)
@@ -154,8 +155,13 @@ def _backend_rewrite(run: RunFinding, driver: Driver) -> RunFinding:
 
 
 def _model_check(run: RunFinding, driver: Driver) -> RunFinding:
+    """The model-level check of a run whose graphs all matched; what the run still holds waits on
+    disk while it runs, where memory asks (as at the upstream gate: it reads none of it)."""
     with driver.progress.step("model-level check"):
-        return replace(run, **model_level_noted(driver.search.judge(model_candidate(run, driver.options))))
+        candidate = model_candidate(run, driver.options)
+        if driver.search.known(candidate) is None:
+            spill_run_values(driver, model_check_need(run.spec))
+        return replace(run, **model_level_noted(driver.search.judge(candidate)))
 
 
 def _later_calls(run: RunFinding, driver: Driver) -> RunFinding:

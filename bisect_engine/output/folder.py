@@ -23,7 +23,9 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +33,14 @@ from typing import Any
 
 from ..errors import UsageError
 
+log = logging.getLogger(__name__)
+
 REPORT_FILE = "report.json"
 LOCK_FILE = ".bisect-accuracy.lock"
 MANIFEST_FILE = ".bisect-accuracy.json"
+# The run's private scratch (values waiting on disk, ``verdict/offload.py``): made by the run that
+# asks, emptied first (a killed run's leftovers), removed when the folder closes.
+SCRATCH_DIR = ".bisect-accuracy.scratch"
 PREVIOUS_DIR = "previous"
 # Names the tool writes at the top of the folder (files, or folders of files).
 OUR_NAMES = ("report.json", "repro.py", "repro_inputs.bin", "internal-error.log", "report.html", "bug_report.md",
@@ -85,6 +92,7 @@ class OutputFolder:
     previous: Path | None = None  # where an earlier run's (or foreign) files were moved
     moved_foreign: list[str] = field(default_factory=list)
     _lock: int | None = None
+    _scratch: Path | None = None
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -244,7 +252,26 @@ class OutputFolder:
             temporary.unlink(missing_ok=True)
             raise OutputError(f"cannot write {self.path / MANIFEST_FILE}: {_reason(error)}") from error
 
+    def scratch(self) -> Path | None:
+        """The run's private scratch folder inside this one, empty (:data:`SCRATCH_DIR`); removed
+        on :meth:`close`. None where the folder cannot take it (the reason logged)."""
+        if self._scratch is None:
+            path = self.path / SCRATCH_DIR
+            try:
+                if path.is_symlink() or (path.exists() and not path.is_dir()):
+                    raise OSError(errno.EEXIST, "a file or link is in its place")
+                shutil.rmtree(path, ignore_errors=True)
+                path.mkdir(mode=0o700)
+            except OSError as error:
+                log.info("no scratch folder in %s: %s", self.path, _reason(error))
+                return None
+            self._scratch = path
+        return self._scratch
+
     def close(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
         if self._lock is not None:
             os.close(self._lock)  # releases the flock
             self._lock = None

@@ -372,6 +372,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
             "graphs_captured": result.captured_count,
             # the tool's peak resident memory (MiB) when the search ended (output and repro checks after)
             "peak_rss_mb": round(result.peak_rss_bytes / 2**20) if result.peak_rss_bytes else None,
+            # values that waited on disk because memory asked (--memory-budget, free memory): MiB, calls, where
+            "offload": result.offload,
             "workers": workers_stats(result.search),  # how the run was made, not what it found
         },
     }

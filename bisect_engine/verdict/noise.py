@@ -35,6 +35,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import rounding_unit
@@ -74,18 +75,63 @@ def _floating(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.dtype == torch.float64
 
 
-def perturb(value: Any, units: Any, generator: torch.Generator) -> Any:
-    """``value`` with each floating entry moved by a relative rounding: x (1 + u r), r in [-1, 1]."""
+def perturb(value: Any, units: Any, generator: torch.Generator, fresh: bool = False) -> Any:
+    """``value`` with each floating entry moved by a relative rounding: x (1 + u r), r in [-1, 1].
+    ``fresh``: ``value`` is an op's new result that nothing else holds yet (:class:`Perturbed`), which
+    a large fp64 one is moved in its own memory (:func:`_perturbed_in_place`: the same bits)."""
     if isinstance(value, (tuple, list)):
         unit_list = units if isinstance(units, (tuple, list)) else [units] * len(value)
-        return type(value)(perturb(v, u, generator) for v, u in zip(value, unit_list))
+        return type(value)(perturb(v, u, generator, fresh) for v, u in zip(value, unit_list))
     if not _floating(value) or not isinstance(units, float) or value.numel() == 0:
         return value
+    if fresh and value.numel() > CHUNK and value.dtype == torch.float64 and value.device.type == "cpu" \
+            and value.stride() == _dense_strides(value.shape) and _sole_owner(value):
+        return _perturbed_in_place(value, units, generator)
     factor = torch.rand(value.shape, generator=generator, dtype=torch.float64)
     factor = factor.mul_(2 * units).add_(1 - units).to(value.device)  # x (1 + u r), r in [-1, 1]
     # The product into the factor's own memory where it is laid out as ``value * factor`` would be
     # (a contiguous value): the same bits, one value-sized temporary fewer.
     return factor.mul_(value) if value.is_contiguous() else value * factor
+
+
+CHUNK = 1 << 22  # entries of the factor drawn at a time for a large fresh fp64 result (32 MB)
+
+
+def _storage_uses(tensor: torch.Tensor) -> int | None:
+    """How many hold ``tensor``'s storage (torch's own count; None where this torch has none)."""
+    count = getattr(torch._C, "_storage_Use_Count", None)
+    return count(tensor.untyped_storage()._cdata) if count is not None else None
+
+
+_ONE_HOLDER = _storage_uses(torch.empty(1))  # the count of a tensor that alone holds its storage
+
+
+def _sole_owner(value: torch.Tensor) -> bool:
+    """``value`` alone holds its storage (no view, no alias an op returned without saying so:
+    ``aten._unsafe_view`` of a result its caller still holds)."""
+    return value._base is None and _ONE_HOLDER is not None and _storage_uses(value) == _ONE_HOLDER
+
+
+def _dense_strides(shape: torch.Size) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _perturbed_in_place(value: torch.Tensor, unit: float, generator: torch.Generator) -> torch.Tensor:
+    """:func:`perturb` of a large fresh fp64 result with the standard contiguous strides, into its
+    own memory, the factor drawn :data:`CHUNK` entries at a time: the generator yields the same
+    draws in the same order (one per entry, serially) and each entry takes the same IEEE operations
+    (``(r * 2u + (1 - u)) * x``; the product commutes), so the same bits and layout as the
+    value-sized factor's path, without its value-sized temporary (a vocabulary-sized gradient's)."""
+    flat = value.view(-1)
+    for start in range(0, flat.numel(), CHUNK):
+        part = flat[start:start + CHUNK]
+        factor = torch.rand(part.shape, generator=generator, dtype=torch.float64)
+        part.mul_(factor.mul_(2 * unit).add_(1 - unit))
+    return value
 
 
 def floor_of(clean: Any, noisy: Any, unit: Any) -> Any:
@@ -439,7 +485,19 @@ class Perturbed(TorchDispatchMode):
         aliases = schema is None or schema.is_mutable or any(r.alias_info is not None for r in schema.returns)
         if aliases or torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
             return result
-        return perturb(result, self.unit, self.generator)
+        return perturb(result, self.unit, self.generator, fresh=_apart(result, (args, kwargs)))
+
+
+def _apart(result: Any, inputs: Any) -> bool:
+    """No tensor of ``result`` shares a storage with a tensor of ``inputs`` (an op that returns an
+    input, or a view of one, without its schema saying so); False where a storage cannot be read."""
+    try:
+        held = {t.untyped_storage().data_ptr() for t in torch.utils._pytree.tree_leaves(inputs)
+                if isinstance(t, torch.Tensor) and t.layout == torch.strided}
+        return not any(t.untyped_storage().data_ptr() in held for t in torch.utils._pytree.tree_leaves(result)
+                       if isinstance(t, torch.Tensor) and t.layout == torch.strided)
+    except (RuntimeError, NotImplementedError):  # a tensor without a plain storage: the value-sized path
+        return False
 
 
 def model_floors(noisy_run: Callable[[], Sequence[Any]], fp64: Sequence[Any], eager: Sequence[Any]) -> list[float]:
@@ -458,5 +516,9 @@ def model_floors(noisy_run: Callable[[], Sequence[Any]], fp64: Sequence[Any], ea
         return [0.0] * len(eager)
     if len(noisy) != len(fp64):
         return [0.0] * len(eager)
-    floors = [floor_of(to_fp64(f), to_fp64(n), u) for f, n, u in zip(fp64, noisy, units)]
+    floors = []
+    for index, (clean, unit_of) in enumerate(zip(fp64, units)):  # each noisy value let go once its floor is taken
+        value, noisy[index] = noisy[index], None
+        floors.append(floor_of(to_fp64(clean), to_fp64(value), unit_of))
+        del value
     return [f if isinstance(f, float) else 0.0 for f in floors]

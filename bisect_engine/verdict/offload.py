@@ -16,15 +16,25 @@ reads none of what it moves: the upstream gate's model-level check
 (``localise/model_check._noise_floors``: its fp64 and compiled results), a departure listing's
 fp64 and noise runs (``strategies/departures.find_departures``: the graph's values,
 :func:`spill_graph_values`).
+
+**When and where** (:class:`Offload`, the run's, set at its edge with :func:`using`): a caller
+says what the step it is about to run will add (``need``, bytes, an estimate) and values move only
+where that would not fit in the room the run's memory budget leaves (``load/memory.MemoryGuard.room``:
+under ``--memory-budget``, above the memory the machine keeps free); with room to spare nothing is
+written. They move into the output folder's private scratch (``OutputFolder.scratch``), else the
+system's temporary folder (where the output folder is itself in memory or cannot take a folder). A
+call outside a run's :func:`using` moves nothing (no budget to ask): the run's values stay where they are.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import dataclasses
 import logging
 import os
 import tempfile
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -165,6 +175,80 @@ def _trim() -> None:
     trim(0)
 
 
+def storage_bytes(tensors: Iterable[Any]) -> int:
+    """The bytes of the distinct CPU storages under ``tensors`` (each storage counted once)."""
+    seen: dict[int, int] = {}
+    for tensor in tensors:
+        if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided and tensor.device.type == "cpu":
+            storage = tensor.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+@dataclasses.dataclass
+class Offload:
+    """When the run's values leave memory and where they go: ``room`` (bytes the run may still take
+    before its memory budget or the machine's reserve; None: nothing known, nothing moves) against
+    what the next step will add; ``folder``: where the files go (None: the system's temporary
+    folder), ``fallback``: why not the output folder's scratch. Counts what it moved (the report's
+    ``stats.offload``)."""
+
+    room: Callable[[], int | None] = lambda: None
+    folder: str | None = None
+    fallback: str | None = None
+    moved: int = 0  # bytes moved, every call
+    moves: int = 0  # calls that moved something
+    asked: int = 0  # calls made (moves or not)
+
+    def wanted(self, need: int) -> bool:
+        """Whether a step adding ``need`` bytes would pass the room left."""
+        room = self.room()
+        return room is not None and need > room
+
+    def spill(self, tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], need: int) -> int:
+        """:func:`spill` of ``tensors`` into :attr:`folder` where :meth:`wanted` (``need``); else 0."""
+        self.asked += 1
+        if not self.wanted(need):
+            return 0
+        moved = spill(tensors, protected, self.folder)
+        self.moved += moved
+        self.moves += bool(moved)
+        return moved
+
+    def to_json(self) -> dict[str, Any]:
+        return {"moved_mb": self.moved >> 20, "moves": self.moves, "asked": self.asked,
+                "folder": "system_temp" if self.folder is None else "output_scratch",
+                **({"fallback": self.fallback} if self.fallback else {})}
+
+
+_RUN: contextvars.ContextVar[Offload | None] = contextvars.ContextVar("bisect_offload", default=None)
+
+
+@contextlib.contextmanager
+def using(policy: Offload) -> Iterator[Offload]:
+    """``policy`` decides every move made inside the block (the run's edge sets it)."""
+    token = _RUN.set(policy)
+    try:
+        yield policy
+    finally:
+        _RUN.reset(token)
+
+
+def running() -> Offload | None:
+    """The policy a run's edge set (:func:`using`), if any."""
+    return _RUN.get()
+
+
+def current() -> Offload:
+    """The run's policy; outside a run, one that moves nothing."""
+    return _RUN.get() or Offload()
+
+
+def offload(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], need: int) -> int:
+    """:meth:`Offload.spill` under the run's policy (:func:`current`)."""
+    return current().spill(tensors, protected, need)
+
+
 def attributes_of(graph_module: Any) -> list[torch.Tensor]:
     """The tensors a graph reads as attributes (its ``get_attr`` constants): the graph's own, never moved."""
     found = []
@@ -179,10 +263,12 @@ def attributes_of(graph_module: Any) -> list[torch.Tensor]:
 
 
 def spill_graph_values(context: Any, *others: Any) -> int:
-    """:func:`spill` of what a graph's context holds (its eager values, its replays) and ``others``
+    """:func:`offload` of what a graph's context holds (its eager values, its replays) and ``others``
     (compiled values, fp64 references), its captured graph's inputs and constants never moved: for
-    a run of the graph from its captured inputs that reads none of them (the noise model's)."""
+    a run of the graph from its captured inputs that reads none of them (an fp64 run or the noise
+    model's, each needing about twice the graph's eager values: their fp64 live set)."""
     captured = context.captured
     protected = [*tensors_in([captured.inputs, captured.shared]), *attributes_of(captured.graph_module)]
-    return spill(tensors_in([context.eager_values, context._replays, *others]), protected)
+    held = tensors_in([context.eager_values, context._replays, *others])
+    return offload(held, protected, need=2 * storage_bytes(tensors_in([context.eager_values])))
 
