@@ -124,7 +124,8 @@ def _isolate_from_hook() -> None:
                    "differ, eager or compiled; OUT/determinism/repro.py exits 1 when its two runs differ).")
 @click.option("--memory-budget", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Model files: GiB of memory this run may hold; past it the run stops with what it learned "
-                   "(exit 4) [default: stop when the machine has less than 5 percent of its memory left, 0.5-2 GiB].")
+                   "(exit 4); values that wait go to disk only when they would pass it [default: stop when the "
+                   "machine has less than 5 percent of its memory left, 0.5-2 GiB; values that wait always go to disk].")
 def run(**options: Any) -> None:
     """Bisect MODEL_FILE (defining get_model() and get_inputs()), or run a plain script with
     SCRIPT_ARGS, every torch.compile checked against eager (see README: script mode). Put the

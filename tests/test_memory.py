@@ -200,6 +200,7 @@ def test_values_move_only_when_memory_asks_and_into_the_folder_given(tmp_path: P
     assert offload.offload(values, [], need=GIB) == 0  # outside a run's policy: nothing moves
     held = rss_bytes()
     assert held is not None
+    assert run_offload(budget=None, folder=str(tmp_path)).wanted(1)  # no budget given: values always wait on disk
     tight = run_offload(budget=held + (64 << 20), folder=str(tmp_path))  # 64 MiB left under the budget
     with offload.using(tight):
         moved = offload.offload(values, [], need=128 << 20)

@@ -121,6 +121,9 @@ def check_memory(model: Any, inputs: Any, available: Callable[[], int | None] | 
 
 def run_offload(budget: int | None, folder: str | None, fallback: str | None = None) -> Offload:
     """The run's offload policy (``verdict/offload.py``): values move to ``folder`` (the output
-    folder's scratch; None: the system's temporary folder, ``fallback`` says why) only when a step
-    would not fit in the room ``--memory-budget`` (``budget``) and the machine's free memory leave."""
-    return Offload(room=MemoryGuard(budget).room, folder=folder, fallback=fallback)
+    folder's scratch; None: the system's temporary folder, ``fallback`` says why). Under
+    ``--memory-budget`` (``budget``) only when a step would not fit in the room it and the machine's
+    free memory leave; without one at every spill point, so that the run stays near 3x eager's peak
+    whatever the machine has free (GPT-2 small's step: 3.2x held in memory, 2.9x with them moved)."""
+    return Offload(room=MemoryGuard(budget).room if budget is not None else (lambda: 0), folder=folder, fallback=fallback)
+
