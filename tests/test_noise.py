@@ -924,14 +924,15 @@ def test_a_reductions_order_noise_in_the_draws_memory_has_the_bits_of_the_expres
     """``_with_order_noise`` adds its draw in the draw's own memory (issue 34: the backward's noise
     run held four value-sized temporaries at a large sum): the same bits, layout and generator state
     as ``noisy + (draw * 2 - 1) * (unit * scale)``, which a non-contiguous value still takes."""
-    graph_module = make_fx(lambda a, b: torch.add(a, b))(torch.randn(3, 5), torch.randn(3, 5))
+    graph_module = make_fx(lambda a, b: torch.mm(a, b))(torch.randn(3, 5), torch.randn(5, 5))
     node = next(n for n in graph_module.graph.nodes if n.op == "call_function")
-    a, b = (torch.randn(33, 31, dtype=torch.float64, generator=torch.Generator().manual_seed(s)) * 1e3 for s in (2, 3))
+    a, b = (torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(s)) * 1e3
+            for s, shape in ((2, (33, 31)), (3, (31, 31))))
     runs = noise._Runs(torch.Generator().manual_seed(1), streamed=True)
     runs.clean_env.update(zip(node.all_input_nodes, (a, b)))
     unit = rounding_unit(torch.float32)
-    for noisy in ((a + b) * 1e-6, ((a + b) * 1e-6).t().contiguous().t()):  # contiguous, then not
-        clean = a + b
+    for noisy in ((a @ b) * 1e-6, ((a @ b) * 1e-6).t().contiguous().t()):  # contiguous, then not
+        clean = a @ b
         generator = torch.Generator().manual_seed(7)
         got = noise._with_order_noise(node, runs, clean, noisy, unit, generator)
         reference = torch.Generator().manual_seed(7)
@@ -1020,3 +1021,25 @@ def test_the_models_noisy_run_moves_large_fresh_results_in_their_own_memory_with
     view = base[1:]
     assert not noise._sole_owner(view) and not noise._sole_owner(base)  # the view shares base's storage
     assert not noise._apart(base, ((torch.ones(2), base), {})) and noise._apart(base, ((torch.ones(2),), {}))
+
+
+def test_a_padded_attentions_masked_rows_carry_no_noise_of_the_masks_scale() -> None:
+    """A mask made in the graph from an integer one (as HF attention makes it), ``score + (1 - keep)
+    * finfo.min``: the add is exact where masked (the score absorbed) and at the score's own scale
+    elsewhere. Read at the mask's tensor-wide scale (RMS ~1e38), every score moved by ~1e31, a row
+    masked whole became a softmax of noise, and every value after it carried a floor of millions
+    of units (``models/hf_gpt2_softmax_decomp``: a planted softmax then read as noise)."""
+    def program(scores: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        masked = scores + (1.0 - keep.to(scores.dtype)) * torch.finfo(torch.float32).min
+        return torch.softmax(masked, -1) @ scores
+
+    scores = torch.randn(4, 6, 6, generator=torch.Generator().manual_seed(5))
+    keep = torch.ones(4, 6, 6, dtype=torch.long)
+    keep[1, 3:], keep[2] = 0, 0  # padded queries: whole rows masked
+    graph_module = make_fx(program)(scores, keep)
+    dtypes = {node.name: node.meta["val"].dtype for node in graph_module.graph.nodes
+              if isinstance(node.meta.get("val"), torch.Tensor)}
+    floors = noise_floors(graph_module, [scores, keep], dtypes)
+    assert floors.carried == {}, floors.carried  # nothing cancels here: no floor anywhere
+    plain = make_fx(lambda s: torch.softmax(s, -1) @ s)(scores)  # the same without a mask: the same answer
+    assert noise_floors(plain, [scores], {n.name: torch.float32 for n in plain.graph.nodes}).carried == {}

@@ -41,6 +41,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .compare import rounding_unit
 from .fx_eval import _fp64_kwargs, faithful_copy, mutates, to_fp64
 from .judgement import combined_scale
+from .precision import op_base_name
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,29 @@ def _call(target: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
     ``aten.ones`` without ``dtype``) widened, so the ops after it run in fp64 too (a normalisation
     refuses an fp32 input with fp64 weights: the whole run after it would claim no floor)."""
     return to_fp64(target(*args, **_fp64_kwargs(kwargs)))
+
+
+_NARROW = {rounding_unit(dtype): dtype for dtype in (torch.float16, torch.bfloat16, torch.float32)}
+
+
+def rounded(value: Any, unit: Any, generator: torch.Generator, fresh: bool = False) -> Any:
+    """An op's fp64 result rounded as the model's dtype rounds it (:func:`perturb`), except where
+    it is exact in that dtype: there no rounding happened, so none is drawn. A mask's
+    ``score + finfo.min`` is ``finfo.min`` exactly (the score absorbed) in every run; drawn as a
+    relative rounding it moved by ~1e31, so a row masked whole (a padded query of an HF attention)
+    read as a softmax of noise, and every value after it got a floor of millions of units: a
+    planted softmax decomposition was then noise (``models/hf_gpt2_softmax_decomp``)."""
+    if isinstance(value, (tuple, list)):
+        unit_list = unit if isinstance(unit, (tuple, list)) else [unit] * len(value)
+        return type(value)(rounded(v, u, generator, fresh) for v, u in zip(value, unit_list))
+    narrow = _NARROW.get(unit) if isinstance(unit, float) else None
+    if narrow is None or not _floating(value) or value.numel() == 0:
+        return perturb(value, unit, generator, fresh)
+    exact = (value.to(narrow).to(torch.float64) == value) & (value != 0)  # a zero moves by nothing anyway
+    if not bool(exact.any()):
+        return perturb(value, unit, generator, fresh)
+    kept = value.clone() if fresh else value
+    return torch.where(exact, kept, perturb(value, unit, generator, fresh))
 
 
 def _clean_exact(clean: Any, noisy: Any) -> Any:
@@ -392,13 +416,13 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
             noisy_in = {n: runs.noisy(n, value) for n, value in clean_in.items()}
             noisy = apply(noisy_in)
             del noisy_in
-            noisy = _clean_exact(clean, perturb(noisy, unit, generator))
+            noisy = _clean_exact(clean, rounded(noisy, unit, generator))
             noisy = _with_order_noise(node, runs, clean, noisy, unit, generator)
         if "own" not in kinds:
             return clean, noisy, 0.0
         once_in = {n: perturb(value, _unit_of(n, dtypes), generator) for n, value in clean_in.items()}
         del clean_in
-        once = perturb(apply(once_in), unit, generator)
+        once = rounded(apply(once_in), unit, generator)
     except Exception as error:  # noqa: BLE001 - perturbed inputs the op refuses: no floor
         log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
         return clean, clean, 0.0
@@ -440,12 +464,38 @@ def _with_order_noise(node: fx.Node, runs: _Runs, clean: Any, noisy: Any, unit: 
     if not scale > 0.0 or not math.isfinite(scale):
         return noisy
     draw = torch.rand(noisy.shape, generator=generator, dtype=torch.float32).to(noisy.device, torch.float64)
+    operands = _added(node, values, noisy)
+    if operands is not None:  # an elementwise a + b: each entry's rounding at its own operands' scale
+        return draw.mul_(2).sub_(1).mul_(unit).mul_(operands).add_(noisy)
     if not noisy.is_contiguous():
         return noisy + (draw * 2 - 1) * (unit * scale)
     # In the draw's own memory (a large reduction's value: one temporary, not four): the same
     # elementwise IEEE operations in the same order, and the sum commutes, so the same bits and the
     # same contiguous layout as ``noisy + (draw * 2 - 1) * (unit * scale)``.
     return draw.mul_(2).sub_(1).mul_(unit * scale).add_(noisy)
+
+
+def _added(node: fx.Node, values: Mapping[str, Any], noisy: torch.Tensor) -> torch.Tensor | None:
+    """For an elementwise add or sub (``combined_scale``'s operands' scale), that scale entry by
+    entry, max(|a|, |b|), and 0 where the result is exact in the model's dtype (no rounding: a mask's
+    ``score + finfo.min`` is ``finfo.min``); None for any other op. Read tensor-wide (the RMS of
+    a mask full of ``finfo.min``), a padded attention's every score moved by ~1e31 and its softmax
+    became noise."""
+    if op_base_name(node.target) not in ("add", "sub", "rsub") or len(node.args) < 2:
+        return None
+    operands = [values.get(arg.name) if isinstance(arg, fx.Node) else arg for arg in node.args[:2]]
+    if not all(isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool) for v in operands):
+        return None
+    try:
+        scale = torch.maximum(*(torch.as_tensor(v, dtype=torch.float64, device=noisy.device).abs() for v in operands))
+        scale = scale.expand(noisy.shape)
+    except RuntimeError:  # shapes that do not broadcast to the result: the tensor-wide scale stands
+        return None
+    narrow = _NARROW.get(rounding_unit(node.meta["val"].dtype)) if isinstance(node.meta.get("val"), torch.Tensor) \
+        and node.meta["val"].dtype.is_floating_point and node.meta["val"].dtype != torch.float64 else None
+    if narrow is not None:
+        scale = torch.where(noisy.to(narrow).to(torch.float64) == noisy, 0.0, scale)
+    return torch.nan_to_num(scale, nan=0.0, posinf=0.0)
 
 
 def _getitem(index: Any, value: Any) -> Any:
@@ -485,7 +535,7 @@ class Perturbed(TorchDispatchMode):
         aliases = schema is None or schema.is_mutable or any(r.alias_info is not None for r in schema.returns)
         if aliases or torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
             return result
-        return perturb(result, self.unit, self.generator, fresh=_apart(result, (args, kwargs)))
+        return rounded(result, self.unit, self.generator, fresh=_apart(result, (args, kwargs)))
 
 
 def _apart(result: Any, inputs: Any) -> bool:
