@@ -189,13 +189,40 @@ def rounded(value: Any, unit: Any, generator: torch.Generator, fresh: bool = Fal
         unit_list = unit if isinstance(unit, (tuple, list)) else [unit] * len(value)
         return type(value)(rounded(v, u, generator, fresh) for v, u in zip(value, unit_list))
     narrow = _NARROW.get(unit) if isinstance(unit, float) else None
-    if narrow is None or not _floating(value) or value.numel() == 0:
+    exact = _exact_entries(value, narrow) if narrow is not None and _floating(value) else None
+    if exact is None:
         return perturb(value, unit, generator, fresh)
-    exact = (value.to(narrow).to(torch.float64) == value) & (value != 0)  # a zero moves by nothing anyway
-    if not bool(exact.any()):
-        return perturb(value, unit, generator, fresh)
-    kept = value.clone() if fresh else value
-    return torch.where(exact, kept, perturb(value, unit, generator, fresh))
+    kept = value[exact]
+    result = perturb(value, unit, generator, fresh)  # a new tensor, or ``value`` itself where fresh
+    result[exact] = kept
+    return result
+
+
+def _exact_entries(value: torch.Tensor, narrow: torch.dtype, zeros: bool = False) -> torch.Tensor | None:
+    """Where ``value`` (fp64) is exact in ``narrow``, zeros only with ``zeros`` (a relative rounding
+    moves a zero by nothing anyway; an additive one does); None where no entry is. Read
+    :data:`CHUNK` entries at a time: one bool per entry is all it holds."""
+    flat = value.reshape(-1)
+    if flat.numel() == 0:
+        return None
+    exact = torch.empty(flat.shape, dtype=torch.bool, device=value.device)
+    for start in range(0, flat.numel(), CHUNK):
+        part = flat[start:start + CHUNK]
+        if zeros:
+            torch.eq(part.to(narrow), part, out=exact[start:start + CHUNK])
+        else:
+            torch.logical_and(part.to(narrow) == part, part != 0, out=exact[start:start + CHUNK])
+    return exact.view(value.shape) if bool(exact.any()) else None
+
+
+def _saturated(value: torch.Tensor, narrow: torch.dtype) -> bool:
+    """``value`` holds an entry at half its narrow dtype's largest magnitude or beyond (a
+    ``finfo.min`` fill): only then are its exact entries and its adds read entry by entry (a
+    reduction, no value-sized temporary, for every other value)."""
+    if value.numel() == 0:
+        return False
+    low, high = torch.aminmax(value)
+    return max(abs(float(low)), abs(float(high))) >= torch.finfo(narrow).max / 2
 
 
 def _clean_exact(clean: Any, noisy: Any) -> Any:
@@ -464,9 +491,17 @@ def _with_order_noise(node: fx.Node, runs: _Runs, clean: Any, noisy: Any, unit: 
     if not scale > 0.0 or not math.isfinite(scale):
         return noisy
     draw = torch.rand(noisy.shape, generator=generator, dtype=torch.float32).to(noisy.device, torch.float64)
-    operands = _added(node, values, noisy)
-    if operands is not None:  # an elementwise a + b: each entry's rounding at its own operands' scale
-        return draw.mul_(2).sub_(1).mul_(unit).mul_(operands).add_(noisy)
+    if op_base_name(node.target) in _ELEMENTWISE_ADDS:  # an elementwise a + b: its exact entries kept
+        operands = _added(node, values, noisy)
+        if operands is not None:  # a fill among its operands: each entry at its own operands' scale
+            return draw.mul_(2).sub_(1).mul_(unit).mul_(operands).add_(noisy)
+        narrow = _narrow_of(node)
+        exact = _exact_entries(noisy, narrow, zeros=True) if narrow is not None else None
+        if exact is not None:
+            result = noisy + (draw * 2 - 1) * (unit * scale) if not noisy.is_contiguous() \
+                else draw.mul_(2).sub_(1).mul_(unit * scale).add_(noisy)
+            result[exact] = noisy[exact]
+            return result
     if not noisy.is_contiguous():
         return noisy + (draw * 2 - 1) * (unit * scale)
     # In the draw's own memory (a large reduction's value: one temporary, not four): the same
@@ -475,26 +510,39 @@ def _with_order_noise(node: fx.Node, runs: _Runs, clean: Any, noisy: Any, unit: 
     return draw.mul_(2).sub_(1).mul_(unit * scale).add_(noisy)
 
 
+_ELEMENTWISE_ADDS = ("add", "sub", "rsub")
+
+
+def _narrow_of(node: fx.Node) -> torch.dtype | None:
+    """The float dtype below fp64 the model computes ``node`` in (None: unknown or fp64)."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor) and val.dtype.is_floating_point and val.dtype != torch.float64:
+        return _NARROW.get(rounding_unit(val.dtype))
+    return None
+
+
 def _added(node: fx.Node, values: Mapping[str, Any], noisy: torch.Tensor) -> torch.Tensor | None:
     """For an elementwise add or sub (``combined_scale``'s operands' scale), that scale entry by
     entry, max(|a|, |b|), and 0 where the result is exact in the model's dtype (no rounding: a mask's
     ``score + finfo.min`` is ``finfo.min``); None for any other op. Read tensor-wide (the RMS of
     a mask full of ``finfo.min``), a padded attention's every score moved by ~1e31 and its softmax
     became noise."""
-    if op_base_name(node.target) not in ("add", "sub", "rsub") or len(node.args) < 2:
+    if len(node.args) < 2:
         return None
     operands = [values.get(arg.name) if isinstance(arg, fx.Node) else arg for arg in node.args[:2]]
     if not all(isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool) for v in operands):
+        return None
+    if not any(isinstance(v, torch.Tensor) and v.is_floating_point() and _saturated(v, torch.float32)
+               for v in operands):  # no fill among them: the tensor-wide scale, no temporaries
         return None
     try:
         scale = torch.maximum(*(torch.as_tensor(v, dtype=torch.float64, device=noisy.device).abs() for v in operands))
         scale = scale.expand(noisy.shape)
     except RuntimeError:  # shapes that do not broadcast to the result: the tensor-wide scale stands
         return None
-    narrow = _NARROW.get(rounding_unit(node.meta["val"].dtype)) if isinstance(node.meta.get("val"), torch.Tensor) \
-        and node.meta["val"].dtype.is_floating_point and node.meta["val"].dtype != torch.float64 else None
+    narrow = _narrow_of(node)
     if narrow is not None:
-        scale = torch.where(noisy.to(narrow).to(torch.float64) == noisy, 0.0, scale)
+        scale = torch.where(noisy.to(narrow) == noisy, 0.0, scale)
     return torch.nan_to_num(scale, nan=0.0, posinf=0.0)
 
 
