@@ -124,6 +124,6 @@ def run_offload(budget: int | None, folder: str | None, fallback: str | None = N
     folder's scratch; None: the system's temporary folder, ``fallback`` says why). Under
     ``--memory-budget`` (``budget``) only when a step would not fit in the room it and the machine's
     free memory leave; without one at every spill point, so that the run stays near 3x eager's peak
-    whatever the machine has free (GPT-2 small's step: 3.2x held in memory, 2.9x with them moved)."""
+    whatever the machine has free (GPT-2 small's clean step: 3.2x held in memory, 3.0-3.1x with them moved)."""
     return Offload(room=MemoryGuard(budget).room if budget is not None else (lambda: 0), folder=folder, fallback=fallback)
 
