@@ -371,7 +371,7 @@ def _no_culprit(finding: GraphFinding) -> bool:
     return _no_crash(finding) and finding.nodes is not None and not finding.nodes.culprits
 
 
-def _against_fp64(finding: GraphFinding, driver: Driver) -> bool:
+def _no_finding(finding: GraphFinding, driver: Driver) -> bool:
     # A graph with no finding, under any reference: judged against eager, a departure beyond its
     # noise floor is a finding already; one within it (a bf16 `(x + 32) - 32` fused in fp32: 0.125
     # from eager, the rounding of its terms) is listed as the fp64 oracle lists it, never less.
@@ -397,8 +397,8 @@ GRAPH_PLAN: tuple[Step[GraphFinding], ...] = (
          when=lambda f, d: _no_culprit(f) and f.amplification is None and f.whole.outcome is not Outcome.MATCH),
     Step("dropped_work", _dropped_work, when=_window_mismatch, decides=False),
     Step("nan_forensics", nan_forensics, when=_diverging, decides=False),
-    Step("departures", _departures, when=_against_fp64, decides=False),
-    Step("eager_rounding", _eager_rounding, when=lambda f, d: _against_fp64(f, d) and bool(f.departures),
+    Step("departures", _departures, when=_no_finding, decides=False),
+    Step("eager_rounding", _eager_rounding, when=lambda f, d: _no_finding(f, d) and bool(f.departures),
          decides=False),
     Step("cast_elision", _cast_elision, when=_round_trips, decides=False),
 )

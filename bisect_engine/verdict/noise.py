@@ -217,8 +217,8 @@ def _exact_entries(value: torch.Tensor, narrow: torch.dtype, zeros: bool = False
 
 def _saturated(value: torch.Tensor, narrow: torch.dtype) -> bool:
     """``value`` holds an entry at half its narrow dtype's largest magnitude or beyond (a
-    ``finfo.min`` fill): only then are its exact entries and its adds read entry by entry (a
-    reduction, no value-sized temporary, for every other value)."""
+    ``finfo.min`` fill): only then is an add it enters scaled entry by entry (:func:`_added`; a
+    reduction, no value-sized temporary, for every other add)."""
     if value.numel() == 0:
         return False
     low, high = torch.aminmax(value)
@@ -491,23 +491,22 @@ def _with_order_noise(node: fx.Node, runs: _Runs, clean: Any, noisy: Any, unit: 
     if not scale > 0.0 or not math.isfinite(scale):
         return noisy
     draw = torch.rand(noisy.shape, generator=generator, dtype=torch.float32).to(noisy.device, torch.float64)
-    if op_base_name(node.target) in _ELEMENTWISE_ADDS:  # an elementwise a + b: its exact entries kept
-        operands = _added(node, values, noisy)
-        if operands is not None:  # a fill among its operands: each entry at its own operands' scale
-            return draw.mul_(2).sub_(1).mul_(unit).mul_(operands).add_(noisy)
-        narrow = _narrow_of(node)
-        exact = _exact_entries(noisy, narrow, zeros=True) if narrow is not None else None
-        if exact is not None:
-            result = noisy + (draw * 2 - 1) * (unit * scale) if not noisy.is_contiguous() \
-                else draw.mul_(2).sub_(1).mul_(unit * scale).add_(noisy)
-            result[exact] = noisy[exact]
-            return result
-    if not noisy.is_contiguous():
-        return noisy + (draw * 2 - 1) * (unit * scale)
-    # In the draw's own memory (a large reduction's value: one temporary, not four): the same
-    # elementwise IEEE operations in the same order, and the sum commutes, so the same bits and the
-    # same contiguous layout as ``noisy + (draw * 2 - 1) * (unit * scale)``.
-    return draw.mul_(2).sub_(1).mul_(unit * scale).add_(noisy)
+    added = op_base_name(node.target) in _ELEMENTWISE_ADDS
+    narrow = _narrow_of(node) if added else None
+    operands = _added(node, values, noisy, narrow) if added else None
+    if operands is not None:  # a fill among its operands: each entry at its own operands' scale
+        result = draw.mul_(2).sub_(1).mul_(unit).mul_(operands).add_(noisy)
+    elif not noisy.is_contiguous():
+        result = noisy + (draw * 2 - 1) * (unit * scale)
+    else:
+        # In the draw's own memory (a large reduction's value: one temporary, not four): the same
+        # elementwise IEEE operations in the same order, and the sum commutes, so the same bits and the
+        # same contiguous layout as ``noisy + (draw * 2 - 1) * (unit * scale)``.
+        result = draw.mul_(2).sub_(1).mul_(unit * scale).add_(noisy)
+    exact = _exact_entries(noisy, narrow, zeros=True) if narrow is not None else None
+    if exact is not None:  # an add's exact entries (a zero, a fill) had no rounding to draw
+        result[exact] = noisy[exact]
+    return result
 
 
 _ELEMENTWISE_ADDS = ("add", "sub", "rsub")
@@ -521,29 +520,26 @@ def _narrow_of(node: fx.Node) -> torch.dtype | None:
     return None
 
 
-def _added(node: fx.Node, values: Mapping[str, Any], noisy: torch.Tensor) -> torch.Tensor | None:
-    """For an elementwise add or sub (``combined_scale``'s operands' scale), that scale entry by
-    entry, max(|a|, |b|), and 0 where the result is exact in the model's dtype (no rounding: a mask's
-    ``score + finfo.min`` is ``finfo.min``); None for any other op. Read tensor-wide (the RMS of
-    a mask full of ``finfo.min``), a padded attention's every score moved by ~1e31 and its softmax
-    became noise."""
+def _added(node: fx.Node, values: Mapping[str, Any], noisy: torch.Tensor,
+           narrow: torch.dtype | None) -> torch.Tensor | None:
+    """For an elementwise add or sub with a fill among its operands (``_saturated`` in ``narrow``,
+    the node's dtype; fp32 where unknown), ``combined_scale``'s operands' scale entry by entry,
+    max(|a|, |b|); None otherwise (the tensor-wide scale stands, no value-sized temporaries). Read
+    tensor-wide (the RMS of a mask full of ``finfo.min``), a padded attention's every score moved
+    by ~1e31 and its softmax became noise."""
     if len(node.args) < 2:
         return None
     operands = [values.get(arg.name) if isinstance(arg, fx.Node) else arg for arg in node.args[:2]]
     if not all(isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool) for v in operands):
         return None
-    if not any(isinstance(v, torch.Tensor) and v.is_floating_point() and _saturated(v, torch.float32)
-               for v in operands):  # no fill among them: the tensor-wide scale, no temporaries
+    if not any(isinstance(v, torch.Tensor) and v.is_floating_point() and _saturated(v, narrow or torch.float32)
+               for v in operands):
         return None
     try:
         scale = torch.maximum(*(torch.as_tensor(v, dtype=torch.float64, device=noisy.device).abs() for v in operands))
-        scale = scale.expand(noisy.shape)
+        return torch.nan_to_num(scale.expand(noisy.shape), nan=0.0, posinf=0.0)
     except RuntimeError:  # shapes that do not broadcast to the result: the tensor-wide scale stands
         return None
-    narrow = _narrow_of(node)
-    if narrow is not None:
-        scale = torch.where(noisy.to(narrow) == noisy, 0.0, scale)
-    return torch.nan_to_num(scale, nan=0.0, posinf=0.0)
 
 
 def _getitem(index: Any, value: Any) -> Any:
