@@ -8,9 +8,12 @@ one. The whole path (model file and script) runs under ``BISECT_CORPUS=all``
 """
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,6 +62,29 @@ def test_a_crash_repro_that_kills_its_child_reproduces(tmp_path: Path) -> None:
     assert repro_runtime.crash_in_child(str(script)) == repro_runtime.EXIT_REPRODUCED
     script.write_text("import sys\nsys.exit(0)\n")
     assert repro_runtime.crash_in_child(str(script)) == 0  # the child's own verdict stands
+
+
+# Four bytes stored past the end of a 20-byte tensor, inside its block's slack: a plain heap never
+# notices (the process ends normally: exit 0, checked by hand), glibc's heap checker aborts at the free.
+_TAIL_STORE = ("import ctypes, torch\nt = torch.empty(5)\nctypes.memset(t.data_ptr() + 20, 0x41, 4)\ndel t\n")
+
+
+@pytest.mark.skipif(not ctypes.util.find_library("c_malloc_debug"), reason="no glibc heap checker here")
+def test_a_crash_repros_child_runs_under_the_heap_checker(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """An out-of-bounds store that does not abort a plain process (pytorch#196681's tail store
+    aborted 1 plain run of 2) aborts the heap-checked child of a crash repro, and the same for
+    the tool's isolated children (``isolate._heap_checked_children``), whose environment it
+    restores."""
+    script = tmp_path / "tail.py"
+    script.write_text(_TAIL_STORE)
+    assert repro_runtime.crash_in_child(str(script)) == repro_runtime.EXIT_REPRODUCED
+    assert "REPRODUCED: the compiled code killed its process (SIGABRT" in capfd.readouterr().out
+    before = {key: os.environ.get(key) for key in ("LD_PRELOAD", "MALLOC_CHECK_")}
+    with isolate._heap_checked_children():
+        assert "c_malloc_debug" in os.environ["LD_PRELOAD"] and os.environ["MALLOC_CHECK_"] == "3"
+        checked = subprocess.run([sys.executable, str(script)])
+    assert checked.returncode == -signal.SIGABRT
+    assert {key: os.environ.get(key) for key in before} == before
 
 
 class _Step(torch.nn.Module):

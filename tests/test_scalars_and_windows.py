@@ -193,3 +193,7 @@ def test_a_window_is_named_by_the_op_whose_fallback_the_subsystem_names() -> Non
     window = tuple(n.name for n in context.view.compute_nodes)
     named = attributed_node(context.view, window, "lowering", "prims.iota.default")
     assert named is not None and "arange" in str(context.view.nodes[named].target)  # decomposed as iota
+    # A native crash's text names no op: the window's last node, the kernel the others fuse into
+    # (pytorch#196681: the GELU and pads fused into the bmm's tiled reduction), never its first.
+    native = SubgraphVerdict(Outcome.CRASH, error="NativeCrash: the compiled code killed its process (SIGABRT, exit -6)")
+    assert window_culprit(context.view, window, native) == window[-1]

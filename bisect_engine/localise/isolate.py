@@ -16,6 +16,7 @@ exiting by itself is our harness: :class:`~bisect_engine.errors.WorkerDied`, nev
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -24,13 +25,14 @@ import shutil
 import signal
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import ISOLATE_FOLDER_PREFIX, WorkerDied, isolating  # noqa: F401 - isolating: the rerun's switch, read here
+from ..errors import ISOLATE_FOLDER_PREFIX, NativeCrash, WorkerDied, isolating  # noqa: F401 - isolating: the rerun's switch, read here
 from ..load.model_file import load_model_spec
 from ..verdict.candidate import Candidate, ModelCandidate, Switch
 from ..verdict.compare import Outcome
 from ..verdict.compiler import Compiler
+from ..verdict.fx_eval import heap_checked
 from ..verdict.judgement import Oracle
 from ..verdict.oracle import SubgraphVerdict
 from .model_check import check_model_level
@@ -39,7 +41,7 @@ from .workers import Job, JobResult, ProcessState, _apply, _op_name, _resolve, _
 
 log = logging.getLogger(__name__)
 
-NATIVE_CRASH = "NativeCrash"  # the exception name a native crash's verdict carries
+NATIVE_CRASH = NativeCrash.__name__  # the exception name a native crash's verdict carries
 # Signals a crashing kernel dies by; any other (SIGKILL, SIGTERM) is not the compiled code's doing.
 CRASH_SIGNALS = frozenset({signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
                            signal.SIGTRAP})
@@ -52,6 +54,25 @@ def native_crash_message(exit_code: int) -> str | None:
         return None
     name = signal.Signals(-exit_code).name
     return f"{NATIVE_CRASH}: the compiled code killed its process ({name}, exit {exit_code})"
+
+
+@contextlib.contextmanager
+def _heap_checked_children() -> Iterator[None]:
+    """Children started here run under glibc's heap checker (``fx_eval.heap_checked``): an
+    out-of-bounds store aborts the candidate that made it every time, not only where the heap's
+    layout happened to put a chunk header in its way (else a window's minimisation would read a
+    lucky run of a crashing kernel as a pass). ``spawn`` starts the child with this process's
+    environment; restored once it has started."""
+    saved = {key: os.environ.get(key) for key in ("LD_PRELOAD", "MALLOC_CHECK_")}
+    os.environ.update(heap_checked(dict(os.environ)))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @dataclass(frozen=True)
@@ -214,7 +235,7 @@ class Isolated:
             model_path = model_file_path(getattr(self.judge, "spec", None))
             self._process = context.Process(target=_serve, args=(theirs, self._folder, model_path,
                                                                  capability_probes()), daemon=True)
-            with main_not_rerun():
+            with main_not_rerun(), _heap_checked_children():
                 self._process.start()
             theirs.close()
             self._connection = ours

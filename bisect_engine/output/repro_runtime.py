@@ -24,7 +24,7 @@ import torch
 if __package__:  # imported by the tool itself; inside a repro these names are defined above
     from ..verdict.compare import Outcome, elementwise_change, material_difference, rounding_unit
     from ..verdict.judgement import GRAPH, PROGRAM, Oracle, OutputFacts, judge_outputs
-    from ..verdict.fx_eval import clone_value, interpret, run_graph, to_fp64
+    from ..verdict.fx_eval import clone_value, heap_checked, interpret, run_graph, to_fp64
     from ..verdict.recipes import random_inputs
     from ..verdict.shapes import fake_inputs
     from ..verdict.frozen import frozen_copy, graph_constants_kept, kept_inputs
@@ -172,22 +172,25 @@ CRASH_SIGNALS = ("SIGABRT", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGTRAP")
 
 
 def crash_in_child(script_path):
-    """A crash repro compiles and runs in a child process (this script again): a kernel that kills
-    its process (abort, segfault, heap corruption) is the crash reproduced (exit 1), not the repro's
-    death; otherwise the child's own verdict and exit status stand. None: this is the child."""
+    """A crash repro compiles and runs in a child process (this script again, under glibc's heap
+    checker where there is one: ``heap_checked``): a kernel that kills its process (abort, segfault,
+    heap corruption) is the crash reproduced (exit 1), not the repro's death; otherwise the child's
+    own verdict and exit status stand. None: this is the child."""
     import signal
     import subprocess
     import sys
 
     if os.environ.get(CRASH_CHILD) or not script_path or not os.path.isfile(script_path):
         return None
-    child = subprocess.run([sys.executable, script_path], env={**os.environ, CRASH_CHILD: "1"})
+    child = subprocess.run([sys.executable, script_path], env=heap_checked({**os.environ, CRASH_CHILD: "1"}))
     if child.returncode < 0:
         name = signal.Signals(-child.returncode).name
         if name in CRASH_SIGNALS:
             return say_verdict(True, f"the compiled code killed its process ({name}, exit {child.returncode})")
         print(f"repro: cannot run (the child was killed by {name})")
         return EXIT_CANNOT_RUN
+    if child.returncode == EXIT_NOT_REPRODUCED:  # the child ran to its end: it says no verdict (see repro_main)
+        return say_verdict(False, "Inductor compiled and ran without raising, and its process ended normally")
     return child.returncode
 
 
@@ -223,6 +226,9 @@ def repro_main(repro_module, inputs_b64, inputs_file, inductor_config, output_na
         print("repro: cannot run (the Inductor compile raised)")
         return EXIT_CANNOT_RUN
     if expect == "crash":
+        if os.environ.get(CRASH_CHILD):  # a heap corruption may still abort this process as it ends:
+            print("repro: compiled and ran without raising; whether the process ends normally, the parent says")
+            return EXIT_NOT_REPRODUCED  # the parent says the verdict (never two contradicting lines)
         return say_verdict(False, "Inductor compiled and ran without raising")
     verdicts = judge_outputs(oracle, GRAPH, eager, fp64, compiled, output_facts_of(graph_module, facts))
     report(output_names, verdicts)

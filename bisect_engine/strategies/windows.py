@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from ..errors import NativeCrash
 from ..search import ddmin, find_integer, first_failing_prefix, remove_one_by_one
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
@@ -59,9 +60,13 @@ def window_culprit(view: GraphView, names: tuple[str, ...], verdict: SubgraphVer
     """The node a window is named by (the window stays listed whole): the node whose own output
     departs (the producer of the window's first failing output: ``cumsum`` in ``ones`` +
     ``cumsum``), for a crash the node the error text names (an aten op, or a reduction's
-    accumulator in the generated kernel), else the window's first node."""
+    accumulator in the generated kernel); for a native crash (the compiled code killed its process:
+    its text names no op) the window's last node, the kernel its other nodes fuse into (pytorch#196681:
+    a GELU and two pads fused into the ``bmm``'s tiled reduction, whose tail store overflows);
+    else the window's first node."""
     if verdict is not None and verdict.outcome is Outcome.CRASH:
-        return named_by_error(view, names, verdict.error) or names[0]
+        native = verdict.error.startswith(NativeCrash.__name__)
+        return named_by_error(view, names, verdict.error) or (names[-1] if native else names[0])
     if verdict is not None:
         producers = {value.name: name for name in names for value in value_nodes(view.nodes[name])}
         departing = [producers[output] for output in verdict.failing_outputs if output in producers]

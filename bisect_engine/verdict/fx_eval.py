@@ -490,3 +490,20 @@ def stream_graph(graph_module: fx.GraphModule, inputs: Sequence[Any], *, sink: C
     interpreter = _StreamingInterpreter(graph_module, upcast, overrides or {}, sink)
     with torch.no_grad():
         interpreter.run(*inputs)
+
+
+def heap_checked(environ: "dict[str, str]") -> "dict[str, str]":
+    """``environ`` for a child process whose native crash is the question (the tool's isolated
+    candidates, a crash repro's compile): under glibc's heap checker where the C library has one
+    (``libc_malloc_debug``, ``MALLOC_CHECK_=3``). A kernel's out-of-bounds store aborts the process
+    only where the heap's layout puts a chunk header in its way, which varies run to run
+    (pytorch#196681's tail store: 1 plain run of 2 aborted, the other returned wrong values); the
+    checker marks every chunk's end and aborts at its free, so the same store aborts every time
+    (3 runs of 3). Elsewhere (no glibc, no checker) ``environ`` as it is."""
+    import ctypes.util
+
+    library = ctypes.util.find_library("c_malloc_debug")
+    if not library:
+        return dict(environ)
+    preload = " ".join(part for part in (environ.get("LD_PRELOAD", ""), library) if part)
+    return {**environ, "LD_PRELOAD": preload, "MALLOC_CHECK_": "3"}
