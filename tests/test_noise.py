@@ -1043,3 +1043,26 @@ def test_a_padded_attentions_masked_rows_carry_no_noise_of_the_masks_scale() -> 
     assert floors.carried == {}, floors.carried  # nothing cancels here: no floor anywhere
     plain = make_fx(lambda s: torch.softmax(s, -1) @ s)(scores)  # the same without a mask: the same answer
     assert noise_floors(plain, [scores], {n.name: torch.float32 for n in plain.graph.nodes}).carried == {}
+
+
+def test_a_float_mask_passed_in_is_the_programs_data_and_draws_no_rounding() -> None:
+    """The same mask made from a float ``keep`` the program passes in (issue 36): drawn as an input
+    rounded once, ``keep`` of 1 moved by ``u``, times ``finfo.min``, every kept score by ~1e31 and
+    the rows after it became noise (a silent clean). A tensor of 0 and 1 is data: no rounding made
+    it, none is drawn; real-valued inputs still are."""
+    def program(scores: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        masked = scores + (1.0 - keep) * torch.finfo(torch.float32).min
+        return torch.softmax(masked, -1) @ scores
+
+    scores = torch.randn(4, 6, 6, generator=torch.Generator().manual_seed(5))
+    keep = torch.ones(4, 6, 6)
+    keep[1, 3:], keep[2] = 0.0, 0.0
+    graph_module = make_fx(program)(scores, keep)
+    dtypes = {node.name: node.meta["val"].dtype for node in graph_module.graph.nodes
+              if isinstance(node.meta.get("val"), torch.Tensor)}
+    assert noise_floors(graph_module, [scores, keep], dtypes).carried  # drawn: the mask's scale in the scores
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, [scores, keep], True))
+    assert context.noise.carried == {}, context.noise.carried
+    assert noise.program_data(keep) and noise.program_data(torch.tensor(1.0))  # autograd's seed
+    assert not noise.program_data(scores) and not noise.program_data(keep.long())
+    assert not noise.program_data(torch.full((10_000,), 0.1))  # one inexact value anywhere: rounded data

@@ -198,6 +198,31 @@ def rounded(value: Any, unit: Any, generator: torch.Generator, fresh: bool = Fal
     return result
 
 
+# Float8 with two bits of mantissa: a tensor whose every entry it holds exactly (0/1 masks, one-hot
+# rows, small counts, autograd's seed of ones, a dropout mask's 0 and 1/(1 - p) for p = 0.2 or 0.5) is
+# data, not the rounding of a computed value; real-valued data (``randn``, activations, pixels / 255) has
+# an entry it does not hold in its first few (a random fp32 entry is held with probability 2**-21).
+_DATA_FORMAT = torch.float8_e5m2
+
+
+def program_data(value: Any) -> bool:
+    """``value`` is a floating tensor whose every entry is exact in :data:`_DATA_FORMAT`: an input
+    the program made as data (a float attention mask of 0 and 1), which no rounding produced, so
+    its noisy twin draws none. Drawn as rounded once, an HF-style ``(1 - keep) * finfo.min`` made
+    from a float ``keep`` passed in moved every kept score by ~1e31 (``keep`` of 1 moved by ``u``,
+    times ``finfo.min``): a softmax of noise, and a floor of millions of units on everything after
+    it, a silent clean. Read :data:`CHUNK` entries at a time, the first chunk that holds an inexact
+    entry ends it."""
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
+        return False
+    flat = value.detach().reshape(-1)
+    for start in range(0, flat.numel(), CHUNK):
+        part = flat[start:start + CHUNK]
+        if not bool((part.to(_DATA_FORMAT).to(part.dtype) == part).all()):
+            return False
+    return True
+
+
 def _exact_entries(value: torch.Tensor, narrow: torch.dtype, zeros: bool = False) -> torch.Tensor | None:
     """Where ``value`` (fp64) is exact in ``narrow``, zeros only with ``zeros`` (a relative rounding
     moves a zero by nothing anyway; an additive one does); None where no entry is. Read

@@ -27,7 +27,7 @@ from .fx_eval import clone_value, interpret, mutates, run_graph, stream_graph, t
 from .judgement import (GRAPH, Oracle, OutputFacts, computed_by, decided_by_runs, judge_against_eager, judge_outputs,
                         output_facts, run_to_run_spread, scale_floor, with_run_floors)
 from .kernels import OutputCode
-from .noise import NoiseFloors, noise_floors
+from .noise import NoiseFloors, noise_floors, program_data
 
 log = logging.getLogger(__name__)
 
@@ -327,9 +327,21 @@ class GraphContext:
     def noise(self) -> NoiseFloors:
         """The noise model of this graph (``verdict/noise.py``): one more fp64 run, perturbed."""
         dtypes = {name: value.dtype for name, value in self.eager_values.items() if isinstance(value, torch.Tensor)}
-        fixed = {name: self.eager_values[name] for name in self.not_results if name in self.eager_values}
         self.captured.check_inputs()
-        return noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, fixed)
+        return noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, self._undrawn())
+
+    def _undrawn(self) -> dict[str, Any]:
+        """The values the noise model holds as they are, drawing no rounding: what is no result
+        (:attr:`not_results`), and the graph's inputs that are the program's data
+        (:func:`~bisect_engine.verdict.noise.program_data`: a float mask of 0 and 1, autograd's seed
+        of ones), its parameters aside (held by reference: a LayerNorm's weight of ones is still
+        drawn, as before)."""
+        fixed = {name: self.eager_values[name] for name in self.not_results if name in self.eager_values}
+        parameters = {id(tensor) for tensor, _ in self.captured.shared}
+        for name, value in zip(self.view.placeholder_names(), self.captured.inputs):
+            if name not in fixed and id(value) not in parameters and program_data(value):
+                fixed[name] = value
+        return fixed
 
     def listing_floors(self, names: Sequence[str], carried: bool) -> dict[str, float]:
         """The noise floors of ``names`` (carried, else their ops' own) for what is only listed,
@@ -341,9 +353,8 @@ class GraphContext:
             return {name: self.noise_floor(name, carried) for name in names}
         carried = carried and self.oracle.reference == "fp64"
         dtypes = {name: value.dtype for name, value in self.eager_values.items() if isinstance(value, torch.Tensor)}
-        fixed = {name: self.eager_values[name] for name in self.not_results if name in self.eager_values}
         self.captured.check_inputs()
-        floors = noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, fixed, names=set(names),
+        floors = noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, self._undrawn(), names=set(names),
                               kinds=("carried",) if carried else ("own",))
         return {name: floors.floor(name, carried) for name in names}
 
