@@ -1066,3 +1066,29 @@ def test_a_float_mask_passed_in_is_the_programs_data_and_draws_no_rounding() -> 
     assert noise.program_data(keep) and noise.program_data(torch.tensor(1.0))  # autograd's seed
     assert not noise.program_data(scores) and not noise.program_data(keep.long())
     assert not noise.program_data(torch.full((10_000,), 0.1))  # one inexact value anywhere: rounded data
+
+
+def test_the_gate_reads_the_mismatched_outputs_first_and_stops_at_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``same`` passes all outputs or it does not: the ulp rule's mismatches are read first, so a
+    failing one ends the gate before a matching output (a large gradient, copied at its own scale)
+    is read at all; the answer is the one in the outputs' order. The largest finite magnitude that
+    picks the scale is read a chunk at a time."""
+    import torch._dynamo.utils
+
+    from bisect_engine.verdict import judgement
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.judgement import GRAPH
+
+    fp64, eager, compiled = _outputs(1e-2)  # a mismatch upstream fails too
+    good = torch.full((8,), 0.5, dtype=torch.float64)
+    outputs = ([good.float(), *eager], [good, *fp64], [good.float(), *compiled])
+    verdicts = judge_outputs(Oracle(), GRAPH, outputs[0], outputs[1], outputs[2])
+    assert [v.outcome for v in verdicts] == [Outcome.MATCH, Outcome.MISMATCH]
+    seen: list[int] = []
+    real = torch._dynamo.utils.same
+    monkeypatch.setattr(torch._dynamo.utils, "same", lambda ref, res, *a, **k: seen.append(ref.numel()) or real(ref, res, *a, **k))
+    assert judgement.upstream_gate(outputs[0], outputs[1], outputs[2], verdicts) == verdicts  # not lifted
+    assert seen == [eager[0].numel()]  # the mismatch alone: the matching output was never read
+    value = torch.tensor([float("nan"), -0.75, float("inf"), 0.25], dtype=torch.float64)
+    assert judgement._largest_finite(value, chunk=1) == judgement._largest_finite(value) == 0.75
+    assert judgement._largest_finite(torch.tensor([float("inf")])) == 0.0
