@@ -118,39 +118,19 @@ def _child(argv: list[str], extra: dict[str, str]) -> int:
     for a signal."""
     command = ([sys.executable, "-m", "bisect_engine.cli"] if sys.argv[0].endswith("cli.py")
                else [sys.executable, sys.argv[0]])
-    # The relayed signals wait, blocked, from before the child starts until the relay is in place
-    # (then they are passed on): a SIGINT in that gap, seen once under load, ended this process
-    # alone and left the child running with the caller's pipes. The child starts unblocked.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _RELAYED)
-
-    def start_child() -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        _end_with_parent()
-
-    try:
-        process = subprocess.Popen([*command, *argv], env={**os.environ, SUPERVISED: "1", **extra},
-                                   preexec_fn=start_child)
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        raise
-    return _relayed(process.wait, process.send_signal, mask)
+    process = subprocess.Popen([*command, *argv], env={**os.environ, SUPERVISED: "1", **extra},
+                               preexec_fn=_end_with_parent)
+    return _relayed(process.wait, process.send_signal)
 
 
-_RELAYED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-
-
-def _relayed(wait: Callable[[], int], send: Callable[[int], None], mask: "set[Any] | None" = None) -> int:
+def _relayed(wait: Callable[[], int], send: Callable[[int], None]) -> int:
     """``wait()`` for the child, passing signals on: a terminal's Ctrl-C reaches the child itself (same
-    process group); SIGINT sent to this process alone, SIGTERM and SIGHUP are passed on with ``send``.
-    ``mask``: the signal mask to restore once the relay is in place (signals that waited blocked are
-    then delivered, and passed on)."""
+    process group); SIGINT sent to this process alone, SIGTERM and SIGHUP are passed on with ``send``."""
     def pass_on(signum: int, _frame: Any) -> None:
         if signum != signal.SIGINT or not _foreground():  # a terminal's Ctrl-C reached the child itself
             send(signum)
 
-    previous = {s: signal.signal(s, pass_on) for s in _RELAYED}
-    if mask is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    previous = {s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         return wait()
     finally:
