@@ -14,7 +14,8 @@ from conftest import parse_python
 ROOT = Path(__file__).resolve().parents[1]
 # Lower layers first; a module may import its own layer and the ones before it.
 LAYERS = [
-    {"bisect_engine.errors", "bisect_engine.search", "bisect_engine.progress", "bisect_engine.verdicts"},
+    {"bisect_engine.errors", "bisect_engine.search", "bisect_engine.progress", "bisect_engine.verdicts",
+     "bisect_engine.environ"},
     {"bisect_engine.verdict"},
     {"bisect_engine.load"},
     {"bisect_engine.strategies"},
@@ -25,7 +26,7 @@ LAYERS = [
      "bisect_engine.many", "bisect_engine.live", "bisect_engine.caller_state", "bisect_engine.assertion",
      "bisect_engine.pytest_plugin", "bisect_engine.supervise"},
 ]
-TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.supervise", "bisect_engine.verdicts", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
+TORCH_FREE = ["bisect_engine.autostart", "bisect_engine.supervise", "bisect_engine.verdicts", "bisect_engine.environ", "bisect_engine.search", "bisect_engine.errors", "bisect_engine.load.contract",
               "bisect_engine.script.watch", "bisect_engine.script.messages", "bisect_engine.script.levels",
               "bisect_engine.script.ranks", "bisect_engine.script.hook", "bisect_engine.script.runner",
               "bisect_engine.interrupts", "bisect_engine.output.folder", "bisect_engine.many",

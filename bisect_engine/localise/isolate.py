@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ..environ import environ_set
 from ..errors import ISOLATE_FOLDER_PREFIX, NativeCrash, WorkerDied, isolating  # noqa: F401 - isolating: the rerun's switch, read here
 from ..load.model_file import load_model_spec
 from ..verdict.candidate import Candidate, ModelCandidate, Switch
@@ -63,16 +64,9 @@ def _heap_checked_children() -> Iterator[None]:
     layout happened to put a chunk header in its way (else a window's minimisation would read a
     lucky run of a crashing kernel as a pass). ``spawn`` starts the child with this process's
     environment; restored once it has started."""
-    saved = {key: os.environ.get(key) for key in ("LD_PRELOAD", "MALLOC_CHECK_")}
-    os.environ.update(heap_checked(dict(os.environ)))
-    try:
+    checked = heap_checked(dict(os.environ))
+    with environ_set({name: value for name, value in checked.items() if os.environ.get(name) != value}):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..environ import environ_set
 from ..verdicts import SEVERITY
 from .levels import (CHECK_EVERY_VARIABLE, LEVEL_VARIABLE, MAX_COMPILES_VARIABLE, MAX_RECORD_FILES_VARIABLE,
                      MAX_RECORD_VARIABLE, ORACLE_VARIABLE, OUT_VARIABLE, ROOT_PID_VARIABLE, STOP_VARIABLE, TIMEOUT_VARIABLE,
@@ -196,16 +197,10 @@ def hook_travels(settings: ScriptSettings) -> Iterator[None]:
     if shim is not None:
         (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
         extra["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH", "")) if p)
-    saved = {name: os.environ.get(name) for name in extra}
-    os.environ.update(extra)
     try:
-        yield
+        with environ_set(extra):
+            yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         if shim is not None:
             shutil.rmtree(shim, ignore_errors=True)
 
