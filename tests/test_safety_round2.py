@@ -281,7 +281,9 @@ def test_5_ctrl_c_while_torch_imports_is_exit_130(tmp_path: Path) -> None:
     (tmp_path / "model.py").write_text("import torch\ndef get_model():\n    return None\ndef get_inputs():\n    return ()\n")
     process = subprocess.Popen([sys.executable, "-m", "bisect_engine.cli", "run", "model.py", "--out", "out", "-q"],
                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**_environment(tmp_path), "PYTHONPATH": f"{fake}{os.pathsep}{ROOT}"})
+                               env={**_environment(tmp_path), "PYTHONPATH": f"{fake}{os.pathsep}{ROOT}"},
+                               # as a terminal starts it: a background job of a script inherits SIGINT ignored
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while not (fake / "importing").exists():
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
