@@ -212,6 +212,44 @@ def test_values_move_only_when_memory_asks_and_into_the_folder_given(tmp_path: P
     assert _mapped_spills() == before
 
 
+def test_the_model_level_noise_run_moves_eagers_gradients_too_and_the_model_gets_them_back(tmp_path: Path) -> None:
+    """The model-level check's noise run (``model_check._noise_floors``) reads none of the three runs'
+    results: eager's gradients wait on disk beside the fp64 and compiled ones, with the gradient
+    objects ``ModelRuns`` holds to leave in the model (the same storages: the memory goes). The
+    parameters stay (the fp64 copy reads them); the model ends with eager's gradients, bit for bit."""
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise import model_check
+    from bisect_engine.verdict import offload
+    from bisect_engine.verdict.model_state import ModelRuns
+
+    if not offload.scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+
+    def on_disk(tensor: torch.Tensor) -> bool:
+        pointer = tensor.untyped_storage().data_ptr()
+        return any(start <= pointer < end for start, end in offload._spilled_ranges())
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Tanh(), torch.nn.Linear(512, 4))  # 1 MB weights
+    spec = ModelSpec(path=tmp_path / "m.py", model=model, inputs=(torch.randn(8, 512),),
+                     loss_fn=lambda out: out.square().mean(), get_batches=None)
+    always = offload.Offload(room=lambda: 0, folder=str(tmp_path))  # every step is past the room left
+    with ModelRuns(model) as runs, offload.using(always):
+        eager = runs.run(lambda: model_check._forward_and_grads(model, spec.inputs, spec.loss_fn, 0))
+        grads = runs.results_held()
+        assert len(grads) == 4 and all(g is p.grad for g, p in zip(grads, model.parameters()))
+        expected = [g.clone() for g in grads]
+        fp64 = runs.run(lambda: model_check._forward_and_grads(model_check._fp64_copy(model),
+                                                              model_check._fp64_inputs(spec.inputs), spec.loss_fn, 0))
+        compiled = runs.run(lambda: model_check._forward_and_grads(model, spec.inputs, spec.loss_fn, 0))
+        floors = model_check._noise_floors(spec, 0, fp64, eager, runs, compiled)
+        assert len(floors) == len(eager)
+        assert on_disk(grads[0]) and on_disk(eager[2])  # the first weight's gradient: both holders moved
+        assert not any(on_disk(p) for p in model.parameters())
+    assert all(p.grad is g for p, g in zip(model.parameters(), grads))  # the model gets eager's back
+    assert all(torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected))
+
+
 def test_the_output_folders_scratch_is_private_and_removed_at_the_end(tmp_path: Path) -> None:
     """``OutputFolder.scratch``: one hidden folder inside the output folder, emptied of a killed run's
     leftovers when made, removed when the folder closes; never through a link."""

@@ -103,16 +103,18 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
     """The noise model's floor of each model output (``verdict/noise.py``): the fp64 model (copied
     from the state the check's runs start from, ``model_runs``) run once more with every op's result
     rounded at random; none where there is no fp64 model. The fp64 results and those ``beside``
-    them (the compiled run's) wait on disk meanwhile where memory asks (``offload.offload``, read back
-    as judged): the second fp64 model and its run are the check's peak. Eager's stay (its gradients
-    are the model's). The fp64 model is dropped once its run returns, and each noisy result once its
-    floor is taken (``noise.model_floors``): the floors are taken with the fp64 results read back."""
+    them (the compiled run's) and eager's wait on disk meanwhile where memory asks (``offload.offload``,
+    read back as judged): the second fp64 model and its run are the check's peak. The fp64 model is
+    dropped once its run returns, and each noisy result once its floor is taken
+    (``noise.model_floors``): the floors are taken with the fp64 results read back."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
     model = spec.model
-    # The gradients the model holds now are the compiled run's (``beside``): ``ModelRuns`` hands the
-    # model back with eager's (the first run's), so those may wait on disk too; eager's stay.
-    offload(tensors_in([fp64, beside]), [*model.parameters(), *model.buffers(), *tensors_in([eager, spec.inputs])],
+    # The noisy run reads none of the three runs' results. Eager's gradients are held twice, as
+    # results and by ``model_runs`` (the objects it leaves in the model): both move, one storage each
+    # (a GPT-2 small's 497 MB; the parameters, buffers and inputs stay: the fp64 copy reads them).
+    offload(tensors_in([fp64, beside, eager]) + model_runs.results_held(),
+            [*model.parameters(), *model.buffers(), *tensors_in([spec.inputs])],
             need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]))
     held = [model_runs.run(lambda: _fp64_copy(spec.model))]
 

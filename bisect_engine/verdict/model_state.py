@@ -96,6 +96,12 @@ class ModelRuns:
             self.after = _State(self.model, written)
         return result
 
+    def results_held(self) -> list[torch.Tensor]:
+        """The tensors a run made that this object holds to leave in the model: the first run's
+        gradient objects (kept to be put back on exit). A caller moving that run's results out of
+        memory (``verdict/offload``) moves these with them: the same storages, so the memory goes."""
+        return [grad for _, grad in (self.after.grads if self.after is not None else []) if grad is not None]
+
     def __enter__(self) -> "ModelRuns":
         return self
 
