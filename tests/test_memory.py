@@ -163,6 +163,41 @@ def test_spilled_values_keep_their_objects_bits_and_sharing_and_leave_protected_
     assert _mapped_spills() == before  # the mapping goes with the last tensor on it
 
 
+def _resident_kb(tensor: torch.Tensor) -> int:
+    """The resident kB of the mapping that holds ``tensor``'s storage (``/proc/self/smaps``)."""
+    pointer, inside = tensor.untyped_storage().data_ptr(), False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and all(c in "0123456789abcdef-" for c in head):
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= pointer < end
+            elif inside and line.startswith("Rss:"):
+                return int(line.split()[1])
+    raise AssertionError("no mapping holds the tensor")
+
+
+def test_a_moved_value_read_back_leaves_memory_again_at_the_next_move_and_keeps_its_writes(tmp_path: Path) -> None:
+    """A value moved to disk and read since (judged) is in memory again; the next move of it (the
+    next step that needs room) drops those pages again (``MADV_PAGEOUT``): read again from the file,
+    the same bits. A page written since the move is the process's own: it stays, with the write."""
+    from bisect_engine.verdict.offload import scratch_on_disk, spill
+
+    if not scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+    value = torch.randn(1024, 1024)  # 4 MB
+    expected = value.clone()
+    assert spill([value], [], str(tmp_path)) == 4 << 20
+    assert torch.equal(value, expected) and _resident_kb(value) >= 4000  # read back: resident
+    assert spill([value], [], str(tmp_path)) == 0  # moved once; its pages leave memory again
+    assert _resident_kb(value) < 400
+    assert torch.equal(value, expected)  # read again from the file
+    value[:512].add_(1.0)  # half of it written: those pages are the process's own now
+    assert spill([value], [], str(tmp_path)) == 0
+    assert 1900 <= _resident_kb(value) < 2500
+    assert torch.equal(value[:512], expected[:512] + 1.0) and torch.equal(value[512:], expected[512:])
+
+
 def test_a_spill_folder_that_cannot_take_the_values_leaves_them_in_memory(tmp_path: Path, monkeypatch) -> None:
     """A full or unwritable folder (ENOSPC, EACCES) stops the moves: the values stay where they were,
     the run goes on (our scratch failing is never the run's end)."""

@@ -37,9 +37,10 @@ from ..verdict.offload import offload, tensors_in
 from ..verdict.upcast import Upcast
 
 log = logging.getLogger(__name__)
-# The noise model's run adds about this many times the model's fp32 parameters and inputs: the fp64
-# model (twice the bytes), its fp64 gradients (twice again) and the backward's transients (a 2-layer
-# GPT-2's measured 7.4x: a tied embedding's two vocabulary-sized gradients and their sum).
+# An fp64 run of the model (the reference; the noise model's, the same again) adds about this many
+# times the model's fp32 parameters and inputs: the fp64 model (twice the bytes), its fp64 gradients
+# (twice again) and the backward's transients (a 2-layer GPT-2's measured 7.4x: a tied embedding's
+# two vocabulary-sized gradients and their sum).
 NOISE_COPIES = 8
 
 
@@ -109,13 +110,7 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
     (``noise.model_floors``): the floors are taken with the fp64 results read back."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
-    model = spec.model
-    # The noisy run reads none of the three runs' results. Eager's gradients are held twice, as
-    # results and by ``model_runs`` (the objects it leaves in the model): both move, one storage each
-    # (a GPT-2 small's 497 MB; the parameters, buffers and inputs stay: the fp64 copy reads them).
-    offload(tensors_in([fp64, beside, eager]) + model_runs.results_held(),
-            [*model.parameters(), *model.buffers(), *tensors_in([spec.inputs])],
-            need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]))
+    _results_wait(spec, model_runs, eager, fp64, beside)  # the noisy run reads none of them
     held = [model_runs.run(lambda: _fp64_copy(spec.model))]
 
     def noisy_run() -> list[Any]:
@@ -124,6 +119,18 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
                                   upcast=spec.loss_fn is None)
 
     return model_floors(noisy_run, fp64, eager)
+
+
+def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any) -> None:
+    """Before an fp64 run of an fp64 copy of ``spec.model`` (the reference, the noise model's):
+    the runs' ``results``, which it does not read, wait on disk where memory asks
+    (``offload.offload``). Eager's gradients are held twice, as results and by ``model_runs`` (the
+    objects it leaves in the model): both move, one storage each (GPT-2 small's: 497 MB). The
+    parameters, buffers and inputs stay: the copy and the run read them."""
+    model = spec.model
+    offload(tensors_in(results) + model_runs.results_held(),
+            [*model.parameters(), *model.buffers(), *tensors_in([spec.inputs])],
+            need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]))
 
 
 def _user_side(error: BaseException) -> bool:
@@ -170,6 +177,7 @@ def _check(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int, switc
     eager = model_runs.run(lambda: _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed))
     fp64 = eager
     if isinstance(spec.model, torch.nn.Module):
+        _results_wait(spec, model_runs, eager)  # the fp64 run, the check's peak, reads none of them
         model64 = model_runs.run(lambda: _fp64_copy(spec.model))
         fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
         del model64  # its parameters go; the gradients judged stay
@@ -237,11 +245,17 @@ def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: 
     verdict = verdict_of(compiled)
     if verdict.outcome is Outcome.MATCH:
         return verdict
+    def again(one_run: Callable[[], list[Any]]) -> list[Any]:
+        # the first runs' results, read back when judged, wait on disk again while the model reruns
+        if isinstance(spec.model, torch.nn.Module):
+            _results_wait(spec, model_runs, eager, fp64, compiled)
+        return model_runs.run(one_run)
+
     try:
-        decided = over_runs(verdict, compiled, lambda: model_runs.run(run), verdict_of,
+        decided = over_runs(verdict, compiled, lambda: again(run), verdict_of,
                             lambda v: v.outcome is not Outcome.MATCH, seed,
-                            eager=(eager, lambda: model_runs.run(lambda: _forward_and_grads(spec.model, spec.inputs,
-                                                                                      spec.loss_fn, seed))))
+                            eager=(eager, lambda: again(lambda: _forward_and_grads(spec.model, spec.inputs,
+                                                                                   spec.loss_fn, seed))))
     except Exception:  # noqa: BLE001 - a rerun that raises (a budget cut is no Exception): one run's verdict stands
         log.debug("model-level check: a rerun raised; the first run's verdict stands", exc_info=True)
         return verdict

@@ -33,6 +33,7 @@ import ctypes
 import dataclasses
 import logging
 import os
+import sys
 import tempfile
 from typing import Any, Callable, Iterable, Iterator
 
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MIN_BYTES = 1 << 20  # smaller storages stay: the allocator would keep their pages anyway
 IN_MEMORY = ("tmpfs", "ramfs")
+MADV_PAGEOUT = 21  # linux/mman.h
 PREFIX = "bisect-spill-"  # the files' names (unlinked once mapped: "(deleted)" in /proc/self/maps)
 
 
@@ -135,6 +137,9 @@ def spill(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], fo
         if tensor.layout != torch.strided or tensor.device.type != "cpu":
             continue
         groups.setdefault(tensor.untyped_storage().data_ptr(), []).append(tensor)
+    # one moved before and read back since (judged) is in memory again: its pages leave once more
+    _page_out([(start, end) for start, end in moved_before
+               if any(start <= pointer < end for pointer in groups if pointer not in kept)])
     moved = 0
     for pointer, group in groups.items():
         storage = group[0].untyped_storage()
@@ -162,6 +167,22 @@ def spill(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], fo
     if moved:
         _trim()
     return moved
+
+
+def _page_out(ranges: list[tuple[int, int]]) -> None:
+    """The pages of moved values that a read brought back into memory leave it again
+    (``madvise(MADV_PAGEOUT)``, Linux 5.4+): an unwritten page is the file's, dropped and read
+    again from it on the next read; a page written since the move is the process's own and stays
+    (no swap: nothing is lost). Elsewhere nothing happens."""
+    if not ranges or not sys.platform.startswith("linux"):
+        return
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for start, end in ranges:
+        madvise(start, end - start, MADV_PAGEOUT)  # refused (an older kernel): the pages stay, as before
 
 
 def _trim() -> None:
