@@ -239,6 +239,30 @@ def test_the_gate_reads_an_output_below_one_at_its_own_scale() -> None:
     assert not same(small[1], small[2], small[0], tol=1e-3) and not upstream_same(small[1], small[2], small[0])
 
 
+def test_the_gate_reads_a_value_that_cancels_at_its_noise_floor_not_at_its_fp64_magnitude() -> None:
+    """A loss summed over a LayerNorm's output cancels: fp64 -3e-14, eager 1.9e-6 and compiled 2.6e-5 off
+    it, both rounding of O(1) terms (``repro_cases/noise_cancel_layernorm.py`` with ``output.sum()``).
+    Read at its fp64 magnitude (x 2^45) that rounding failed ``same``, a false ``not_reproducible``;
+    read at its noise floor (0.137, the noise model's) it passes, as plain ``same`` does. A real error
+    at the floor's scale still fails there, and a zero floor reads as before."""
+    from torch._dynamo.utils import same
+
+    from bisect_engine.verdict.compare import Outcome
+    from bisect_engine.verdict.judgement import MODEL, UPSTREAM_SAME, Oracle, OutputFacts, judge_outputs, upstream_same
+
+    fp64 = [torch.tensor(-3.197442310920451e-14, dtype=torch.float64)]
+    eager, compiled = [torch.tensor(1.9073486328125e-06)], [torch.tensor(2.6e-05)]
+    assert same(eager, compiled, fp64, tol=1e-3)  # upstream's own call passes
+    assert not upstream_same(eager, compiled, fp64)  # at the fp64 magnitude: 10^13 times the rounding
+    assert upstream_same(eager, compiled, fp64, [0.137])
+    floor = [OutputFacts(scale_floor=0.137)]
+    (model,) = judge_outputs(Oracle(), MODEL, eager, fp64, compiled, floor)
+    assert (model.outcome, model.reason) == (Outcome.MATCH, UPSTREAM_SAME)
+    wrong = [torch.tensor(0.01)]  # 7 % of the floor: not rounding
+    assert not upstream_same(eager, wrong, fp64, [0.137])
+    assert judge_outputs(Oracle(), MODEL, eager, fp64, wrong, floor)[0].outcome is Outcome.MISMATCH
+
+
 def test_the_gate_never_passes_an_exact_rule() -> None:
     """Integers, bools, dtypes and non-finite values are exact: upstream's pass does not lift them."""
     from bisect_engine.verdict.compare import Outcome

@@ -140,7 +140,7 @@ def judge_outputs(oracle: Oracle, scope: str, eager: Sequence[Any], fp64: "Seque
                 for e, c, f, v in zip(eager, compiled, facts, verdicts)]
     verdicts = exact_rules(oracle, eager, compiled, verdicts, facts, reference)
     if scope == MODEL and oracle.reference == "fp64" and fp64 is not None:
-        return upstream_gate(eager, fp64, compiled, verdicts)
+        return upstream_gate(eager, fp64, compiled, verdicts, [f.scale_floor for f in facts])
     return verdicts
 
 
@@ -150,20 +150,22 @@ _FLOAT_RULES = ("rms", "max")  # the ulp rule's reasons; every other reason is a
 
 
 def upstream_gate(eager: Sequence[Any], fp64: Sequence[Any], compiled: Sequence[Any],
-                  verdicts: "list[TensorVerdict]") -> "list[TensorVerdict]":
+                  verdicts: "list[TensorVerdict]", floors: Sequence[float] = ()) -> "list[TensorVerdict]":
     """Never stricter than upstream where upstream is the user's judge (issue 36): when every
     mismatch is the ulp rule's (no exact rule: integers, bools, dtypes, shapes, non-finite values)
     and :func:`upstream_same` passes the outputs together, those mismatches become matches that
-    keep their errors and say why (``reason=UPSTREAM_SAME``)."""
+    keep their errors and say why (``reason=UPSTREAM_SAME``). ``floors``: each output's noise
+    floor (``OutputFacts.scale_floor``), the least scale it is read at (:func:`at_own_scale`)."""
     if not any(v.outcome is Outcome.MISMATCH for v in verdicts) or not ulp_rule_only(verdicts):
         return verdicts
+    floors = list(floors) if len(floors) == len(verdicts) else [0.0] * len(verdicts)
     # The mismatches first: ``same`` fails on one of them, or on none, and the outputs after a failure
     # are never read (on GPT-2 small's planted step the logits fail before its 38.6 M-entry gradient
     # is copied at its own scale: 617 MB). The answer is the same in any order.
     if len(eager) == len(compiled) == len(fp64) == len(verdicts):
         order = sorted(range(len(verdicts)), key=lambda i: verdicts[i].outcome is not Outcome.MISMATCH)
-        eager, compiled, fp64 = ([values[i] for i in order] for values in (eager, compiled, fp64))
-    if not upstream_same(list(eager), list(compiled), list(fp64)):
+        eager, compiled, fp64, floors = ([values[i] for i in order] for values in (eager, compiled, fp64, floors))
+    if not upstream_same(list(eager), list(compiled), list(fp64), floors):
         return verdicts
     return [replace(v, outcome=Outcome.MATCH, reason=UPSTREAM_SAME) if v.outcome is Outcome.MISMATCH else v
             for v in verdicts]
@@ -179,11 +181,12 @@ def ulp_rule_only(verdicts: "Sequence[TensorVerdict]", differences: "Sequence[Di
         and all(not d.material or d.reason == "scale" for d in differences)
 
 
-def upstream_same(eager: Any, compiled: Any, fp64: Any) -> bool:
+def upstream_same(eager: Any, compiled: Any, fp64: Any, floors: Sequence[float] = ()) -> bool:
     """``torch._dynamo.utils.same(eager, compiled, fp64_ref=fp64, tol=repro_tolerance,
     equal_nan=True)``, as Dynamo's accuracy minifier (``same_two_models``) calls it, quietly (its
     log line on a failure is upstream's, not the user's), output by output, each read at its own
-    scale where its values are below one (:func:`at_own_scale`). Shared with ``assert_compiled_matches``."""
+    scale where its values are below one, never below its noise floor in ``floors`` (:func:`at_own_scale`).
+    Shared with ``assert_compiled_matches``."""
     import torch._dynamo.config
     from torch._dynamo.utils import same
 
@@ -192,16 +195,20 @@ def upstream_same(eager: Any, compiled: Any, fp64: Any) -> bool:
         eager, compiled, fp64 = [eager], [compiled], [fp64]
     if not len(eager) == len(compiled) == len(fp64):
         return False
+    floors = list(floors) if len(floors) == len(eager) else [0.0] * len(eager)
     try:
-        return all(same(*at_own_scale(one, other, exact), tol=torch._dynamo.config.repro_tolerance, equal_nan=True,
-                        log_error=lambda *args, **kwargs: None)
-                   for one, other, exact in zip(eager, compiled, fp64))
+        return all(same(*at_own_scale(one, other, exact, floor), tol=torch._dynamo.config.repro_tolerance,
+                        equal_nan=True, log_error=lambda *args, **kwargs: None)
+                   for one, other, exact, floor in zip(eager, compiled, fp64, floors))
     except Exception:  # noqa: BLE001 - values upstream cannot compare: no pass, so the tool's rule stands
         return False
 
 
-def at_own_scale(eager: Any, compiled: Any, fp64: Any) -> "tuple[Any, Any, Any]":
-    """One output's three values, read at the output's own scale where it is below one.
+def at_own_scale(eager: Any, compiled: Any, fp64: Any, floor: float = 0.0) -> "tuple[Any, Any, Any]":
+    """One output's three values, read at the output's own scale where it is below one, and never
+    below ``floor``, the scale its rounding lives at (the noise model's floor): a value that cancels
+    to ~0 (a loss summed over a LayerNorm's output: fp64 3e-14, its terms O(1)) read at its fp64
+    magnitude made both sides' rounding 10^13 times larger than ``same`` was written for.
 
     ``same`` adds an absolute tolerance (``atol=tol`` in its allclose, ``tol / 10`` in its RMSE
     rule) sized for values of order one. On a tensor whose values all sit far below one (a small
@@ -215,7 +222,7 @@ def at_own_scale(eager: Any, compiled: Any, fp64: Any) -> "tuple[Any, Any, Any]"
             or not all(value.is_floating_point() for value in (eager, compiled, fp64)) \
             or not eager.shape == compiled.shape == fp64.shape or fp64.numel() == 0:
         return eager, compiled, fp64
-    largest = _largest_finite(fp64.detach())
+    largest = max(_largest_finite(fp64.detach()), floor if math.isfinite(floor) else 0.0)
     if not 0.0 < largest < 1.0:
         return eager, compiled, fp64
     factor = 2.0 ** -math.ceil(math.log2(largest))
