@@ -128,6 +128,8 @@ def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any) -> None
     objects it leaves in the model): both move, one storage each (GPT-2 small's: 497 MB). The
     parameters, buffers and inputs stay: the copy and the run read them."""
     model = spec.model
+    if not isinstance(model, torch.nn.Module):  # a plain function: no fp64 copy is made of it
+        return
     offload(tensors_in(results) + model_runs.results_held(),
             [*model.parameters(), *model.buffers(), *tensors_in([spec.inputs])],
             need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]))
