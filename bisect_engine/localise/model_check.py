@@ -248,9 +248,7 @@ def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: 
     if verdict.outcome is Outcome.MATCH:
         return verdict
     def again(one_run: Callable[[], list[Any]]) -> list[Any]:
-        # the first runs' results, read back when judged, wait on disk again while the model reruns
-        if isinstance(spec.model, torch.nn.Module):
-            _results_wait(spec, model_runs, eager, fp64, compiled)
+        _results_wait(spec, model_runs, eager, fp64, compiled)  # read back when judged: on disk again meanwhile
         return model_runs.run(one_run)
 
     try:

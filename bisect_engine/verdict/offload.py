@@ -12,8 +12,8 @@ moved: what the caller protects (tensors held by reference), storages under :dat
 tensors other than plain strided CPU ones; nothing at all where the folder is itself in memory
 (tmpfs, ramfs). Callers, each before a run that
 reads none of what it moves: the upstream gate's model-level check
-(``localise/release.spill_run_values``: the graphs' values), the model-level check's noise model
-(``localise/model_check._noise_floors``: its fp64, compiled and eager results), a departure listing's
+(``localise/release.spill_run_values``: the graphs' values), the model-level check's fp64 reference run, noise
+run and reruns (``localise/model_check._results_wait``: the runs' results), a departure listing's
 fp64 and noise runs (``strategies/departures.find_departures``: the graph's values,
 :func:`spill_graph_values`).
 
