@@ -88,6 +88,29 @@ def test_capture_holds_parameters_by_reference_and_refuses_them_once_written() -
         GraphContext.from_captured(forward)
 
 
+def test_a_backward_holds_its_saved_transposed_weights_by_reference() -> None:
+    """A Linear's backward saves its weight transposed: a view of the parameter, as large as it.
+    Held by reference (no second copy of the parameters), its version recorded as the parameter's:
+    a write to the parameter after capture is refused for the backward too."""
+    from bisect_engine.load.capture import capture
+    from bisect_engine.verdict.graphs import CapturedInputChanged
+    from bisect_engine.verdict.oracle import GraphContext
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 8))
+    graphs = capture(model, (torch.randn(4, 16),), lambda out: out.square().mean(), False)[0]
+    backward = next(g for g in graphs if g.kind == "backward")
+    weights = {p.untyped_storage().data_ptr() for p in (model[0].weight, model[2].weight)}
+    on_weights = {v.untyped_storage().data_ptr() for v in backward.inputs
+                  if isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() in weights}
+    assert on_weights == {model[2].weight.untyped_storage().data_ptr()}  # the first weight's grad needs no weight
+    assert any(v.untyped_storage().data_ptr() in weights for v, _version in backward.shared)
+    GraphContext.from_captured(backward)  # intact: judged
+    with torch.no_grad():
+        model[2].weight.mul_(2)
+    with pytest.raises(CapturedInputChanged):
+        GraphContext.from_captured(backward)
+
+
 # ---- the backward replay of a departure's consequence, streamed (issue 34) ---------------------------
 def _flipping_backward(saved: torch.Tensor, tangent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     mask = torch.ge(saved, 0)  # a float saved by the forward, compared: one sign flips the gradient
@@ -197,6 +220,32 @@ def test_a_moved_value_read_back_leaves_memory_again_at_the_next_move_and_keeps_
     assert 1900 <= _resident_kb(value) < 2500
     assert torch.equal(value[:512], expected[:512] + 1.0) and torch.equal(value[512:], expected[512:])
 
+
+
+def test_a_graph_digested_gives_back_the_pages_its_moved_values_were_read_into(tmp_path: Path) -> None:
+    """A report's digests read every value of a graph once, values that waited on disk included:
+    each leaves memory again once digested (``offload.PagedOut``), the digests those of its bits."""
+    from bisect_engine.localise.release import graph_digests
+    from bisect_engine.verdict.digest import digest
+    from bisect_engine.verdict.offload import scratch_on_disk, spill
+
+    if not scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+    from types import SimpleNamespace
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    module = make_fx(lambda x: torch.tanh(x) * 2)(torch.randn(4))
+    names = [n.name for n in module.graph.nodes if n.op == "call_function"]
+    values = {name: torch.randn(1024, 1024) for name in names}  # 4 MB each
+    expected = {name: digest(v).to_json() for name, v in values.items()}
+    assert spill(list(values.values()), [], str(tmp_path)) == len(names) * (4 << 20)
+    view = SimpleNamespace(compute_nodes=[n for n in module.graph.nodes if n.op == "call_function"])
+    graph = SimpleNamespace(digests=None, nodes=None, whole=SimpleNamespace(compiled_values={}, outputs={}),
+                            context=SimpleNamespace(eager_values=values, view=view))
+    entries = graph_digests(graph)  # type: ignore[arg-type]
+    assert [e["eager"] for e in entries] == [expected[name] for name in names]
+    assert all(_resident_kb(v) < 400 for v in values.values())
 
 def test_a_spill_folder_that_cannot_take_the_values_leaves_them_in_memory(tmp_path: Path, monkeypatch) -> None:
     """A full or unwritable folder (ENOSPC, EACCES) stops the moves: the values stay where they were,

@@ -48,6 +48,13 @@ def _detached(values: Sequence[Any]) -> list[Any]:
     return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def _storage_key(tensor: torch.Tensor) -> int:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # no storage (a fake, functional or nested tensor)
+        return -1
+
+
 def _torch_level_inputs(values: Sequence[Any]) -> list[Any]:
     """A Dynamo graph's inputs as kept for replaying pre-grad passes: parameters by reference (as
     later calls keep them), everything else copied."""
@@ -72,6 +79,9 @@ class CaptureBackend:
     # compile was told (its example input's strides: a weight the compiled forward saves
     # channels-last, pytorch#185509), not as the eager re-run made it.
     compiled_layouts: bool = False
+    # The parameters the graphs recorded so far hold by reference, by storage: a backward graph's
+    # saved input that is a view of one (a Linear's transposed weight) is held by reference too.
+    parameter_storages: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
 
     def __call__(self, graph_module: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         compiled = self._traced(graph_module, example_inputs)
@@ -137,9 +147,14 @@ class CaptureBackend:
             def run(args: list[Any]) -> Any:
                 if not captured.called:
                     # Parameters by reference (the model holds them anyway), their versions recorded
-                    # (``CapturedGraph.check_inputs``); every other input copied.
+                    # (``CapturedGraph.check_inputs``), and so are views of them (a backward's saved
+                    # transposed weight: as large as the weight, a copy would double the parameters);
+                    # every other input copied.
                     # A graph that writes in place copies them too: our eager re-runs write its inputs.
-                    shared = [by_reference and isinstance(a, torch.nn.Parameter) for a in args]
+                    shared = [by_reference and (isinstance(a, torch.nn.Parameter) or self._views_parameter(a))
+                              for a in args]
+                    self.parameter_storages.update((_storage_key(a), a) for a, share in zip(args, shared)
+                                                   if share and isinstance(a, torch.nn.Parameter))
                     captured.inputs = [a.detach() if share else _detached([a])[0] for a, share in zip(args, shared)]
                     if layouts is not None and len(layouts) == len(args):
                         captured.inputs = [_laid_out_as(a, e) for a, e in zip(captured.inputs, layouts)]
@@ -158,6 +173,14 @@ class CaptureBackend:
             return run
 
         return compiler
+
+    def _views_parameter(self, value: Any) -> bool:
+        """Whether ``value`` is a view of a parameter a recorded graph holds by reference: on its
+        storage (autograd's saved tensors are not marked as views), at its version."""
+        if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter) or value.is_sparse:
+            return False
+        parameter = self.parameter_storages.get(_storage_key(value))
+        return parameter is not None and parameter._version == value._version
 
     def called_graphs(self) -> list[CapturedGraph]:
         """Graphs that ran, forward graphs in call order, then backward graphs in run order."""

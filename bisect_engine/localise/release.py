@@ -27,7 +27,7 @@ from ..verdict.graphs import CapturedGraph, op_name, source_location, value_node
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
 from ..load.memory import COPIES, tensor_bytes
 from ..load.model_file import ModelSpec
-from ..verdict.offload import attributes_of, offload, storage_bytes, tensors_in
+from ..verdict.offload import PagedOut, attributes_of, offload, storage_bytes, tensors_in
 from ..verdict.oracle import SubgraphVerdict
 from .drive import Driver
 from .records import GraphFinding
@@ -66,10 +66,15 @@ def graph_digests(graph: GraphFinding) -> tuple[dict[str, Any], ...]:
     verdicts, scope = (graph.nodes.verdict.outputs, "node") if graph.nodes else (graph.whole.outputs, "graph")
     eager = graph.context.eager_values
     digests = Digests()  # every value below is alive until it returns
-    return tuple(digest_entry(node, value.name, eager[value.name], compiled.get(value.name),
-                              verdicts.get(value.name), scope, digests)
-                 for node in graph.context.view.compute_nodes for value in value_nodes(node)
-                 if isinstance(eager.get(value.name), torch.Tensor))
+    paged_out = PagedOut()  # a value that waited on disk leaves memory again once digested
+    entries = []
+    for node in graph.context.view.compute_nodes:
+        for value in value_nodes(node):
+            if isinstance(eager.get(value.name), torch.Tensor):
+                entries.append(digest_entry(node, value.name, eager[value.name], compiled.get(value.name),
+                                            verdicts.get(value.name), scope, digests))
+                paged_out(eager[value.name], compiled.get(value.name))
+    return tuple(entries)
 
 
 def releasable(graph: GraphFinding, others: tuple[GraphFinding, ...], captured_graphs: Any = (),

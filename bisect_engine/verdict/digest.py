@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -50,21 +50,23 @@ def digest(tensor: torch.Tensor, known_bit_hash: str | None = None) -> TensorDig
     already (:class:`Digests`)."""
     tensor = tensor.detach()
     if tensor.is_floating_point():
-        # |x| in fp64, in the widened copy's own memory (a copy of the tensor's: NaN, Inf and the
-        # zeroing below read the same from |x| as from x, and the sum adds the same values)
-        as64 = tensor.to(torch.float64)
-        magnitude = as64.abs_() if as64 is not tensor else as64.abs()
-        del as64
-        l1_norm = float(magnitude.sum())
-        if math.isfinite(l1_norm):
-            # Every entry finite (an fp64 sum of widened floats cannot overflow): no NaN or Inf to
-            # count or zero, and the sum is the one ``nan_to_num`` would have given (the same values).
-            nan_count = inf_count = 0
-        else:
-            nan_count = int(torch.isnan(magnitude).sum())
-            inf_count = int(torch.isinf(magnitude).sum())
-            l1_norm = float(torch.nan_to_num(magnitude, nan=0.0, posinf=0.0, neginf=0.0).sum())
-        del magnitude
+        # |x| in fp64, a piece at a time (:func:`_pieces`: a widened copy of a piece, never of the
+        # whole tensor), in the copy's own memory (NaN, Inf and the zeroing below read the same from
+        # |x| as from x, and the sum adds the same values)
+        l1_norm, nan_count, inf_count = 0.0, 0, 0
+        for piece in _pieces(tensor):
+            as64 = piece.to(torch.float64)
+            magnitude = as64.abs_() if as64 is not piece else as64.abs()
+            del as64
+            part = float(magnitude.sum())
+            if not math.isfinite(part):
+                # a NaN or Inf here (an fp64 sum of widened floats cannot overflow): counted, and
+                # the sum is ``nan_to_num``'s; else none to count and the sum is the one it gives
+                nan_count += int(torch.isnan(magnitude).sum())
+                inf_count += int(torch.isinf(magnitude).sum())
+                part = float(torch.nan_to_num(magnitude, nan=0.0, posinf=0.0, neginf=0.0).sum())
+            l1_norm += part
+            del magnitude
     elif tensor.is_complex():
         as64 = tensor.to(torch.complex128)
         nan_count = int(torch.isnan(as64).sum())
@@ -82,6 +84,30 @@ def digest(tensor: torch.Tensor, known_bit_hash: str | None = None) -> TensorDig
         nan_count=nan_count,
         inf_count=inf_count,
     )
+
+
+# Entries widened to fp64 at a time for the L1 norm (32 MB): a value of any size costs a bounded
+# temporary (a 50257 x 768 gradient widened whole took 309 MB beside the run's peak). A value of
+# up to this many entries is summed as one piece, as before.
+L1_PIECE = 1 << 22
+
+
+def _pieces(tensor: torch.Tensor) -> Iterator[torch.Tensor]:
+    """``tensor`` as views of about :data:`L1_PIECE` entries each that cover it once: the flat
+    tensor's slices where it is contiguous, else slices along its longest dimension."""
+    if tensor.numel() <= L1_PIECE or tensor.dim() == 0:
+        yield tensor
+        return
+    if tensor.is_contiguous():
+        flat = tensor.view(-1)
+        for start in range(0, flat.numel(), L1_PIECE):
+            yield flat[start:start + L1_PIECE]
+        return
+    dim = max(range(tensor.dim()), key=tensor.size)
+    size = tensor.size(dim)
+    step = max(1, L1_PIECE * size // tensor.numel())
+    for start in range(0, size, step):
+        yield tensor.narrow(dim, start, min(step, size - start))
 
 
 class Digests:

@@ -169,6 +169,22 @@ def spill(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], fo
     return moved
 
 
+class PagedOut:
+    """Gives the pages of moved values back after a read (a report's digests read each value
+    once, in turn): :meth:`__call__` with the tensors just read pages out the mappings they lie on.
+    The mappings are read once, at construction (nothing moves while it is used)."""
+
+    def __init__(self) -> None:
+        self.ranges = _spilled_ranges()
+
+    def __call__(self, *tensors: Any) -> None:
+        if not self.ranges:
+            return
+        pointers = [t.untyped_storage().data_ptr() for t in tensors
+                    if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type == "cpu"]
+        _page_out([(start, end) for start, end in self.ranges if any(start <= p < end for p in pointers)])
+
+
 def _page_out(ranges: list[tuple[int, int]]) -> None:
     """The pages of moved values that a read brought back into memory leave it again
     (``madvise(MADV_PAGEOUT)``, Linux 5.4+): an unwritten page is the file's, dropped and read
