@@ -275,8 +275,11 @@ def _passed_on(context: click.Context) -> list[str]:
 def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, device: str | None = None) -> int:
     from .interrupts import shut_down_compile_workers, signals_interrupt
 
+    from .load.memory import return_freed_memory
+
     global _FAST_EXIT
     _FAST_EXIT = True
+    return_freed_memory()  # the run's values let go leave the process (our own process: the CLI's run)
     out_dir = output.out_dir
     with signals_interrupt(deadline=watchdog_deadline(options.timeout_s)):
         try:

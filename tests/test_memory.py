@@ -354,3 +354,58 @@ def test_the_output_folders_scratch_is_private_and_removed_at_the_end(tmp_path: 
     with OutputFolder(out) as folder:
         assert folder.scratch() is None  # a link in its place: not followed, the system's temporary folder instead
     assert elsewhere.is_dir() and (out / SCRATCH_DIR).is_symlink()
+
+
+_FREED = """
+import sys, torch
+from bisect_engine.load.memory import return_freed_memory
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+if sys.argv[1] == "set" and not return_freed_memory():
+    print("unset"); sys.exit()
+a = torch.ones(20 << 18); del a  # a 20 MB block freed: glibc raises its threshold to 20 MB
+keep, drop = [], []
+for i in range(40):
+    (keep if i % 2 else drop).append(torch.ones(1 << 20))  # 4 MB blocks, interleaved
+before = rss(); drop.clear(); print(before - rss())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc")
+def test_the_cli_run_hands_freed_values_back_to_the_system() -> None:
+    """glibc keeps freed blocks below its raised threshold in its heaps (resident); the CLI's run
+    sets the threshold so that 80 MB of values let go leave the process."""
+    import subprocess
+    import sys
+
+    fell = {how: subprocess.run([sys.executable, "-c", _FREED, how], capture_output=True, text=True, check=True).stdout.strip()
+            for how in ("set", "plain")}
+    if fell["set"] == "unset":
+        pytest.skip("not glibc: no mallopt")
+    assert int(fell["set"]) >= 70, fell
+    assert int(fell["plain"]) < 40, fell  # what the setting changes: without it the memory stays
+
+
+def test_a_backward_reads_the_forwards_eager_values_in_place_of_its_copies_of_them() -> None:
+    """The activations a forward saves are captured twice: the backward's copies at capture, and
+    the forward's eager re-run. Where bit for bit the same, the backward holds the forward's tensors
+    (one copy goes); its own judgement reads the same values."""
+    from bisect_engine.load.capture import capture
+    from bisect_engine.localise.release import share_saved_values
+    from bisect_engine.verdict.oracle import GraphContext
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.LayerNorm(64), torch.nn.Linear(64, 8))
+    graphs = capture(model, (torch.randn(32, 16),), lambda out: out.square().mean(), False)[0]
+    forward = next(g for g in graphs if g.kind == "forward")
+    backward = next(g for g in graphs if g.kind == "backward")
+    before = GraphContext.from_captured(backward).eager_values
+    copies = [v.clone() if isinstance(v, torch.Tensor) else v for v in backward.inputs]
+    context = GraphContext.from_captured(forward)
+    freed = share_saved_values(context, graphs)
+    held = {id(v) for v in context.eager_values.values()}
+    assert freed > 0 and any(id(v) in held for v in backward.inputs)
+    assert all(torch.equal(a, b) for a, b in zip(backward.inputs, copies) if isinstance(a, torch.Tensor))
+    after = GraphContext.from_captured(backward).eager_values
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before
+                                                 if isinstance(before[k], torch.Tensor))

@@ -34,7 +34,7 @@ from .drive import Driver, Step, model_candidate
 from .options import EngineOptions
 from .order import whole_first
 from .records import GraphFinding, model_level_noted
-from .release import release, releasable
+from .release import release, releasable, share_saved_values
 
 log = logging.getLogger(__name__)
 replace = dataclasses.replace
@@ -50,6 +50,7 @@ def examine(graph: CapturedGraph, driver: Driver, options: EngineOptions) -> Gra
     except Exception as error:
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
     driver.judge.add(context)
+    share_saved_values(context, driver.finding.captured)
     first = culprit_first(context, driver, options)
     if first is not None:
         return first

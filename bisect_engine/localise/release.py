@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.fx as fx
@@ -28,7 +28,8 @@ from ..strategies.departures import saved_layouts_differ, saved_masks_differ
 from ..load.memory import COPIES, tensor_bytes
 from ..load.model_file import ModelSpec
 from ..verdict.offload import PagedOut, attributes_of, offload, storage_bytes, tensors_in
-from ..verdict.oracle import SubgraphVerdict
+from ..verdict.fx_eval import mutates
+from ..verdict.oracle import GraphContext, SubgraphVerdict
 from .drive import Driver
 from .records import GraphFinding
 
@@ -55,6 +56,50 @@ def digest_entry(node: fx.Node, name: str, eager_value: torch.Tensor, compiled_v
     if verdict is not None:
         entry["error"] = {**verdict.to_json(), "scope": scope}
     return entry
+
+
+_SAME_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same dtype, sizes, strides and bits (a -0.0 is not a 0.0, a NaN is itself)."""
+    if (a.dtype, a.shape, a.stride(), a.device) != (b.dtype, b.shape, b.stride(), b.device) \
+            or a.layout != torch.strided or b.layout != torch.strided or a.is_complex():
+        return False
+    if a.is_floating_point():
+        width = _SAME_WIDTH[a.element_size()]
+        a, b = a.view(width), b.view(width)
+    return bool(torch.equal(a, b))
+
+
+def share_saved_values(context: GraphContext, captured_graphs: Sequence[CapturedGraph]) -> int:
+    """A forward graph's eager values stand in for its backward's copies of them: the backward
+    captured the values the forward saved for it (copies, made at capture), and the forward's eager
+    re-run has just computed each of them again. Where a backward input is bit for bit the forward's
+    value of the same name (same dtype, sizes, strides), the backward holds the forward's tensor and
+    its copy goes: one copy of the saved activations instead of two. Nothing writes either (a value
+    is recorded once and only read), and a value that differs (a random op drawn again) keeps its
+    copy. Returns the bytes let go."""
+    captured = context.captured
+    if captured.kind != "forward":
+        return 0
+    backward = next((g for g in captured_graphs if g.kind == "backward" and g.index == captured.index
+                     and g.called), None)
+    if backward is None or mutates(backward.graph_module):  # our re-runs of the backward write its inputs
+        return 0
+    names = [n.name for n in backward.graph_module.graph.nodes if n.op == "placeholder"]
+    held = {tensor.untyped_storage().data_ptr() for tensor, _version in backward.shared}  # by reference already
+    freed = 0
+    for index, (name, value) in enumerate(zip(names, backward.inputs)):
+        eager = context.eager_values.get(name)
+        if not isinstance(value, torch.Tensor) or not isinstance(eager, torch.Tensor) or value.device.type != "cpu" \
+                or value.untyped_storage().data_ptr() in held | {eager.untyped_storage().data_ptr()}:
+            continue
+        # never a view that keeps more alive than the copy it replaces (a slice of a larger value)
+        if eager.untyped_storage().nbytes() <= value.untyped_storage().nbytes() and _same_bits(value, eager):
+            freed += value.numel() * value.element_size()
+            backward.inputs[index] = eager
+    return freed
 
 
 def graph_digests(graph: GraphFinding) -> tuple[dict[str, Any], ...]:
