@@ -77,8 +77,10 @@ def return_freed_memory(threshold: int = 128 << 10) -> bool:
     threshold to the largest block freed so far (up to 32 MiB) and serves smaller blocks from its
     heaps, whose freed memory mostly stays with the process: a run's values let go once judged
     stayed resident (the activation series' 16 K-token step began its model-level check at 1,877 MB
-    resident, 549 with this; its peak fell from 3,847 to 2,403 MB). For the CLI's own process (the
-    run's edge), never a user's: set once, it holds for the process's life."""
+    resident, 549 with this; its peak fell from 3,847 to 2,403 MB; GPT-2 small's clean step 5,221 ->
+    4,740 MB). Its price is time: every large block is faulted in afresh (that GPT-2 step 208 -> 299 s;
+    ``malloc_trim`` at the steps that let values go instead kept its 5,224 MB). For the CLI's own process
+    without ``--memory-budget`` (the run's edge), never a user's: set once, it holds for the process's life."""
     if not sys.platform.startswith("linux"):
         return False
     try:
