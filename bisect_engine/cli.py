@@ -274,7 +274,6 @@ def _passed_on(context: click.Context) -> list[str]:
 
 def _run_model_file(model_file: Path, options: Any, output: Any, quiet: bool, device: str | None = None) -> int:
     from .interrupts import shut_down_compile_workers, signals_interrupt
-
     from .load.memory import return_freed_memory
 
     global _FAST_EXIT

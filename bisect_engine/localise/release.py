@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import torch
 import torch.fx as fx
 
-from ..verdict.compare import Outcome, TensorVerdict
+from ..verdict.compare import Outcome, TensorVerdict, same_bits
 from ..verdict.digest import Digests
 from ..verdict.graphs import CapturedGraph, op_name, source_location, value_nodes
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
@@ -58,20 +58,6 @@ def digest_entry(node: fx.Node, name: str, eager_value: torch.Tensor, compiled_v
     return entry
 
 
-_SAME_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """The same dtype, sizes, strides and bits (a -0.0 is not a 0.0, a NaN is itself)."""
-    if (a.dtype, a.shape, a.stride(), a.device) != (b.dtype, b.shape, b.stride(), b.device) \
-            or a.layout != torch.strided or b.layout != torch.strided or a.is_complex():
-        return False
-    if a.is_floating_point():
-        width = _SAME_WIDTH[a.element_size()]
-        a, b = a.view(width), b.view(width)
-    return bool(torch.equal(a, b))
-
-
 def share_saved_values(context: GraphContext, captured_graphs: Sequence[CapturedGraph]) -> int:
     """A forward graph's eager values stand in for its backward's copies of them: the backward
     captured the values the forward saved for it (copies, made at capture), and the forward's eager
@@ -96,7 +82,8 @@ def share_saved_values(context: GraphContext, captured_graphs: Sequence[Captured
                 or value.untyped_storage().data_ptr() in held | {eager.untyped_storage().data_ptr()}:
             continue
         # never a view that keeps more alive than the copy it replaces (a slice of a larger value)
-        if eager.untyped_storage().nbytes() <= value.untyped_storage().nbytes() and _same_bits(value, eager):
+        if eager.untyped_storage().nbytes() <= value.untyped_storage().nbytes() \
+                and value.stride() == eager.stride() and same_bits(value, eager):
             freed += value.numel() * value.element_size()
             backward.inputs[index] = eager
     return freed
