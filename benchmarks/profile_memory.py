@@ -271,6 +271,9 @@ def main() -> int:
                         help="when values wait on disk: as memory asks (the tool's rule), or at every point "
                              "that may move them (this script only: MemoryGuard.room reads 0, as code "
                              "before the rule did)")
+    parser.add_argument("--keep-freed", action="store_true",
+                        help="leave glibc's mmap threshold alone (the CLI fixes it without --memory-budget: "
+                             "load/memory.return_freed_memory; this profile does the same unless told)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="profile-memory-"))  # the model, the Inductor cache: removed at exit
     atexit.register(shutil.rmtree, work, ignore_errors=True)
@@ -286,6 +289,10 @@ def main() -> int:
 
     profile = Profile(args.census_step, args.census_from)
     instrument(profile)
+    if not args.keep_freed:
+        from bisect_engine.load import memory
+        if hasattr(memory, "return_freed_memory"):  # as the CLI's run does (an older package: as it did)
+            memory.return_freed_memory()
     if args.offload == "always":
         from bisect_engine.load import memory
         if hasattr(memory.MemoryGuard, "room"):  # an older package moves at every point anyway

@@ -15,13 +15,13 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import Interrupted
 from .load.memory import check_memory, run_offload
 from .load.model_file import ModelSpec, load_model_spec
 from .localise.options import EngineOptions
-from .localise.judge import close_workers, run_search
+from .localise.judge import close_workers, judge_of, run_search
 from .localise.pipeline import RunResult, run
 from .localise.repro_inputs import REAL, ReproInputs, checked_random_inputs
 from .localise.scan_flow import run_scanned
@@ -111,8 +111,9 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
         interpreters.start()
         versions.start()
 
+    require = judge_of(search).compiler.budget.require  # a step that cannot fit even with values on disk stops the run
     with OutputFolder(output.out_dir, output.force) as folder, recording_trace(folder, output.trace), \
-            offload.using(_offload_policy(folder, options.memory_budget_bytes)):
+            offload.using(_offload_policy(folder, options.memory_budget_bytes, require)):
         try:
             engine = run_scanned if spec.get_batches else run
             try:
@@ -144,15 +145,16 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
             progress.close()
 
 
-def _offload_policy(folder: OutputFolder, budget: int | None) -> offload.Offload:
+def _offload_policy(folder: OutputFolder, budget: int | None,
+                    require: Callable[[int, str], None]) -> offload.Offload:
     """Values wait on disk only when memory asks (``--memory-budget``, the machine's free memory),
     in the output folder's private scratch; the system's temporary folder where the output folder
     cannot take one or is itself in memory."""
     scratch = folder.scratch()
     if scratch is not None and offload.scratch_on_disk(str(scratch)):
-        return run_offload(budget, str(scratch))
+        return run_offload(budget, str(scratch), require=require)
     why = "the output folder cannot take a scratch folder" if scratch is None else "the output folder is in memory"
-    return run_offload(budget, None, why)
+    return run_offload(budget, None, why, require)
 
 
 def _repro_inputs(result: RunResult, output: OutputOptions, with_repro: bool) -> tuple[RunResult, ReproInputs]:

@@ -77,6 +77,9 @@ class Budget:
     # says why memory is too short to go on (None: room left); asked with the clock, before every
     # evaluation and compile (``load/memory.MemoryGuard``: --memory-budget, the machine's free memory)
     memory: Callable[[], str | None] | None = field(default=None, compare=False)
+    # bytes the run may still take (``load/memory.MemoryGuard.room``; None: not known): what
+    # :meth:`require` weighs a step's declared need against
+    room_left: Callable[[], int | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.started_at is None:
@@ -102,6 +105,20 @@ class Budget:
         if short:
             self._exhaust(short, "memory")
 
+    def require(self, need: int, what: str) -> None:
+        """Raise :class:`BudgetExhausted` (reason "memory") when ``what``, a step about to add about
+        ``need`` bytes in one go (an fp64 copy of the model and its run), would not fit the room
+        memory leaves (:attr:`room_left`, once values have moved to disk): the run stops there, as
+        at any budget cut, with what it learned, before the OOM killer would end it. The guard
+        asked before every evaluation (:attr:`memory`) sees only what is held, not a step's growth."""
+        short = self.memory() if self.memory is not None else None
+        if short:  # already short whatever the step: the guard's own words
+            self._exhaust(short, "memory")
+        room = self.room_left() if self.room_left is not None else None
+        if room is not None and need > room:
+            self._exhaust(f"memory: {what} needs about {_size(need)} and {_size(max(room, 0))} is left (stopped "
+                          "before it, not by the OOM killer)", "memory")
+
     def room(self, spent: int) -> int | None:
         """How many more evaluations the compile budget allows at most (None: no limit), each
         costing at least one compile: a batch evaluated ahead is cut there, in submission order."""
@@ -110,6 +127,10 @@ class Budget:
     def _exhaust(self, message: str, reason: BudgetReason) -> None:
         self.exhausted = BudgetExhausted(message, reason)
         raise self.exhausted
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
 
 
 def default_key(candidate: object) -> Hashable:

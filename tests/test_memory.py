@@ -40,13 +40,65 @@ def test_budget_cut_for_memory_is_a_budget_exhausted() -> None:
     assert cut.value.reason == "memory" and budget.exhausted is cut.value
 
 
-def test_admission_refuses_only_what_cannot_fit() -> None:
+def test_admission_refuses_only_what_the_models_own_step_cannot_hold() -> None:
+    """Refused (exit 2) only where the parameters, their gradients and the inputs exceed the memory
+    available: a model eager can run starts, even where the check's later steps may not fit (those
+    stop the run then, exit 4)."""
     model, inputs = torch.nn.Linear(256, 256), (torch.ones(1024, 256),)  # 1 MiB of input, 256 KiB of weights
-    check_memory(model, inputs, available=lambda: 16 * 2**20)  # 8 copies of 1.25 MiB fit
+    check_memory(model, inputs, available=lambda: 2 * 2**20)  # 2 x 0.25 + 1 = 1.5 MiB fit (8 copies would not)
     with pytest.raises(UsageError, match="refused before starting"):
-        check_memory(model, inputs, available=lambda: 8 * 2**20)
+        check_memory(model, inputs, available=lambda: 2**20)
     with pytest.raises(UsageError, match="under --memory-budget"):
-        check_memory(model, inputs, available=lambda: GIB, budget=8 * 2**20)
+        check_memory(model, inputs, available=lambda: GIB, budget=2**20)
+
+
+def test_a_step_that_cannot_fit_stops_the_run_before_it() -> None:
+    """``Budget.require``: a step declaring more than the room left is a budget cut (reason memory)
+    naming it; within the room, or with nothing known, it goes on."""
+    budget = Budget(room_left=lambda: GIB)
+    budget.require(GIB // 2, "a small step")
+    Budget().require(100 * GIB, "a step with no room known")
+    with pytest.raises(BudgetExhausted) as cut:
+        budget.require(3 * GIB, "the model-level check's fp64 reference")
+    assert cut.value.reason == "memory" and budget.exhausted is cut.value
+    assert "the model-level check's fp64 reference needs about 3.00 GiB and 1.00 GiB is left" in str(cut.value)
+
+
+def test_values_move_before_a_step_is_weighed_against_the_room(tmp_path: Path) -> None:
+    """``Offload.spill`` with a step named: the values move first (where memory asks), then the
+    step is weighed (``require``); an unnamed spill weighs nothing."""
+    from bisect_engine.verdict import offload
+
+    asked: list[tuple[int, str]] = []
+    policy = offload.Offload(room=lambda: None, folder=str(tmp_path), require=lambda need, what: asked.append((need, what)))
+    with offload.using(policy):
+        offload.offload([], [], need=GIB)
+        offload.offload([], [], need=2 * GIB, what="judging graph g")
+    assert asked == [(2 * GIB, "judging graph g")]
+
+
+def test_a_run_whose_model_level_check_cannot_fit_stops_before_it_with_its_graphs_judged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond what the check's fp64 model can have (here: a room said to be 24 MiB, where judging a
+    graph needs 4 x its ~4 MiB of inputs and the model-level check 8 x its 4 MiB of parameters), the
+    run is not refused: its graphs are judged, and it ends before the model-level check with exit 4,
+    ``incomplete``, the step named."""
+    from bisect_engine.load import memory
+
+    monkeypatch.setattr(memory.MemoryGuard, "room", lambda self: 24 << 20)
+    model = tmp_path / "model.py"
+    model.write_text("import torch\n"
+                     "def get_model():\n    torch.manual_seed(0)\n"
+                     "    return torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Tanh())\n"
+                     "def get_inputs():\n    return (torch.randn(8, 1024, generator=torch.Generator().manual_seed(1)),)\n"
+                     "def loss_fn(output):\n    return output.square().mean()\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(model), "--out", str(out), "-q", "--verify-runs", "0"])
+    assert result.exit_code == 4, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "incomplete", report
+    assert "the model-level check needs about" in report["budget"], report["budget"]
+    assert [(g["kind"], g["whole"]) for g in report["graphs"]] == [("forward", "match"), ("backward", "match")]
 
 
 def test_a_run_past_its_memory_budget_ends_incomplete_with_a_report(tmp_path: Path) -> None:
@@ -409,3 +461,64 @@ def test_a_backward_reads_the_forwards_eager_values_in_place_of_its_copies_of_th
     after = GraphContext.from_captured(backward).eager_values
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before
                                                  if isinstance(before[k], torch.Tensor))
+
+
+def test_a_compiled_runs_outputs_are_copied_only_where_they_are_not_values_of_their_own() -> None:
+    """``compiler.run_compiled``: an output that owns its whole storage is held as it is (no second
+    copy of a graph's every value); a view, an output on an input's storage, or one of two outputs
+    on one storage is copied. Inputs are copied only for a graph that may write them."""
+    from bisect_engine.verdict.compiler import run_compiled
+
+    x = torch.randn(4, 8)
+    returned: list[torch.Tensor] = []
+
+    def compiled(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        doubled = a * 2
+        returned[:] = [doubled, a[0], a, doubled.view(8, 4)]
+        return tuple(returned)
+
+    outputs = run_compiled(compiled, [x], writes=False)
+    assert [torch.equal(o, r) for o, r in zip(outputs, returned)] == [True] * 4
+    assert outputs[1].data_ptr() != returned[1].data_ptr() and outputs[2].data_ptr() != x.data_ptr()
+    assert all(o.data_ptr() != r.data_ptr() for o, r in zip(outputs, returned))  # two views of one storage: copied
+    outputs = run_compiled(lambda a: (a + 1,), [x], writes=False)
+    kept = outputs[0]
+    assert torch.equal(kept, x + 1) and not kept._is_view()
+    seen: list[torch.Tensor] = []
+    run_compiled(lambda a: seen.append(a) or (a + 1,), [x], writes=False)
+    assert seen[0] is x  # read-only: the input itself
+    run_compiled(lambda a: seen.append(a) or (a + 1,), [x], writes=True)
+    assert seen[1] is not x and torch.equal(seen[1], x)  # may write: a copy
+    single: list[torch.Tensor] = []
+
+    def own(a: torch.Tensor) -> torch.Tensor:
+        single.append(a * 3)
+        return single[0]
+
+    assert run_compiled(own, [x], writes=False)[0] is single[0]  # a value of its own: not copied
+
+
+def test_a_per_node_checks_compiled_values_equal_to_eagers_are_held_as_eagers() -> None:
+    """``GraphContext.judge_nodes``: a node whose compiled value is eager's bit for bit, with its
+    strides, is held as eager's tensor (one copy, not two); a node the compiler gets wrong keeps
+    its own value, and the verdict names it as before."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict.graphs import CapturedGraph
+    from bisect_engine.verdict.oracle import GraphContext
+    from fakes import FakeCompiler
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.tanh(x) * 3.0).sum(0)
+
+    x = torch.randn(64, 32, generator=torch.Generator().manual_seed(0))
+    graph_module = make_fx(program)(x)
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, [x], True))
+    context.eager_values  # noqa: B018 - the eager run
+    names = context.view.compilable_names()
+    verdict = context.judge_nodes(names, FakeCompiler(("relu",)), label="nodes")
+    relu = next(n for n in names if n.startswith("relu"))
+    tanh = next(n for n in names if n.startswith("tanh"))
+    assert verdict.outcome.value == "mismatch" and verdict.failing_outputs == [relu]
+    assert verdict.compiled_values[tanh] is context.eager_values[tanh]
+    assert verdict.compiled_values[relu] is not context.eager_values[relu]

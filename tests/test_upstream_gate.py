@@ -124,7 +124,7 @@ def test_the_gate_moves_the_graphs_values_to_disk_and_judges_as_with_them_in_mem
     parameters = [(t, t._version, t.data_ptr()) for t in spec.model.parameters()]
     with offload.using(offload.Offload(room=lambda: 0, folder=str(tmp_path))) as short:  # memory asks at every point
         _, spilled = _run(spec, captured, FakeCompiler(("relu",), _relu(captured), fault=lambda value: value * (1 + 2e-4)))
-    assert moved and moved[0] > 0 and short.moved >= moved[0]
+    assert moved and max(moved) > 0 and short.moved >= sum(moved)  # the gate's move among the graphs' (the first: none)
     assert held["stats"]["offload"]["moved_mb"] == 0 and spilled["stats"]["offload"]["moves"] >= 1
     assert [(t, t._version, t.data_ptr()) for t in spec.model.parameters()] == parameters  # not moved
     for key in ("verdict", "culprit", "model_level", "within_upstream", "graphs", "differences"):

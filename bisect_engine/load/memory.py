@@ -1,13 +1,15 @@
 """Memory: what a run may use, said before it starts and watched while it goes.
 
 Admission (:func:`check_memory`): a run is refused up front (exit 2) only when the model's own
-training step cannot fit (its parameters, their gradients, an fp64 copy of both for the
-model-level reference, and its inputs, :data:`COPIES` times in all) in the memory available; a run
-that may fit starts. While it runs, :class:`MemoryGuard` is asked with the clock before every
-evaluation and compile (``search.Budget.memory``): past ``--memory-budget`` (this process's RSS), or
-with less than :func:`reserve_bytes` left on the machine, the run stops there as a budget cut
-(exit 4, ``incomplete``, the report of what was learned), before the OOM killer would. The same
-guard's :meth:`MemoryGuard.room` decides when values wait on disk (:func:`run_offload`).
+training step cannot fit: its parameters, their gradients and its inputs (:data:`EAGER_COPIES`) beyond
+the memory available; what eager can run starts. While it runs, :class:`MemoryGuard` is asked with
+the clock before every evaluation and compile (``search.Budget.memory``): past ``--memory-budget``
+(this process's RSS), or with less than :func:`reserve_bytes` left on the machine, the run stops
+there as a budget cut (exit 4, ``incomplete``, the report of what was learned), before the OOM
+killer would. A step that adds much in one go (judging a graph, an fp64 copy of the model and its
+run) says so first: values wait on disk where memory asks (:func:`run_offload`, the guard's
+:meth:`MemoryGuard.room`), and where it still cannot fit the run stops before it the same way
+(``search.Budget.require``), never in it.
 """
 from __future__ import annotations
 
@@ -24,8 +26,12 @@ from ..errors import UsageError
 from ..verdict.offload import Offload
 
 # Parameters + gradients (1 + 1), their fp64 copies for the model-level reference (2 + 2), eager's
-# and the compiled run's results (1 + 1): below this the run cannot fit whatever it does.
+# and the compiled run's results (1 + 1): what the model-level check is said to need
+# (``localise/release.model_check_need``); a run that cannot give it stops before that check (exit 4).
 COPIES = 8
+# The parameters and their gradients: what the user's own training step holds at the least
+# (with its inputs, once); a run that cannot hold even this is refused before starting.
+EAGER_COPIES = 2
 GIB = 2**30
 
 
@@ -129,26 +135,28 @@ class MemoryGuard:
 
 def check_memory(model: Any, inputs: Any, available: Callable[[], int | None] | None = None,
                  budget: int | None = None) -> None:
-    """Refuse (``UsageError``) a run whose model cannot fit: :data:`COPIES` times its inputs and
-    parameters beyond the memory available (or ``budget``, ``--memory-budget``)."""
+    """Refuse (``UsageError``) a run whose model's own step cannot fit: :data:`EAGER_COPIES` times its
+    parameters and its inputs beyond the memory available (or ``budget``, ``--memory-budget``).
+    What fits that starts; its later steps that cannot fit stop it then (exit 4, a report)."""
     parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
-    footprint = tensor_bytes(inputs) + tensor_bytes(parameters)
+    footprint = EAGER_COPIES * tensor_bytes(parameters) + tensor_bytes(inputs)
     free = (available or available_bytes)()
     room = min(x for x in (free, budget) if x is not None) if (free, budget) != (None, None) else None
-    if room is None or footprint * COPIES <= room:
+    if room is None or footprint <= room:
         return
-    raise UsageError(f"the model's inputs and parameters take {footprint / GIB:.2f} GiB; checking needs at least "
-                     f"{COPIES} copies ({footprint * COPIES / GIB:.1f} GiB: parameters, gradients, their fp64 "
-                     f"references, results) and {room / GIB:.1f} GiB is available"
+    raise UsageError(f"the model's parameters, their gradients and its inputs take {footprint / GIB:.2f} GiB, "
+                     f"more than the model's own training step can have: {room / GIB:.2f} GiB is available"
                      f"{' under --memory-budget' if budget is not None and room == budget else ''}: refused before "
-                     "starting; use smaller inputs (a smaller batch or sequence) in get_inputs()")
+                     "starting; use smaller inputs (a smaller batch or sequence) in get_inputs() or a smaller model")
 
 
-def run_offload(budget: int | None, folder: str | None, fallback: str | None = None) -> Offload:
+def run_offload(budget: int | None, folder: str | None, fallback: str | None = None,
+                require: Callable[[int, str], None] | None = None) -> Offload:
     """The run's offload policy (``verdict/offload.py``): values move to ``folder`` (the output
     folder's scratch; None: the system's temporary folder, ``fallback`` says why). Under
     ``--memory-budget`` (``budget``) only when a step would not fit in the room it and the machine's
     free memory leave; without one at every spill point, so that the run stays near 3x eager's peak
     whatever the machine has free (GPT-2 small's clean step: 3.2x held in memory, 3.0-3.1x with them moved)."""
-    return Offload(room=MemoryGuard(budget).room if budget is not None else (lambda: 0), folder=folder, fallback=fallback)
+    return Offload(room=MemoryGuard(budget).room if budget is not None else (lambda: 0), folder=folder, fallback=fallback,
+                   require=require)
 

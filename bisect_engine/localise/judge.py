@@ -148,8 +148,9 @@ def run_search(options: EngineOptions, progress: Reporter | None = None, started
     from ``started_at``, ``time.monotonic()`` at the run's start), stage and progress; the compiler
     counts against that budget (a ``compiler`` given keeps the budget it holds)."""
     if compiler is None:
+        guard = MemoryGuard(options.memory_budget_bytes)
         compiler = Compiler(budget=Budget(options.max_compiles, options.timeout_s, started_at=started_at,
-                                          memory=MemoryGuard(options.memory_budget_bytes)))
+                                          memory=guard, room_left=guard.room))
     return new_search(Judge(compiler, options.judgement, options.seed), options.workers, progress)
 
 

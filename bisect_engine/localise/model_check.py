@@ -110,7 +110,8 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
     (``noise.model_floors``): the floors are taken with the fp64 results read back."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
-    _results_wait(spec, model_runs, eager, fp64, beside)  # the noisy run reads none of them
+    _results_wait(spec, model_runs, eager, fp64, beside,  # the noisy run reads none of them
+                  what="the model-level check's noise model (a second fp64 run)")
     held = [model_runs.run(lambda: _fp64_copy(spec.model))]
 
     def noisy_run() -> list[Any]:
@@ -121,18 +122,20 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
     return model_floors(noisy_run, fp64, eager)
 
 
-def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any) -> None:
+def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: str | None = None) -> None:
     """Before an fp64 run of an fp64 copy of ``spec.model`` (the reference, the noise model's):
     the runs' ``results``, which it does not read, wait on disk where memory asks
     (``offload.offload``). Eager's gradients are held twice, as results and by ``model_runs`` (the
     objects it leaves in the model): both move, one storage each (GPT-2 small's: 497 MB). The
-    parameters, buffers and inputs stay: the copy and the run read them."""
+    parameters, buffers and inputs stay: the copy and the run read them. Where ``what`` names an fp64
+    run that would not fit even so, the run stops before it (``Offload.require``: a memory cut, exit
+    4, what was learned reported), never in it by the OOM killer."""
     model = spec.model
     if not isinstance(model, torch.nn.Module):  # a plain function: no fp64 copy is made of it
         return
     offload(tensors_in(results) + model_runs.results_held(),
             [*model.parameters(), *model.buffers(), *tensors_in([spec.inputs])],
-            need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]))
+            need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]), what=what)
 
 
 def _user_side(error: BaseException) -> bool:
@@ -179,7 +182,8 @@ def _check(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int, switc
     eager = model_runs.run(lambda: _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed))
     fp64 = eager
     if isinstance(spec.model, torch.nn.Module):
-        _results_wait(spec, model_runs, eager)  # the fp64 run, the check's peak, reads none of them
+        _results_wait(spec, model_runs, eager,  # the fp64 run, the check's peak, reads none of them
+                      what="the model-level check's fp64 reference (an fp64 copy of the model, its run)")
         model64 = model_runs.run(lambda: _fp64_copy(spec.model))
         fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
         del model64  # its parameters go; the gradients judged stay

@@ -107,7 +107,8 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     driver = Driver(finding, judge, options, on_divergence)
     # values wait on disk only when memory asks: the caller's policy (api: the output folder's
     # scratch), else one of this run's own in the system's temporary folder (script mode)
-    policy = offload.running() or run_offload(options.memory_budget_bytes, None, "no output folder given to the engine")
+    policy = offload.running() or run_offload(options.memory_budget_bytes, None, "no output folder given to the engine",
+                                              judge.compiler.budget.require)
     try:
         with offload.using(policy):
             driver.run_plan(RUN_PLAN)

@@ -198,14 +198,15 @@ def model_check_need(spec: ModelSpec) -> int:
     return COPIES * (tensor_bytes(parameters) + tensor_bytes(spec.inputs))
 
 
-def spill_run_values(driver: Driver, need: int, captured_inputs: bool = True) -> int:
+def spill_run_values(driver: Driver, need: int, captured_inputs: bool = True, what: str | None = None) -> int:
     """:func:`offload` of every value the run holds, where a step adding ``need`` bytes would not
     fit the room memory leaves (the run's ``verdict/offload.Offload``): the graphs judged so far (eager values, replays,
     compiled values), the verdicts' compiled values and (``captured_inputs``) the captured graphs'
     own copies of their inputs (a backward's saved activations); never what is held by reference
     (a captured graph's ``shared`` inputs, whose version counters its capture checks; the model's
     parameters, buffers and inputs, which the model-level check runs; the graphs' constants). A
-    moved value still pickles as any tensor (a worker's or an isolated child's job)."""
+    moved value still pickles as any tensor (a worker's or an isolated child's job). ``what``: the
+    step, stopped before it where it cannot fit even so (``verdict/offload.Offload.require``)."""
     run, judge = driver.finding, driver.judge
     roots = [run.graphs, list(judge.contexts.values()), judge.compiled, [v for _k, v in driver.search.history]]
     if captured_inputs:
@@ -215,7 +216,7 @@ def spill_run_values(driver: Driver, need: int, captured_inputs: bool = True) ->
     protected += [t for g in run.captured for t in attributes_of(g.graph_module)]
     if isinstance(run.spec.model, torch.nn.Module):
         protected += [*run.spec.model.parameters(), *run.spec.model.buffers()]
-    moved = offload(held, protected, need)
+    moved = offload(held, protected, need, what)
     if moved:
         log.info("%d MB of the run's values moved to memory-mapped files", moved >> 20)
     return moved

@@ -42,8 +42,9 @@ def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
     for graph in run.captured:
         if graph.name in judged:
             continue
-        if driver.finding.graphs:
-            spill_run_values(driver, graph_need(graph), captured_inputs=False)
+        # the graphs judged before wait on disk where memory asks (none before the first); a graph
+        # whose judgement cannot fit even so stops the run before it (a memory cut, exit 4)
+        spill_run_values(driver, graph_need(graph), captured_inputs=False, what=f"judging graph {graph.name}")
         if examine(graph, driver, driver.options).has_finding:
             break
     return driver.finding
@@ -61,7 +62,7 @@ def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
         candidate = model_candidate(run, driver.options)
         with driver.progress.step(f"{run.finding.context.name}: do the program's outputs pass upstream's same?"):
             if driver.search.known(candidate) is None:  # the check runs: what the graphs hold waits on disk
-                spill_run_values(driver, model_check_need(run.spec))
+                spill_run_values(driver, model_check_need(run.spec), what="the upstream gate's model-level check")
             program = driver.search.judge(candidate)
         driver.note(**model_level_noted(program))
         listed = within_upstream(program)
@@ -160,7 +161,7 @@ def _model_check(run: RunFinding, driver: Driver) -> RunFinding:
     with driver.progress.step("model-level check"):
         candidate = model_candidate(run, driver.options)
         if driver.search.known(candidate) is None:
-            spill_run_values(driver, model_check_need(run.spec))
+            spill_run_values(driver, model_check_need(run.spec), what="the model-level check")
         return replace(run, **model_level_noted(driver.search.judge(candidate)))
 
 

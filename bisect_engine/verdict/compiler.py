@@ -194,12 +194,50 @@ class Compiler:
         return fakes
 
 
-def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any]) -> list[Any]:
+def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bool = True) -> list[Any]:
+    """One run of ``compiled`` on ``inputs``, copies of them where it may write them (``writes``:
+    ``fx_eval.mutates`` of its graph, where the caller knows it; a per-node check's inputs are most
+    of a graph's values), its outputs as values of their own: each is copied (``clone_value``)
+    unless it is already one (:func:`_own_value`), one at a time, the compiled run's own let go as
+    its copy is made (a graph that returns every node's value is held once at a time, not twice)."""
+    arguments = [clone_value(v) for v in inputs] if writes else list(inputs)
     with torch.no_grad():
-        outputs = compiled(*[clone_value(v) for v in inputs])
-    if isinstance(outputs, (tuple, list)):
-        return [clone_value(v) for v in outputs]
-    return [clone_value(outputs)]
+        returned = compiled(*arguments)
+    outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+    del returned
+    taken = _storages(arguments)  # an output on an input's storage is copied (the input is ours, not its)
+    del arguments
+    shared = _storages(outputs, repeated=True)
+    for index, value in enumerate(outputs):
+        if not _own_value(value, taken, shared):
+            outputs[index] = clone_value(value)
+    return outputs
+
+
+def _storages(values: Sequence[Any], repeated: bool = False) -> set[int]:
+    """The storages (data pointers) of the plain tensors among ``values``; with ``repeated``, only
+    those two or more of them share."""
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.layout == torch.strided and value.numel():
+            pointer = value.untyped_storage().data_ptr()
+            (twice if pointer in seen else seen).add(pointer)
+    return twice if repeated else seen
+
+
+def _own_value(value: Any, taken: set[int], shared: set[int]) -> bool:
+    """A compiled output already a value of its own, held as it is: a CPU tensor (a CUDA graph's
+    outputs are overwritten by its next replay) that is no view, needs no grad, spans its whole
+    storage from its start, and shares that storage with no input and no other output."""
+    if not isinstance(value, torch.Tensor) or value.device.type != "cpu" or value.layout != torch.strided:
+        return False
+    if (type(value) is not torch.Tensor or value._is_view() or value.requires_grad or value.storage_offset()
+            or not value.numel()):
+        return False
+    storage = value.untyped_storage()
+    return (storage.nbytes() == value.numel() * value.element_size() and value.is_contiguous()
+            and storage.data_ptr() not in taken and storage.data_ptr() not in shared)
 
 
 def cause_of(error: BaseException | None, types: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException | None:

@@ -233,6 +233,9 @@ class Offload:
     room: Callable[[], int | None] = lambda: None
     folder: str | None = None
     fallback: str | None = None
+    # the run's stop for a step that cannot fit even once values moved (``search.Budget.require``;
+    # None: no stop, outside a run's search)
+    require: Callable[[int, str], None] | None = None
     moved: int = 0  # bytes moved, every call
     moves: int = 0  # calls that moved something
     asked: int = 0  # calls made (moves or not)
@@ -242,14 +245,17 @@ class Offload:
         room = self.room()
         return room is not None and need > room
 
-    def spill(self, tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], need: int) -> int:
-        """:func:`spill` of ``tensors`` into :attr:`folder` where :meth:`wanted` (``need``); else 0."""
+    def spill(self, tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], need: int,
+              what: str | None = None) -> int:
+        """:func:`spill` of ``tensors`` into :attr:`folder` where :meth:`wanted` (``need``); else 0.
+        ``what`` names the step: where it still cannot fit once they moved, :attr:`require` stops
+        the run before it (a budget cut, never the OOM killer)."""
         self.asked += 1
-        if not self.wanted(need):
-            return 0
-        moved = spill(tensors, protected, self.folder)
+        moved = spill(tensors, protected, self.folder) if self.wanted(need) else 0
         self.moved += moved
         self.moves += bool(moved)
+        if what is not None and self.require is not None:
+            self.require(need, what)
         return moved
 
     def to_json(self) -> dict[str, Any]:
@@ -281,9 +287,10 @@ def current() -> Offload:
     return _RUN.get() or Offload()
 
 
-def offload(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], need: int) -> int:
+def offload(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], need: int,
+            what: str | None = None) -> int:
     """:meth:`Offload.spill` under the run's policy (:func:`current`)."""
-    return current().spill(tensors, protected, need)
+    return current().spill(tensors, protected, need, what)
 
 
 def attributes_of(graph_module: Any) -> list[torch.Tensor]:
@@ -307,5 +314,6 @@ def spill_graph_values(context: Any, *others: Any) -> int:
     captured = context.captured
     protected = [*tensors_in([captured.inputs, captured.shared]), *attributes_of(captured.graph_module)]
     held = tensors_in([context.eager_values, context._replays, *others])
-    return offload(held, protected, need=2 * storage_bytes(tensors_in([context.eager_values])))
+    return offload(held, protected, need=2 * storage_bytes(tensors_in([context.eager_values])),
+                   what=f"an fp64 run of graph {context.name}")
 

@@ -28,6 +28,7 @@ from .judgement import (GRAPH, Oracle, OutputFacts, computed_by, decided_by_runs
                         output_facts, run_to_run_spread, scale_floor, with_run_floors)
 from .kernels import OutputCode
 from .noise import NoiseFloors, noise_floors, program_data
+from .offload import spill_graph_values
 
 log = logging.getLogger(__name__)
 
@@ -223,10 +224,11 @@ class GraphContext:
                 constants_frozen=self.constants_frozen,
             )
             torch.manual_seed(self.seed)
-            compiled_outputs = run_compiled(compiled, inputs)
+            writes = mutates(subgraph.graph_module)  # inputs copied for a run only where it may write them
+            compiled_outputs = run_compiled(compiled, inputs, writes)
             verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
             if verdict.outcome is Outcome.MISMATCH:
-                verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs),
+                verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs, writes),
                                           lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs,
                                                                                  spreads),
                                           self._eager_runs(subgraph, inputs, own_inputs))
@@ -276,7 +278,7 @@ class GraphContext:
             return dataclasses.replace(verdict, copies=len(names), calls=1)
         plan = plan_copies(self.view, names, self.eager_values, max_calls, self.constants)
         copies = build_copies(self.view, plan)
-        compiled_values: dict[str, Any] = {}
+        first: dict[str, Any] = {}  # the first run's values, by name: a rerun keeps of its own only what changed
         try:
             # Every placeholder its own tensor: a value fed to two copies must not look aliased.
             example = [clone_value(v) for v in copies.inputs(self.view, self.eager_values, 0)]
@@ -285,15 +287,32 @@ class GraphContext:
                                         constants_frozen=self.constants_frozen)
             del example  # copies for the compile only: gone before the compiled values come
 
+            writes = mutates(copies.graph_module)  # the nodes' inputs (most of the graph's values) copied only then
+            # where nothing writes in place, a node's compiled value that is eager's bit for bit, with its
+            # strides, is held as eager's own tensor (the same bits to every judgement)
+            as_eager = not writes and not mutates(self.captured.graph_module)
+
             def run() -> list[Any]:
+                # as the values come, call by call: the first run's that are eager's are eager's; a
+                # rerun's that are the first run's bit for bit are the first's (``changed_only``). A run
+                # holds what differs, not a second set of every node's values.
+                values: dict[str, Any] = {}
                 for call in range(plan.calls):
                     torch.manual_seed(self.seed)
-                    outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call))
-                    compiled_values.update(copies.assign(self.view, call, outputs))
-                return [compiled_values[name] for name in subgraph.output_names]
+                    outputs = run_compiled(compiled, copies.inputs(self.view, self.eager_values, call), writes)
+                    for name, value in copies.assign(self.view, call, outputs).items():
+                        if first:
+                            kept = first.get(name)
+                            values[name] = kept if kept is not None and _same_bits(kept, value) else value
+                        else:
+                            kept = self.eager_values.get(name) if as_eager else None
+                            values[name] = kept if _same_layout_and_bits(kept, value) else value
+                    del outputs
+                return [values[name] for name in subgraph.output_names]
 
             inputs = reference_inputs(subgraph, self.eager_values)
             compiled_outputs = run()
+            first.update(zip(subgraph.output_names, compiled_outputs))
             verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs=False)
             if verdict.outcome is Outcome.MISMATCH:
                 verdict = self._over_runs(verdict, compiled_outputs, run,
@@ -325,9 +344,12 @@ class GraphContext:
 
     @functools.cached_property
     def noise(self) -> NoiseFloors:
-        """The noise model of this graph (``verdict/noise.py``): one more fp64 run, perturbed."""
+        """The noise model of this graph (``verdict/noise.py``): one more fp64 run, perturbed, from
+        the captured inputs. It reads none of the graph's eager values and replays: they wait on disk
+        meanwhile where memory asks (``offload.spill_graph_values``; paged back in as judged)."""
         dtypes = {name: value.dtype for name, value in self.eager_values.items() if isinstance(value, torch.Tensor)}
         self.captured.check_inputs()
+        spill_graph_values(self)
         return noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, self._undrawn())
 
     def _undrawn(self) -> dict[str, Any]:
@@ -584,6 +606,14 @@ def changed_only(run: list[Any], first: Sequence[Any]) -> list[Any]:
     return [kept if _same_bits(kept, value) else value for value, kept in zip(run, first)]
 
 
+def _same_layout_and_bits(kept: Any, value: Any) -> bool:
+    """Two plain tensors of one dtype, sizes and strides with the same bits (:func:`same_bits`):
+    either stands for the other in every judgement (a stride a compiled kernel got wrong is no
+    match)."""
+    return (isinstance(kept, torch.Tensor) and isinstance(value, torch.Tensor)
+            and kept.stride() == value.stride() and same_bits(kept, value))
+
+
 def _same_bits(a: Any, b: Any) -> bool:
     """:func:`bitwise_equal` with the sign of every zero too (an exact rule reads it). Two tensors
     with the very same bits are that at once (:func:`~bisect_engine.verdict.compare.same_bits`, one
@@ -605,7 +635,7 @@ def eager_spread(eager: EagerRuns, seed: int, runs: int = RUNS) -> list[float]:
     last too is eager nondeterministic (a captured value our harness computed otherwise, a whole
     graph interpreted where the candidate runs a cut of it, is no run-to-run change). Eager's runs
     cost no compile (where a candidate failed, one eager run of it) and are measured as they come:
-    the first values and one run held at a time."""
+    the first values and, of the reruns, only the outputs that changed (:func:`changed_only`)."""
     first, rerun = eager
 
     def again() -> list[Any]:
@@ -613,10 +643,10 @@ def eager_spread(eager: EagerRuns, seed: int, runs: int = RUNS) -> list[float]:
         return rerun()
 
     first = again() if first is None else first
-    second = again()
+    second = changed_only(again(), first)  # each rerun holds what changed: the first values stand for the rest
     if bitwise_equal(first, second):
         return []
-    third = again()
+    third = changed_only(again(), first)
     if bitwise_equal(second, third):
         log.debug("eager's first values differ from two equal reruns: our harness, not run to run")
         return []
