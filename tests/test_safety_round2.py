@@ -483,7 +483,7 @@ def test_7_inputs_too_large_for_memory_are_refused_before_the_run(tmp_path: Path
     memory.check_memory(model, inputs, available=lambda: 64 * 2**20)  # fits in 64 MiB
     with pytest.raises(memory.UsageError, match=r"parameters, their gradients and its inputs take 0\.00 GiB"):
         memory.check_memory(model, inputs, available=lambda: 2**20)
-    monkeypatch.setattr(memory, "available_bytes", lambda: 2**20)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**19)  # less than the 1 MiB input alone
     result = _cli(tmp_path, "import torch\ndef get_model():\n    return torch.nn.Tanh()\n"
                   "def get_inputs():\n    return (torch.ones(1024, 256),)\n")
     assert result.exit_code == 2 and "refused before starting" in result.output, result.output
