@@ -99,6 +99,7 @@ def test_a_run_whose_model_level_check_cannot_fit_stops_before_it_with_its_graph
     assert report["verdict"] == "incomplete", report
     assert "the model-level check needs about" in report["budget"], report["budget"]
     assert [(g["kind"], g["whole"]) for g in report["graphs"]] == [("forward", "match"), ("backward", "match")]
+    assert report["not_checked"] == []  # every captured graph was judged; only the model-level check was not
 
 
 def test_a_run_past_its_memory_budget_ends_incomplete_with_a_report(tmp_path: Path) -> None:
@@ -461,6 +462,28 @@ def test_a_backward_reads_the_forwards_eager_values_in_place_of_its_copies_of_th
     after = GraphContext.from_captured(backward).eager_values
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before
                                                  if isinstance(before[k], torch.Tensor))
+
+
+def test_a_run_stopped_before_a_graph_names_the_graphs_it_never_judged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A room too small for judging even the first graph: exit 4, and each captured graph is in
+    ``not_checked`` (check ``graph``), said in the summary: nothing of it was compared."""
+    from bisect_engine.load import memory
+
+    monkeypatch.setattr(memory.MemoryGuard, "room", lambda self: 1 << 20)
+    model = tmp_path / "model.py"
+    model.write_text("import torch\n"
+                     "def get_model():\n    return torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Tanh())\n"
+                     "def get_inputs():\n    return (torch.randn(8, 1024),)\n"
+                     "def loss_fn(output):\n    return output.square().mean()\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(model), "--out", str(out), "--verify-runs", "0"])
+    assert result.exit_code == 4, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["graphs"] == [] and "judging graph forward_0 needs about" in report["budget"], report["budget"]
+    assert [(s["graph"], s["check"], s["instead"]) for s in report["not_checked"]] == [
+        ("forward_0", "graph", None), ("backward_0", "graph", None)]
+    assert "not checked: backward_0 (the run stopped before judging it)" in result.output
 
 
 def test_a_compiled_runs_outputs_are_copied_only_where_they_are_not_values_of_their_own() -> None:
