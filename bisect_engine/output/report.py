@@ -448,11 +448,12 @@ def not_checked_json(result: RunResult) -> list[dict[str, Any]]:
     whole graph at once, makes the same error there (fusion may change the code it generates).
     And (check ``graph``, added value) a captured graph a run cut short (its budget: time,
     compiles, memory; an interrupt) never judged: nothing of it was compared."""
-    skipped = [{"graph": g.context.name, "check": "whole_graph_compile",
-                "instead": "eager replay of the graph with the confirmed culprit's compiled value injected, "
-                           "judged by the whole graph's rule",
-                "not_established": "that the whole graph compiled at once diverges the same way"}
-               for g in result.graphs if g.whole_by == "eager_injection"]
+    skipped: list[dict[str, Any]] = [
+        {"graph": g.context.name, "check": "whole_graph_compile",
+         "instead": "eager replay of the graph with the confirmed culprit's compiled value injected, "
+                    "judged by the whole graph's rule",
+         "not_established": "that the whole graph compiled at once diverges the same way"}
+        for g in result.graphs if g.whole_by == "eager_injection"]
     if result.budget or result.interrupted:
         judged = {g.context.name for g in result.graphs}
         skipped += [{"graph": g.name, "check": "graph", "instead": None,
