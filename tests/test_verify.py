@@ -109,7 +109,9 @@ CPU_ISA_CACHED = ("import sys\nfrom torch._inductor import cpu_vec_isa\n"
                   "print('repro: REPRODUCED: cached', cpu_vec_isa.valid_vec_isa_list.cache_info().currsize)\nsys.exit(1)\n")
 
 
-@pytest.mark.parametrize("detected_here", [True, False])
+# detected here (True): the interpreter warms; the test below covers it (it detects here first, then
+# asserts the warm-up's cached answer), under a config, at the cost of one warm-up instead of two.
+@pytest.mark.parametrize("detected_here", [False])
 def test_an_interpreter_warms_the_cpu_isa_only_where_this_process_has_it(tmp_path: Path, detected_here: bool) -> None:
     from torch._inductor import cpu_vec_isa
 
