@@ -521,6 +521,38 @@ def test_a_compiled_runs_outputs_are_copied_only_where_they_are_not_values_of_th
     assert run_compiled(own, [x], writes=False)[0] is single[0]  # a value of its own: not copied
 
 
+def test_a_compiled_run_that_writes_an_input_it_was_handed_uncopied_stops_the_judgement() -> None:
+    """Inputs handed to a compiled run uncopied (its graph writes nothing) are checked unchanged
+    after it: a write (a compiler's, or an aliasing we did not foresee) is ``ReadOnlyInputWritten``,
+    never a verdict on values that are no longer the recorded ones, in a per-node check too."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict.compiler import run_compiled
+    from bisect_engine.verdict.graphs import CapturedGraph, ReadOnlyInputWritten
+    from bisect_engine.verdict.oracle import GraphContext
+    from fakes import FakeCompiler
+
+    x = torch.randn(4, 8)
+    with pytest.raises(ReadOnlyInputWritten, match=r"input\(s\) \[1\]"):
+        run_compiled(lambda a, b: (a + b.add_(1),), [x.clone(), x], writes=False)
+    assert run_compiled(lambda a, b: (a + b.add_(1),), [x.clone(), x.clone()], writes=True)  # copies: may write
+
+    class Writing(FakeCompiler):
+        def compile(self, graph_module, example_inputs, **kwargs):  # type: ignore[no-untyped-def]
+            compiled = super().compile(graph_module, example_inputs, **kwargs)
+
+            def run(*args):  # type: ignore[no-untyped-def]
+                outputs = compiled(*args)
+                args[0].mul_(2)  # writes what it only reads
+                return outputs
+            return run
+
+    graph_module = make_fx(lambda v: torch.tanh(v) * 3.0)(x)
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, graph_module, [x], True))
+    with pytest.raises(ReadOnlyInputWritten):
+        context.judge_nodes(context.view.compilable_names(), Writing(("no_such_node",)), label="nodes")
+
+
 def test_a_per_node_checks_compiled_values_equal_to_eagers_are_held_as_eagers() -> None:
     """``GraphContext.judge_nodes``: a node whose compiled value is eager's bit for bit, with its
     strides, is held as eager's tensor (one copy, not two); a node the compiler gets wrong keeps

@@ -20,6 +20,7 @@ import torch._functorch.config as functorch_config
 from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
 from .fx_eval import clone_value
+from .graphs import ReadOnlyInputWritten
 from .frozen import frozen_copy, graph_constants_kept, kept_inputs
 from .kernels import OutputCode
 from .shapes import (ShapeMismatch, data_dependent, fake_inputs, forget_unbacked_bindings, shape_signature,
@@ -197,12 +198,20 @@ class Compiler:
 def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bool = True) -> list[Any]:
     """One run of ``compiled`` on ``inputs``, copies of them where it may write them (``writes``:
     ``fx_eval.mutates`` of its graph, where the caller knows it; a per-node check's inputs are most
-    of a graph's values), its outputs as values of their own: each is copied (``clone_value``)
+    of a graph's values; inputs handed uncopied are checked unchanged after it, else
+    :class:`~bisect_engine.verdict.graphs.ReadOnlyInputWritten`), its outputs as values of their own: each is copied (``clone_value``)
     unless it is already one (:func:`_own_value`), one at a time, the compiled run's own let go as
     its copy is made (a graph that returns every node's value is held once at a time, not twice)."""
     arguments = [clone_value(v) for v in inputs] if writes else list(inputs)
+    before = None if writes else _fingerprints(arguments)
     with torch.no_grad():
         returned = compiled(*arguments)
+    if before is not None:
+        written = [i for i, (was, now) in enumerate(zip(before, _fingerprints(arguments))) if was != now]
+        if written:
+            raise ReadOnlyInputWritten(f"the compiled code wrote into input(s) {written} of a graph that only reads "
+                                       "them (a recorded value or a parameter, handed to it uncopied): the values "
+                                       "judged after it would not be the recorded ones")
     outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
     del returned
     taken = _storages(arguments)  # an output on an input's storage is copied (the input is ours, not its)
@@ -212,6 +221,27 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bo
         if not _own_value(value, taken, shared):
             outputs[index] = clone_value(value)
     return outputs
+
+
+def _fingerprints(values: Sequence[Any]) -> list[int | None]:
+    """Per value, a sum of its bits as integers (one pass, no copy; None: no plain tensor): an input
+    handed to a compiled run uncopied is checked to be the same after it (:func:`run_compiled`)."""
+    prints: list[int | None] = []
+    for value in values:
+        if not isinstance(value, torch.Tensor) or value.layout != torch.strided or not value.numel() \
+                or value.device.type == "meta" or type(value) is not torch.Tensor:
+            prints.append(None)
+            continue
+        bits = value.detach()
+        if bits.is_complex():
+            bits = torch.view_as_real(bits)
+        integer = _INTEGER_OF_WIDTH.get(bits.element_size())
+        bits = bits.view(integer) if integer is not None and bits.dtype != torch.bool else bits.to(torch.uint8)
+        prints.append(int(bits.sum(dtype=torch.int64)))
+    return prints
+
+
+_INTEGER_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _storages(values: Sequence[Any], repeated: bool = False) -> set[int]:

@@ -87,6 +87,12 @@ class CapturedInputChanged(RuntimeError):
     """An input captured by reference changed after capture: our harness cannot judge that call."""
 
 
+class ReadOnlyInputWritten(CapturedInputChanged):
+    """A compiled run wrote into an input its graph only reads (handed to it uncopied: a recorded
+    eager value, a parameter): the values the run's later judgements read are no longer the ones
+    recorded, so the run stops there, as for any input changed since capture, never a verdict."""
+
+
 def is_compute(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target is not operator.getitem
 

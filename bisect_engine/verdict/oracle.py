@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 import torch
 import torch.fx as fx
 
-from .graphs import CapturedGraph
+from .graphs import CapturedGraph, ReadOnlyInputWritten
 from .compare import Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference, same_bits, worst
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
@@ -232,6 +232,8 @@ class GraphContext:
                                           lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs,
                                                                                  spreads),
                                           self._eager_runs(subgraph, inputs, own_inputs))
+        except ReadOnlyInputWritten:  # the recorded values are no longer trusted: never a verdict
+            raise
         except Exception as error:  # the verdict says so (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), code=tuple(code or ()))
         return dataclasses.replace(verdict, code=tuple(code)) if code else verdict
@@ -318,6 +320,8 @@ class GraphContext:
                 verdict = self._over_runs(verdict, compiled_outputs, run,
                                           lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, False, spreads),
                                           self._eager_runs(subgraph, inputs, False))
+        except ReadOnlyInputWritten:  # the recorded values are no longer trusted: never a verdict
+            raise
         except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
             return dataclasses.replace(_crash(label, error), copies=len(plan.members), calls=plan.calls)
         return dataclasses.replace(verdict, copies=len(plan.members), calls=plan.calls)
