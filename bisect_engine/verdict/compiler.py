@@ -237,11 +237,25 @@ def _fingerprints(values: Sequence[Any]) -> list[int | None]:
             bits = torch.view_as_real(bits)
         integer = _INTEGER_OF_WIDTH.get(bits.element_size())
         bits = bits.view(integer) if integer is not None and bits.dtype != torch.bool else bits.to(torch.uint8)
-        prints.append(int(bits.sum(dtype=torch.int64)))
+        prints.append(_bit_sum(bits))
     return prints
 
 
 _INTEGER_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+SUM_PIECE = 1 << 22  # entries summed at once: a sum to int64 widens what it reads (32 MiB at most here)
+
+
+def _bit_sum(bits: torch.Tensor) -> int:
+    """The sum of an integer tensor's entries (wrapping), in pieces of at most :data:`SUM_PIECE`
+    entries: ``sum(dtype=torch.int64)`` widens its input to a copy first (a parameter's 4 GB
+    would take 8 more)."""
+    count = bits.numel()
+    if count <= SUM_PIECE or bits.dim() == 0:
+        return int(bits.sum(dtype=torch.int64))
+    if bits.shape[0] == 1:
+        return _bit_sum(bits[0])
+    rows = max(1, SUM_PIECE * bits.shape[0] // count)
+    return sum(_bit_sum(bits[start:start + rows]) for start in range(0, bits.shape[0], rows))
 
 
 def _storages(values: Sequence[Any], repeated: bool = False) -> set[int]:
