@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import torch
 import torch.fx as fx
 
-from ..verdict.compare import Outcome, TensorVerdict, same_bits
+from ..verdict.compare import Outcome, TensorVerdict, same_layout_and_bits
 from ..verdict.digest import Digests
 from ..verdict.graphs import CapturedGraph, op_name, source_location, value_nodes
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
@@ -82,8 +82,7 @@ def share_saved_values(context: GraphContext, captured_graphs: Sequence[Captured
                 or value.untyped_storage().data_ptr() in held | {eager.untyped_storage().data_ptr()}:
             continue
         # never a view that keeps more alive than the copy it replaces (a slice of a larger value)
-        if eager.untyped_storage().nbytes() <= value.untyped_storage().nbytes() \
-                and value.stride() == eager.stride() and same_bits(value, eager):
+        if eager.untyped_storage().nbytes() <= value.untyped_storage().nbytes() and same_layout_and_bits(value, eager):
             freed += value.numel() * value.element_size()
             backward.inputs[index] = eager
     return freed

@@ -146,6 +146,14 @@ def same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
     return torch.equal(first.detach().view(as_integer), second.detach().view(as_integer))
 
 
+def same_layout_and_bits(first: Any, second: Any) -> bool:
+    """Two tensors of one dtype, sizes and strides with the same bits (:func:`same_bits`): either
+    stands for the other wherever a value is read (a stride a compiled kernel got wrong is no
+    match); False for anything but two tensors."""
+    return (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)
+            and first.stride() == second.stride() and same_bits(first, second))
+
+
 def _plain(tensor: torch.Tensor) -> bool:
     """A plain strided tensor with values in memory (no subclass, not meta, no conjugate or
     negative bit): its bits are what its storage holds."""

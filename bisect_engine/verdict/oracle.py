@@ -19,7 +19,8 @@ import torch
 import torch.fx as fx
 
 from .graphs import CapturedGraph, ReadOnlyInputWritten
-from .compare import Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference, same_bits, worst
+from .compare import (Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference,
+                      same_bits, same_layout_and_bits, worst)
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
@@ -308,7 +309,7 @@ class GraphContext:
                             values[name] = kept if kept is not None and _same_bits(kept, value) else value
                         else:
                             kept = self.eager_values.get(name) if as_eager else None
-                            values[name] = kept if _same_layout_and_bits(kept, value) else value
+                            values[name] = kept if same_layout_and_bits(kept, value) else value
                     del outputs
                 return [values[name] for name in subgraph.output_names]
 
@@ -608,14 +609,6 @@ def changed_only(run: list[Any], first: Sequence[Any]) -> list[Any]:
     if len(run) != len(first):
         return run
     return [kept if _same_bits(kept, value) else value for value, kept in zip(run, first)]
-
-
-def _same_layout_and_bits(kept: Any, value: Any) -> bool:
-    """Two plain tensors of one dtype, sizes and strides with the same bits (:func:`same_bits`):
-    either stands for the other in every judgement (a stride a compiled kernel got wrong is no
-    match)."""
-    return (isinstance(kept, torch.Tensor) and isinstance(value, torch.Tensor)
-            and kept.stride() == value.stride() and same_bits(kept, value))
 
 
 def _same_bits(a: Any, b: Any) -> bool:
