@@ -136,14 +136,23 @@ def same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
     same NaN, -0.0 only to -0.0): compared as integers of the element's width, in one pass."""
     if first.shape != second.shape or first.dtype != second.dtype or first.device != second.device:
         return False
-    if not (_plain(first) and _plain(second)):
+    first_bits, second_bits = integer_bits(first), integer_bits(second)
+    if first_bits is None or second_bits is None:
         return False
-    if first.is_complex():
-        first, second = torch.view_as_real(first), torch.view_as_real(second)
-    as_integer = _BITS.get(first.element_size())
-    if as_integer is None or first.dtype == torch.bool:
-        return False
-    return torch.equal(first.detach().view(as_integer), second.detach().view(as_integer))
+    return torch.equal(first_bits, second_bits)
+
+
+def integer_bits(tensor: torch.Tensor) -> torch.Tensor | None:
+    """A plain tensor's bits as integers of its element's width: a view, no copy (a complex one as
+    its real pairs); None where it is not plain, is bool, or has no integer of its width."""
+    if not _plain(tensor):
+        return None
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    as_integer = _BITS.get(tensor.element_size())
+    if as_integer is None or tensor.dtype == torch.bool:
+        return None
+    return tensor.detach().view(as_integer)
 
 
 def same_layout_and_bits(first: Any, second: Any) -> bool:

@@ -19,6 +19,7 @@ import torch._functorch.config as functorch_config
 
 from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
+from .compare import integer_bits
 from .fx_eval import clone_value
 from .graphs import ReadOnlyInputWritten
 from .frozen import frozen_copy, graph_constants_kept, kept_inputs
@@ -224,24 +225,19 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bo
 
 
 def _fingerprints(values: Sequence[Any]) -> list[int | None]:
-    """Per value, a sum of its bits as integers (one pass, no copy; None: no plain tensor): an input
-    handed to a compiled run uncopied is checked to be the same after it (:func:`run_compiled`)."""
+    """Per value, a sum of its bits as integers (``compare.integer_bits``; one pass, no copy; None: no
+    plain tensor): an input handed to a compiled run uncopied is checked to be the same after it
+    (:func:`run_compiled`). Not ``digest.bit_hash``: position-sensitive, but a dozen passes and a
+    dense copy of a strided view, on every compiled run's inputs (a transposed weight among them)."""
     prints: list[int | None] = []
     for value in values:
-        if not isinstance(value, torch.Tensor) or value.layout != torch.strided or not value.numel() \
-                or value.device.type == "meta" or type(value) is not torch.Tensor:
-            prints.append(None)
-            continue
-        bits = value.detach()
-        if bits.is_complex():
-            bits = torch.view_as_real(bits)
-        integer = _INTEGER_OF_WIDTH.get(bits.element_size())
-        bits = bits.view(integer) if integer is not None and bits.dtype != torch.bool else bits.to(torch.uint8)
-        prints.append(_bit_sum(bits))
+        bits = None
+        if isinstance(value, torch.Tensor) and value.numel():
+            bits = integer_bits(value.view(torch.uint8) if value.dtype == torch.bool else value)
+        prints.append(None if bits is None else _bit_sum(bits))
     return prints
 
 
-_INTEGER_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 SUM_PIECE = 1 << 22  # entries summed at once: a sum to int64 widens what it reads (32 MiB at most here)
 
 
