@@ -7,7 +7,18 @@ in a fresh child process with a cold Inductor cache (its own ``TORCHINDUCTOR_CAC
   eager     the step in eager mode;
   compile   the step through plain ``torch.compile`` (Inductor, the default mode);
   tool      ``bisect-accuracy run MODEL.py`` (the default flow: ``--verify-runs 3`` unless
-            ``--tool-args`` says otherwise).
+            ``--tool-args`` says otherwise);
+  minifier, minifier-offload
+            (only where asked for with ``--only``) PyTorch's built-in after-AOT accuracy minifier
+            on the same step, its documented flow, one process group: the step under
+            ``TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4`` (it raises ``AccuracyError``
+            and writes ``minifier_launcher.py``), then ``minifier_launcher.py minify`` (the default,
+            ``--isolate``; ``minifier-offload`` adds ``--offload-to-disk``, the flag its help gives
+            for OOMs), then the minified ``repro.py`` in a fresh process (it reproduces when it
+            raises ``AccuracyError``). The whole flow has ``--minifier-timeout`` seconds (default
+            1,200: the issue's 20 minutes); a flow past it is killed and reads "killed at timeout"
+            with the step it was in. A planted bug is planted in each of its processes as in the
+            tool's run.
 
 Each child runs under an RSS watchdog sampled every 0.1 s. **The cap covers one process**: the group
 is killed when one of its processes (the tool's worker: the run itself) passes ``--cap-gb`` (default
@@ -41,7 +52,8 @@ Series (``--series``, comma separated):
             as ``gpt2-bug``'s is.
 
 Usage:  .venv/bin/python benchmarks/scale_memory.py [--series params,tokens] [--max-size 512] [--min-size 256]
-            [--cap-gb 12] [--group-cap-gb 20] [--only eager,compile,tool] [--tool-args "--verify-runs 3"]
+            [--cap-gb 12] [--group-cap-gb 20] [--only eager,compile,tool,minifier,minifier-offload]
+            [--minifier-timeout 1200] [--tool-args "--verify-runs 3"]
             [--pythonpath DIR] [--results benchmarks/scale_memory.json] [--label before]
 """
 from __future__ import annotations
@@ -200,6 +212,97 @@ print(json.dumps({"seconds": time.monotonic() - start, "loss": float(loss)}))
 '''
 
 
+# The built-in flow (``minifier`` kinds): the step with the after-AOT accuracy check on, then the
+# minifier, then its repro in a fresh process; one JSON line per step ("FLOW {...}") on stdout.
+MINIFIER_DRIVER = '''
+import importlib.util, sys
+import torch
+from torch._dynamo.debug_utils import AccuracyError
+spec = importlib.util.spec_from_file_location("model_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+model, inputs = module.get_model(), module.get_inputs()
+try:
+    module.loss_fn(torch.compile(model)(*inputs)).backward()
+except Exception as error:
+    cause = error
+    while cause is not None and not isinstance(cause, AccuracyError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        raise
+    print("DRIVER: AccuracyError")
+    sys.exit(0)
+print("DRIVER: no AccuracyError")
+sys.exit(3)
+'''
+
+MINIFIER_FLOW = '''
+import json, os, pathlib, subprocess, sys, time
+model, folder, offload, driver = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
+base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "TORCH_COMPILE_DEBUG"))}
+base["TORCH_COMPILE_DEBUG_DIR"] = str(folder / "debug")
+
+
+def step(name, command, cwd, **extra):
+    cwd.mkdir(parents=True, exist_ok=True)
+    print("FLOW " + json.dumps({"step": name, "started": True}), flush=True)
+    begin = time.monotonic()
+    with open(cwd / f"{name}.log", "w") as log:
+        rc = subprocess.call(command, cwd=cwd, env=dict(base, **extra), stdout=log, stderr=subprocess.STDOUT)
+    text = (cwd / f"{name}.log").read_text(errors="replace")
+    record = {"step": name, "rc": rc, "seconds": round(time.monotonic() - begin, 1)}
+    print("FLOW " + json.dumps(record), flush=True)
+    return rc, text
+
+
+rc, text = step("driver", [sys.executable, "-c", driver, str(model)], folder / "driver",
+                TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="4")
+launchers = sorted((folder / "debug").rglob("minifier_launcher.py"), key=lambda p: p.stat().st_mtime)
+if rc != 0 or not launchers:
+    print("FLOW " + json.dumps({"end": "no launcher", "tail": text[-800:]}), flush=True)
+    sys.exit(0)
+rc, text = step("minify", [sys.executable, str(launchers[-1]), "minify", *(["--offload-to-disk"] if offload else [])],
+                folder / "minify")
+if rc:
+    print("FLOW " + json.dumps({"minify_tail": text[-800:]}), flush=True)
+repro = folder / "minify" / "repro.py"
+if not repro.exists():
+    print("FLOW " + json.dumps({"end": "no repro.py"}), flush=True)
+    sys.exit(0)
+fresh = folder / "fresh"
+fresh.mkdir()
+(fresh / "repro.py").write_text(repro.read_text())
+rc, text = step("repro", [sys.executable, "repro.py"], fresh, TORCHINDUCTOR_CACHE_DIR=str(fresh / "cache"))
+print("FLOW " + json.dumps({"end": "done", "reproduces": rc != 0 and "AccuracyError" in text}), flush=True)
+'''
+
+
+def minifier_facts(output: str, flow: Path) -> dict[str, Any]:
+    """What a built-in flow got to: its ``FLOW`` lines, the minifier's log (read here, so a flow
+    killed at the timeout still says how far it got) and the minified repro (the minifier copies its
+    latest checkpoint to ``repro.py`` as it goes: on a killed flow, the smallest graph it had)."""
+    records = [json.loads(line[5:]) for line in output.splitlines() if line.startswith("FLOW {")]
+    started = [r["step"] for r in records if r.get("started")]
+    end: dict[str, Any] = next((r for r in records if "end" in r), {})
+    log = flow / "minify" / "minify.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    queries = re.findall(r"^Made (\d+) queries", text, re.M)
+    nodes = re.findall(r"^Started off with (\d+) nodes", text, re.M)
+    facts: dict[str, Any] = {"steps": {r["step"]: r for r in records if "rc" in r},
+                             "in_step": None if end else (started[-1] if started else None),
+                             "end": end.get("end"), "reproduces": end.get("reproduces"),
+                             "queries": int(queries[-1]) if queries else None,
+                             "started_nodes": int(nodes[0]) if nodes else None,
+                             "successes": len(re.findall(r"^SUCCESS: ", text, re.M))}
+    repro = flow / "minify" / "repro.py"
+    if repro.exists():
+        sys.path.insert(0, str(HERE))
+        from compare_minifier import repro_graph
+
+        facts["repro_nodes"] = repro_graph(repro).get("nodes")
+    return facts
+
+
 def model_files() -> dict[str, list[tuple[str, str]]]:
     """Per series, (size label, model file text), smallest first."""
     params = [(f"w{w}", MLP.format(blocks=2, width=w, tokens=1024, batch=8, seq=128))
@@ -321,7 +424,7 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
             "peak_mb": round(max(usage.ru_maxrss * 1024, peak_process) / MB), "group_peak_mb": round(peak_group / MB),
             "others_peak_mb": round(sorted(highs.values())[-2] / MB) if len(highs) > 1 else 0,
             "cap": "one process", "killed": killed,
-            "tail": output[-2000:], "stages": stages.close()}
+            "tail": output[-2000:], "output": output, "stages": stages.close()}
 
 
 def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -329,7 +432,7 @@ def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dic
                PYTHONUNBUFFERED="1")
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
-    if kind == "tool" and "\nplant()\n" in model.read_text():
+    if kind != "eager" and kind != "compile" and "\nplant()\n" in model.read_text():
         # A planted bug lives in every fresh process the tool starts (its verification runs the
         # repro in fresh interpreters: without the plant the repro has no bug to reproduce), as
         # tests/test_e2e.py plants it: a ``sitecustomize`` that imports the model file
@@ -337,19 +440,28 @@ def measure(kind: str, model: Path, args: argparse.Namespace, work: Path) -> dic
         from conftest import planting_path
 
         env["PYTHONPATH"] = planting_path(model, work / f"site-{model.stem}", env)
+    flow = work / f"{kind}-{model.stem}"
     if kind == "tool":
         out = work / f"out-{model.stem}"
         command = [sys.executable, "-m", "bisect_engine.cli", "run", str(model), "--out", str(out), "-q", "-v",
                    *shlex.split(args.tool_args)]
+    elif kind.startswith("minifier"):
+        flow.mkdir()
+        command = [sys.executable, "-c", MINIFIER_FLOW, str(model), str(flow), str(int(kind == "minifier-offload")),
+                   MINIFIER_DRIVER]
     else:
         command = [sys.executable, "-c", STEP, str(model), kind]
     if args.logs:  # the child's whole output (with the tool's -v: each step and its duration)
         args.logs.mkdir(parents=True, exist_ok=True)
     log = args.logs / f"{model.stem}-{kind}.log" if args.logs else None
-    result = watched(command, int(args.cap_gb * 2**30), env, args.timeout, str(work), log,
+    timeout = args.minifier_timeout if kind.startswith("minifier") else args.timeout
+    result = watched(command, int(args.cap_gb * 2**30), env, timeout, str(work), log,
                      int(args.group_cap_gb * 2**30))
     if kind == "tool":
         result.update(tool_facts(work / f"out-{model.stem}" / "report.json"))
+    if kind.startswith("minifier"):
+        result.update(minifier_facts(result.pop("output"), flow))
+    result.pop("output", None)
     return result
 
 
@@ -381,6 +493,23 @@ def row(series: str, size: str, results: dict[str, dict[str, Any]]) -> str:
     wall = f"{tool['seconds']:.0f}" if tool else "-"
     verdict = (tool.get("verdict") or f"rc {tool['rc']}") if tool else "-"
     return f"| {series} {size} | {peak('eager')} | {peak('compile')} | {peak('tool')} | {ratio} | {wall} | {verdict} |"
+
+
+def minifier_line(kind: str, r: dict[str, Any], eager: dict[str, Any] | None) -> str:
+    """One built-in flow's outcome: peak beside eager's, time, how far it got."""
+    ratio = f" ({r['peak_mb'] / eager['peak_mb']:.1f}x eager)" if eager and not eager["killed"] else ""
+    steps = ", ".join(f"{name} {s['seconds']:.0f} s (rc {s['rc']})" for name, s in r.get("steps", {}).items())
+    where = (f"{r['killed']} in step {r.get('in_step')}" if r["killed"] else f"ended: {r.get('end')}")
+    if r.get("repro_nodes") is None:
+        found = f"; started from {r.get('started_nodes')} nodes" if r.get("started_nodes") else ""
+    elif r["killed"]:
+        found = (f"; from {r.get('started_nodes')} nodes, its latest checkpoint at the kill had {r['repro_nodes']} "
+                 f"({r.get('successes')} reductions)")
+    else:
+        found = (f"; minified from {r.get('started_nodes')} nodes to {r['repro_nodes']} in {r.get('queries')} "
+                 f"queries, reproduces in a fresh process: {r.get('reproduces')}")
+    return (f"{kind}: peak {r['peak_mb']} MB{ratio}, group peak {r['group_peak_mb']} MB, {r['seconds']:.0f} s, "
+            f"{where}; {steps}{found}")
 
 
 def _killed_at(r: dict[str, Any]) -> int:
@@ -434,7 +563,10 @@ def main() -> int:
     parser.add_argument("--group-cap-gb", type=float, default=20.0,
                         help="kill a run when its processes together pass this (the OOM guard)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
-    parser.add_argument("--only", default="eager,compile,tool")
+    parser.add_argument("--only", default="eager,compile,tool",
+                        help="of eager, compile, tool, minifier, minifier-offload")
+    parser.add_argument("--minifier-timeout", type=float, default=1200.0,
+                        help="seconds for a whole built-in minifier flow (driver, minify, repro)")
     parser.add_argument("--tool-args", default="")
     parser.add_argument("--pythonpath", default="", help="run the tool's code from here (a 'before' copy)")
     parser.add_argument("--results", type=Path, default=None, help="append each row's numbers (JSON lines)")
@@ -463,6 +595,9 @@ def main() -> int:
                 for kind, r in results.items():
                     print(f"  {kind}: group peak {r['group_peak_mb']} MB, other processes' peak "
                           f"{r['others_peak_mb']} MB (the cap covers one process)", flush=True)
+                for kind in ("minifier", "minifier-offload"):
+                    if kind in results:
+                        print("  " + minifier_line(kind, results[kind], results.get("eager")), flush=True)
                 tool = results.get("tool") or {}
                 if tool.get("verdict"):
                     print(f"  tool: verdict {tool['verdict']}, op {tool.get('op')}, repro {tool.get('repro')}, "

@@ -128,14 +128,17 @@ def test_an_interpreter_warms_the_cpu_isa_only_where_this_process_has_it(tmp_pat
 
 
 def test_an_interpreter_warms_under_the_config_it_is_given(tmp_path: Path) -> None:
-    """The warm-up's cached ISA answer is the one under the repro's config (here: no ISA is ok)."""
+    """The warm-up's cached ISA answer is the one under the repro's config (here: no ISA is ok). The
+    config also turns the precompiled header off: the header the warm-up builds for a config is the
+    next test's subject, and building one for scalar flags, used by no other test, cost ~95 s."""
     from torch._inductor import cpu_vec_isa
 
     script = tmp_path / "isa.py"
     script.write_text(CPU_ISA_CACHED.replace("cache_info().currsize)", "cache_info().currsize, "
                                              "len(cpu_vec_isa.valid_vec_isa_list()))"))
     cpu_vec_isa.valid_vec_isa_list()
-    warm = Interpreters(1, preload=("torch",), warm_config={"cpp.vec_isa_ok": False})
+    config = {"cpp.vec_isa_ok": False, "cpp_cache_precompile_headers": False}
+    warm = Interpreters(1, preload=("torch",), warm_config=config)
     warm.start()
     check = verify_repro(script, runs=1, interpreters=warm)
     warm.close()
