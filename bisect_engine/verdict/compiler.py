@@ -203,7 +203,10 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bo
     :class:`~bisect_engine.verdict.graphs.ReadOnlyInputWritten`), its outputs as values of their own: each is copied (``clone_value``)
     unless it is already one (:func:`_own_value`), one at a time, the compiled run's own let go as
     its copy is made (a graph that returns every node's value is held once at a time, not twice)."""
-    arguments = [clone_value(v) for v in inputs] if writes else list(inputs)
+    # a strided input is copied even so: its copy's layout (``clone_value``) is the one the compile
+    # was given, and a compiled node checks its inputs' strides (a BERT pooler's slice: a harness crash)
+    arguments = [v if not writes and (not isinstance(v, torch.Tensor) or v.is_contiguous()) else clone_value(v)
+                 for v in inputs]
     before = None if writes else _fingerprints(arguments)
     with torch.no_grad():
         returned = compiled(*arguments)
