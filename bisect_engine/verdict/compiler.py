@@ -203,8 +203,8 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bo
     :class:`~bisect_engine.verdict.graphs.ReadOnlyInputWritten`), its outputs as values of their own: each is copied (``clone_value``)
     unless it is already one (:func:`_own_value`), one at a time, the compiled run's own let go as
     its copy is made (a graph that returns every node's value is held once at a time, not twice)."""
-    # a strided input is copied even so: its copy's layout (``clone_value``) is the one the compile
-    # was given, and a compiled node checks its inputs' strides (a BERT pooler's slice: a harness crash)
+    # a strided input is copied even so: the per-node check compiles on ``clone_value`` copies, whose
+    # layout a compiled node asserts (a BERT pooler's slice handed as it was: a harness crash)
     arguments = [v if not writes and (not isinstance(v, torch.Tensor) or v.is_contiguous()) else clone_value(v)
                  for v in inputs]
     before = None if writes else _fingerprints(arguments)
