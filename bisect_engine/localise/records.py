@@ -197,6 +197,9 @@ class RunFinding:
     # The model came compiled with the user's own backend and the graphs it hands Inductor were
     # captured inside it (None: captured the plain way).
     backend_run: BackendRun | None = None
+    # Graphs judged in segments because judging them at once would not fit the memory left
+    # (``release.graph_pieces``): each graph's compute nodes, segment by segment
+    segments: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
 
     @property
     def draws_random(self) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any, Sequence
 
 import torch
@@ -23,7 +24,8 @@ import torch.fx as fx
 
 from ..verdict.compare import Outcome, TensorVerdict, same_layout_and_bits
 from ..verdict.digest import Digests
-from ..verdict.graphs import CapturedGraph, op_name, source_location, value_nodes
+from ..verdict.graphs import CapturedGraph, GraphView, op_name, source_location, value_nodes
+from ..verdict.segments import ROOM_FOR_TESTS, plan_segments, segment_graphs, segmentable
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
 from ..load.memory import COPIES, tensor_bytes
 from ..load.model_file import ModelSpec
@@ -188,6 +190,44 @@ GRAPH_COPIES = 4
 def graph_need(graph: CapturedGraph) -> int:
     """The bytes judging ``graph`` is estimated to add (:data:`GRAPH_COPIES` times its inputs)."""
     return GRAPH_COPIES * storage_bytes(tensors_in([graph.inputs, graph.shared]))
+
+
+def graph_pieces(graph: CapturedGraph, driver: Driver) -> list[CapturedGraph]:
+    """``graph``, or its segments where judging it at once would not fit the memory left (issue 34:
+    ``verdict/segments.py``): the values the run holds move to disk first where memory asks, then
+    the graph is cut at module boundaries into segments whose needs fit the room left; the cut is
+    the run's (``RunFinding.segments``), made once per graph. A graph that cannot be cut (one module
+    alone does not fit; symbolic sizes, in-place writes, random draws) is kept whole: its judgement
+    then stops the run before it, as it did (exit 4, never the OOM killer)."""
+    plan = driver.finding.segments.get(graph.name)
+    if plan is None:
+        need = graph_need(graph)
+        spill_run_values(driver, need, captured_inputs=False)
+        room = _room(driver)
+        if room is None or need <= room or segmentable(graph) is not None:
+            return [graph]
+        placeholders = [n.name for n in graph.graph_module.graph.nodes if n.op == "placeholder"]
+        sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(placeholders, graph.inputs)}
+        cut = plan_segments(GraphView(graph.graph_module), sizes, lambda read: GRAPH_COPIES * read, room,
+                            backward=graph.kind == "backward")
+        if cut is None:
+            return [graph]
+        plan = tuple(cut)
+        log.info("%s: judging it needs about %.1f MB and %.1f MB is left: judged in %d segments",
+                 graph.name, need / 2**20, room / 2**20, len(plan))
+        driver.note(segments={**driver.finding.segments, graph.name: plan})
+    with driver.progress.step(f"{graph.name}: cut into {len(plan)} segments at module boundaries (memory)"):
+        return segment_graphs(graph, plan)
+
+
+def _room(driver: Driver) -> int | None:
+    """The bytes the run may still take (``load/memory.MemoryGuard.room``, the run's budget's); a
+    testing hook may set it (:data:`~bisect_engine.verdict.segments.ROOM_FOR_TESTS`)."""
+    forced = os.environ.get(ROOM_FOR_TESTS)
+    if forced:
+        return int(forced)
+    room_left = driver.search.budget.room_left
+    return room_left() if room_left is not None else None
 
 
 def model_check_need(spec: ModelSpec) -> int:

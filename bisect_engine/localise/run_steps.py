@@ -25,7 +25,7 @@ from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
 from .records import GraphFinding, RunFinding, model_level_noted
-from .release import graph_need, model_check_need, release, releasable, spill_run_values
+from .release import graph_need, graph_pieces, model_check_need, release, releasable, spill_run_values
 from .upstream import within_upstream
 
 log = logging.getLogger(__name__)
@@ -39,14 +39,19 @@ def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
     waits on disk while the next is judged, where memory asks (``release.spill_run_values``: it
     reads none of them)."""
     judged = {graph.context.captured.name for graph in run.graphs}
-    for graph in run.captured:
-        if graph.name in judged:
+    for captured in run.captured:
+        if captured.name in judged:
             continue
-        # the graphs judged before wait on disk where memory asks (none before the first); a graph
-        # whose judgement cannot fit even so stops the run before it (a memory cut, exit 4)
-        spill_run_values(driver, graph_need(graph), captured_inputs=False, what=f"judging graph {graph.name}")
-        if examine(graph, driver, driver.options).has_finding:
-            break
+        # a graph whose judgement does not fit the memory left is judged in segments (cut at
+        # module boundaries, each fitting); the graphs judged before wait on disk where memory
+        # asks (none before the first); a graph or segment whose judgement cannot fit even so
+        # stops the run before it (a memory cut, exit 4)
+        for graph in graph_pieces(captured, driver):
+            if graph.name in judged:
+                continue
+            spill_run_values(driver, graph_need(graph), captured_inputs=False, what=f"judging graph {graph.name}")
+            if examine(graph, driver, driver.options).has_finding:
+                return driver.finding
     return driver.finding
 
 

@@ -165,6 +165,10 @@ def _whole_by(graph: dict[str, Any]) -> str:
     """How the whole graph's verdict was learned, when not by compiling it (report ``not_checked``)."""
     if graph.get("whole_by") == "eager_injection":
         return " (not compiled: the culprit's compiled value, replayed eagerly, makes its outputs diverge)"
+    segment = graph.get("segment")
+    if segment:
+        return (f" (segment {esc(segment['index'])} of {esc(segment['count'])} of {esc(segment['of'])}: "
+                f"{esc(' .. '.join(dict.fromkeys(segment['modules'])))}, judged on eager's values at its boundary)")
     return ""
 
 

@@ -24,6 +24,7 @@ from .amplified import amplification_json, amplified_repro_spec
 from .saved_layout import saved_layout_culprit, saved_layout_repro_spec
 from .forensics import describe_origin
 from ..verdict.graphs import module_path, op_name, source_location, value_nodes
+from ..verdict.segments import SEPARATOR
 from ..load.model_file import ModelSpec
 from ..localise.judge import workers_stats
 from ..localise.release import graph_digests
@@ -294,6 +295,8 @@ def graph_json(graph: GraphResult) -> dict[str, Any]:
     return {
         "name": graph.context.name,
         "kind": graph.context.captured.kind,
+        # a segment of a graph too large to judge at once (of, index, count, modules, nodes; added key)
+        "segment": graph.context.captured.segment.to_json() if graph.context.captured.segment else None,
         "compile_id": graph.context.captured.compile_id,  # the Dynamo compile it came from (tlparse's [0/0])
         "nodes": len(view.compute_nodes),
         "whole": graph.whole.outcome.value,
@@ -454,12 +457,31 @@ def not_checked_json(result: RunResult) -> list[dict[str, Any]]:
                     "judged by the whole graph's rule",
          "not_established": "that the whole graph compiled at once diverges the same way"}
         for g in result.graphs if g.whole_by == "eager_injection"]
+    skipped += [{"graph": name, "check": "graph_at_once", "segments": len(plan),
+                 "instead": f"judged in {len(plan)} segments cut at module boundaries, each compiled whole and judged "
+                            "on eager's values at its boundary (judging the graph at once would not fit the memory left)",
+                 "not_established": "that the graph compiled at once (fused across the segments' boundaries) matches by "
+                                    "the graph's own rule, nor errors carried from one segment into the next (the "
+                                    "model-level check compiles the whole program)"}
+                for name, plan in result.segments.items()]
     if result.budget or result.interrupted:
         judged = {g.context.name for g in result.graphs}
-        skipped += [{"graph": g.name, "check": "graph", "instead": None,
-                     "not_established": f"anything about this {g.kind} graph: the run stopped before judging it "
-                                        f"({'interrupted' if result.interrupted else 'its budget ran out'})"}
-                    for g in result.captured if g.name not in judged]
+        why = "interrupted" if result.interrupted else "its budget ran out"
+        for g in result.captured:
+            plan = result.segments.get(g.name)
+            done = [k for k in range(1, len(plan) + 1) if f"{g.name}{SEPARATOR}{k}" in judged] if plan else []
+            if g.name in judged or (plan and len(done) == len(plan)):
+                continue
+            if done:  # a graph judged in segments, cut short after some of them
+                assert plan is not None
+                skipped.append({"graph": g.name, "check": "graph", "instead": f"segments {done} of {len(plan)}",
+                                "not_established": f"anything about the nodes of segments "
+                                                   f"{[k for k in range(1, len(plan) + 1) if k not in done]} of this "
+                                                   f"{g.kind} graph: the run stopped before judging them ({why})"})
+                continue
+            skipped.append({"graph": g.name, "check": "graph", "instead": None,
+                            "not_established": f"anything about this {g.kind} graph: the run stopped before judging "
+                                               f"it ({why})"})
     return skipped
 
 

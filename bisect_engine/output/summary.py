@@ -201,8 +201,13 @@ def checks_lines(report: dict[str, Any]) -> list[str]:
         if skipped["check"] == "whole_graph_compile":
             lines.append(f"  not compiled: {skipped['graph']} as a whole; the culprit's compiled value, replayed "
                          "eagerly, makes its outputs diverge")
+        elif skipped["check"] == "graph_at_once":
+            lines.append(f"  segments: {skipped['graph']} judged in {skipped['segments']} segments cut at module "
+                         "boundaries, each on eager's values at its boundary (judging it at once would not fit the "
+                         "memory left)")
         elif skipped["check"] == "graph":
-            lines.append(f"  not checked: {skipped['graph']} (the run stopped before judging it)")
+            judged = f"; judged: {skipped['instead']}" if skipped.get("instead") else ""
+            lines.append(f"  not checked: {skipped['graph']} (the run stopped before judging it{judged})")
     for harness in report.get("harness") or []:
         done = (f"judged the graph with its views as reshapes ({harness['views_rewritten']} rewritten) instead"
                 if harness["judged"] else "its whole compile was not judged (each node was, and the model through torch.compile)")

@@ -33,6 +33,24 @@ _UNINITIALISED = {
 }
 
 
+@dataclass(frozen=True)
+class Segment:
+    """Where a segment of a captured graph too large to judge at once sits in it
+    (:mod:`~bisect_engine.verdict.segments`): the ``index``-th of ``count`` (from 1), the modules it
+    runs from ``first`` to ``last`` (module paths, ``blocks.0``), its compute nodes."""
+
+    of: str  # the captured graph's name (forward_0)
+    index: int
+    count: int
+    first: str
+    last: str
+    nodes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"of": self.of, "index": self.index, "count": self.count, "modules": [self.first, self.last],
+                "nodes": self.nodes}
+
+
 @dataclass
 class CapturedGraph:
     """One aten graph as Inductor would receive it, with the real inputs of its first call."""
@@ -67,6 +85,9 @@ class CapturedGraph:
     # Inputs held by reference, not copied (the model's parameters), each with its version counter
     # at capture: a later in-place write (an optimizer step) would change what was recorded.
     shared: tuple[tuple[torch.Tensor, int], ...] = field(default=(), repr=False, compare=False)
+    # A segment of a graph judged in pieces (its inputs: the graph's, and eager's values of what
+    # the segments before it computed); None: a graph as captured.
+    segment: Segment | None = None
 
     def check_inputs(self) -> None:
         """Raise :class:`CapturedInputChanged` when an input held by reference was written in place
@@ -201,12 +222,14 @@ def source_location(node: fx.Node) -> tuple[str | None, str | None]:
     return f"{path.rsplit('/', 1)[-1]}:{line}", f"{path}:{line}"
 
 
-def module_path(node: fx.Node) -> str | None:
-    """``blocks.1.act`` from Dynamo's ``L['self'].blocks[1].act``; None at top level."""
-    stack = node.meta.get("nn_module_stack") or {}
+def module_path(node: fx.Node, backward: bool = False) -> str | None:
+    """``blocks.1.act`` from Dynamo's ``L['self'].blocks[1].act``; None at top level.
+    ``backward``: a backward node's, from the forward node it differentiates (AOT Autograd's
+    ``fwd_nn_module_stack``)."""
+    stack = node.meta.get("nn_module_stack") or (node.meta.get("fwd_nn_module_stack") if backward else None) or {}
     if not stack:
         return None
-    raw = list(stack.values())[-1][0]
+    raw = str(list(stack.values())[-1][0])
     path = re.sub(r"^L\['[^']*'\]", "", raw)
     path = re.sub(r"\[(\d+)\]", r".\1", path)
     path = re.sub(r"\['([^']+)'\]", r".\1", path)

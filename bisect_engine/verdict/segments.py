@@ -1,0 +1,151 @@
+"""A captured graph too large to judge at once, cut into segments at module boundaries (issue 34).
+
+Judging a graph holds several copies of what it reads (eager values, the fp64 reference, compiled
+values: ``localise/release.graph_need``). Where that does not fit the memory left, the graph is cut
+between the modules it runs (``nn_module_stack``; a backward node's from the forward node it
+differentiates): consecutive modules go into one segment while the segment's need fits
+(:func:`plan_segments`), and each segment becomes a graph of its own (:func:`segment_graphs`) whose
+inputs are the graph's own (parameters by reference) and eager's values of what the segments before
+it computed (one eager run of the graph, each value freed after its last use). A segment is then
+judged as any captured graph is: on eager's values at its boundary, as a window is, so an error
+made in one segment is never carried into the next.
+
+Pure but for :func:`segment_graphs`'s one eager run. Static graphs that write nothing in place and
+draw no random numbers only (:func:`segmentable`): the rest keep the memory stop.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Sequence
+
+import torch.fx as fx
+
+from .fx_eval import mutates, watch_graph
+from .graphs import CapturedGraph, GraphView, Segment, build_subgraph, fed_inputs, is_random, module_path
+
+SEPARATOR = "_segment"
+# Tests only: the bytes the run may still take when the engine decides whether to cut a graph (a
+# small model then cut as a large one is where memory is short; the memory guard is unchanged).
+ROOM_FOR_TESTS = "BISECT_TESTING_GRAPH_ROOM"
+
+
+def unit_of(node: fx.Node, backward: bool) -> str | None:
+    """The module a node belongs to at the grain graphs are cut at: its module path up to the first
+    index of a module list (``blocks.3``, ``transformer.h.11``, ``model.layers.0``), else its first
+    part (``head``, ``embed``); None where the node belongs to no module (the graph's top level)."""
+    path = module_path(node, backward=backward)
+    if path is None:
+        return None
+    parts = path.split(".")
+    for position, part in enumerate(parts):
+        if re.fullmatch(r"\d+", part):
+            return ".".join(parts[:position + 1])
+    return parts[0]
+
+
+def runs_of_units(view: GraphView, backward: bool) -> list[tuple[str, list[str]]]:
+    """The compute nodes in graph order as runs of one unit each (a node of no module joins the
+    run before it; those before any module, the first run)."""
+    runs: list[tuple[str, list[str]]] = []
+    leading: list[str] = []
+    for node in view.compute_nodes:
+        unit = unit_of(node, backward)
+        if runs and (unit is None or unit == runs[-1][0]):
+            runs[-1][1].append(node.name)
+        elif unit is None:
+            leading.append(node.name)
+        else:
+            runs.append((unit, [*leading, node.name]))
+            leading = []
+    if leading:  # no node belongs to a module
+        runs.append(("", leading))
+    return runs
+
+
+def segmentable(graph: CapturedGraph) -> str | None:
+    """Why ``graph`` cannot be cut into segments (None: it can): symbolic sizes, in-place writes,
+    random draws (a segment's eager run would draw again)."""
+    if graph.shape_signature is not None:
+        return "it has symbolic sizes"
+    if mutates(graph.graph_module):
+        return "it writes its inputs in place"
+    if any(is_random(node) for node in graph.graph_module.graph.nodes):
+        return "it draws random numbers"
+    return None
+
+
+def _value_bytes(node: fx.Node) -> int:
+    value = node.meta.get("val", node.meta.get("example_value"))
+    values = value if isinstance(value, (tuple, list)) else [value]
+    total = 0
+    for item in values:
+        try:
+            total += int(item.numel()) * item.element_size()
+        except (AttributeError, TypeError, RuntimeError):  # not a tensor, or symbolic sizes
+            continue
+    return total
+
+
+def plan_segments(view: GraphView, input_bytes: dict[str, int], need_of: Callable[[int], int], room: int,
+                  backward: bool) -> list[tuple[str, ...]] | None:
+    """The graph's compute nodes cut at module boundaries into consecutive segments, each as many
+    whole modules as fit: a segment's need (``need_of`` the bytes of the values it reads from
+    outside itself: ``input_bytes`` for the graph's placeholders, the node's recorded size for a
+    value computed before it) at most ``room``. None where it cannot be cut so (one module alone
+    does not fit, or the graph is one module)."""
+    runs = runs_of_units(view, backward)
+    if len(runs) < 2:
+        return None
+
+    def need(names: Sequence[str]) -> int:
+        inside = set(names)
+        read: dict[str, int] = {}
+        for name in names:
+            for source in fed_inputs(view.nodes[name]):
+                if source.name not in inside and source.name not in read:
+                    read[source.name] = input_bytes.get(source.name, 0) if source.op == "placeholder" \
+                        else _value_bytes(source)
+        return need_of(sum(read.values()))
+
+    segments: list[list[str]] = []
+    current: list[str] = []
+    for _unit, names in runs:
+        if current and need([*current, *names]) <= room:
+            current += names
+            continue
+        if need(names) > room:
+            return None
+        if current:
+            segments.append(current)
+        current = list(names)
+    segments.append(current)
+    return [tuple(names) for names in segments] if len(segments) > 1 else None
+
+
+def segment_graphs(graph: CapturedGraph, plan: Sequence[Sequence[str]]) -> list[CapturedGraph]:
+    """Each planned segment as a captured graph of its own, named ``<graph>_segment<k>``: its inputs
+    the graph's (by reference) and eager's values of what the segments before it computed, from
+    one eager run of the graph in which every other value is freed after its last use."""
+    view = GraphView(graph.graph_module)
+    placeholders = [node.name for node in graph.graph_module.graph.nodes if node.op == "placeholder"]
+    given = dict(zip(placeholders, graph.inputs))
+    cuts = [build_subgraph(view, names) for names in plan]
+    wanted = sorted({name for cut in cuts for name in cut.input_names if name not in given})
+    computed: dict[str, Any] = {}
+    if wanted:
+        watch_graph(graph.graph_module, graph.inputs, wanted, sink=computed.__setitem__)
+    backward = graph.kind == "backward"
+    segments = []
+    for index, (names, cut) in enumerate(zip(plan, cuts), start=1):
+        inputs = [given[name] if name in given else computed[name] for name in cut.input_names]
+        units = [unit for unit in (unit_of(view.nodes[name], backward) for name in names) if unit]
+        segments.append(CapturedGraph(
+            name=f"{graph.name}{SEPARATOR}{index}", kind=graph.kind, index=graph.index,
+            graph_module=cut.graph_module, inputs=inputs, called=graph.called, model_outputs=None,
+            compile_id=graph.compile_id, guards=graph.guards,
+            frozen=tuple(name for name in graph.frozen if name in cut.input_names),
+            shared=tuple((tensor, version) for tensor, version in graph.shared
+                         if any(tensor is value for value in inputs)),
+            segment=Segment(graph.name, index, len(plan), units[0] if units else "", units[-1] if units else "",
+                            len(names))))
+    return segments

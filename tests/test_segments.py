@@ -1,0 +1,129 @@
+"""A graph too large to judge at once is cut at module boundaries (issue 34, ``verdict/segments.py``).
+
+In-process and eager only (no compile): the cut (where it falls, what each segment needs) and the
+segments' values (each run on its inputs gives eager's values of the whole graph, bit for bit). The
+engine's use of it, a planted bug named in a segment with its repro, is ``repro_cases/segments_relu_bug.py``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from bisect_engine.load.capture import capture
+from bisect_engine.verdict.fx_eval import interpret, run_graph
+from bisect_engine.verdict.graphs import CapturedGraph, GraphView
+from bisect_engine.verdict.offload import storage_bytes, tensors_in
+from bisect_engine.verdict.segments import plan_segments, runs_of_units, segment_graphs, segmentable, unit_of
+
+
+class Block(nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class Stack(nn.Module):
+    def __init__(self, width: int = 32, depth: int = 4):
+        super().__init__()
+        self.embed = nn.Linear(width, width)
+        self.blocks = nn.ModuleList(Block(width) for _ in range(depth))
+        self.head = nn.Linear(width, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _graphs():
+    torch.manual_seed(0)
+    graphs, _ = capture(Stack(), [torch.randn(16, 32)], loss_fn=lambda output: output.square().mean())
+    return {graph.kind: graph for graph in graphs}
+
+
+def _sizes(graph):
+    names = [node.name for node in graph.graph_module.graph.nodes if node.op == "placeholder"]
+    return {name: storage_bytes(tensors_in([value])) for name, value in zip(names, graph.inputs)}
+
+
+def _block_bytes(width: int = 32) -> int:
+    return sum(p.numel() * 4 for p in Block(width).parameters())
+
+
+def test_the_cut_falls_between_modules_and_each_segment_fits():
+    for kind, graph in _graphs().items():
+        view = GraphView(graph.graph_module)
+        backward = kind == "backward"
+        units = [unit for unit, _ in runs_of_units(view, backward)]
+        assert {"blocks.0", "blocks.3", "head"} <= set(units), (kind, units)
+        # the least room (in steps of a block's parameters) that admits a cut: four times what one
+        # block reads (its parameters, a backward's saved activations) fits it, two blocks' do not
+        room, plan = next((room, plan) for room in range(_block_bytes(), 40 * _block_bytes(), _block_bytes())
+                          if (plan := plan_segments(view, _sizes(graph), lambda read: 4 * read, room, backward)))
+        assert len(plan) >= 4, (kind, plan)
+        # every compute node once, in graph order; each cut where the module changes
+        assert [name for segment in plan for name in segment] == [node.name for node in view.compute_nodes]
+        for before, after in zip(plan, plan[1:]):
+            assert unit_of(view.nodes[before[-1]], backward) != unit_of(view.nodes[after[0]], backward) \
+                or unit_of(view.nodes[after[0]], backward) is None
+        for segment in segment_graphs(graph, plan):
+            assert 4 * storage_bytes(tensors_in([segment.inputs])) <= room, (segment.name, segment.segment)
+
+
+def test_no_cut_where_one_module_alone_does_not_fit_or_all_fits_at_once():
+    graph = _graphs()["forward"]
+    view = GraphView(graph.graph_module)
+    assert plan_segments(view, _sizes(graph), lambda read: read, _block_bytes() // 2, False) is None
+    assert plan_segments(view, _sizes(graph), lambda read: read, 10 * 2**20, False) is None
+
+
+def test_the_segments_give_eager_values_of_the_whole_graph_bit_for_bit():
+    for kind, graph in _graphs().items():
+        view = GraphView(graph.graph_module)
+        plan = plan_segments(view, _sizes(graph), lambda read: 4 * read, 8 * _block_bytes(), kind == "backward")
+        assert plan is not None and len(plan) >= 4
+        whole = interpret(graph.graph_module, graph.inputs)
+        segments = segment_graphs(graph, plan)
+        assert [s.name for s in segments] == [f"{graph.name}_segment{k}" for k in range(1, len(plan) + 1)]
+        for segment in segments:
+            assert segment.segment is not None and segment.segment.of == graph.name
+            placeholders = [n.name for n in segment.graph_module.graph.nodes if n.op == "placeholder"]
+            for name, value in zip(placeholders, segment.inputs):  # eager's boundary values, the graph's own inputs
+                assert torch.equal(value, whole[name]), (segment.name, name)
+            outputs = next(n for n in segment.graph_module.graph.nodes if n.op == "output").args[0]
+            for node, value in zip(outputs, run_graph(segment.graph_module, segment.inputs)):
+                assert torch.equal(value, whole[node.name]), (segment.name, node.name)
+            # parameters are held by reference, with the version counters capture recorded
+            assert all(any(t is v for v in segment.inputs) for t, _ in segment.shared)
+        model_outputs = next(n for n in graph.graph_module.graph.nodes if n.op == "output").args[0]
+        produced = {n.name for s in segments for n in next(x for x in s.graph_module.graph.nodes if x.op == "output").args[0]}
+        assert {n.name for n in model_outputs if n is not None and n.op != "placeholder"} <= produced
+
+
+def test_graphs_that_cannot_be_cut_say_why():
+    graph = _graphs()["forward"]
+    assert segmentable(graph) is None
+
+    def writes(x: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
+        buffer.add_(1)
+        return x * buffer
+
+    inputs = [torch.randn(4), torch.zeros(4)]
+    written = CapturedGraph("forward_0", "forward", 0, make_fx(writes)(*inputs), inputs)  # an aten add_
+    assert segmentable(written) == "it writes its inputs in place"
+
+    def draws(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(x, 0.5, training=True)
+
+    drawn, _ = capture(draws, [torch.randn(4)])
+    assert segmentable(drawn[0]) == "it draws random numbers"
+
+    symbolic, _ = capture(Stack(), [torch.randn(16, 32)], dynamic=True)
+    assert segmentable(symbolic[0]) == "it has symbolic sizes"
