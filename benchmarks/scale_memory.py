@@ -23,8 +23,10 @@ in a fresh child process with a cold Inductor cache (its own ``TORCHINDUCTOR_CAC
 Each child runs under an RSS watchdog sampled every 0.1 s. **The cap covers one process**: the group
 is killed when one of its processes (the tool's worker: the run itself) passes ``--cap-gb`` (default
 12), or when the whole group's summed RSS passes ``--group-cap-gb`` (default 20: the machine's
-OOM guard), so nothing reaches the machine's OOM killer (a killed run reads "killed at cap" or
-"killed at group cap"). Peak RSS (``peak_mb``) is the largest one process of
+OOM guard; a sum past it is confirmed by the group's PSS first, which counts the pages a forked or
+vforked child shares with its parent once: such a child's RSS shows its parent's whole RSS until it
+execs, a 10 GB run's ``g++`` counted twice), so nothing reaches the machine's OOM killer (a killed run
+reads "killed at cap" or "killed at group cap"). Peak RSS (``peak_mb``) is the largest one process of
 the group reached: the child's ``ru_maxrss`` (``os.wait4``: its own and its reaped descendants', so
 the supervised run's worker on a normal exit) or, where larger, the largest ``VmHWM`` (the kernel's
 own high-water mark, exact) of any member seen while it ran: a run killed at the cap leaves its
@@ -40,7 +42,7 @@ measured over its own tail only. Printed under the row as ``stages`` and kept in
 
 Series (``--series``, comma separated):
   params    pre-norm MLP blocks (LayerNorm, Linear W->4W, GELU, Linear 4W->W, residual), 2 blocks,
-            width doubling from 256 (``--max-size`` caps the width);
+            width doubling from 256 to 8192 (4.3 GB of parameters, past 1 GB; ``--max-size`` caps the width);
   tokens    the same blocks at width 512, tokens doubling from 1,024 (``--max-size`` caps tokens);
   gpt2      HF ``GPT2LMHeadModel(GPT2Config())`` (124 M parameters, random init, dropout 0),
             next-token loss on 1 x 128 tokens;
@@ -306,7 +308,7 @@ def minifier_facts(output: str, flow: Path) -> dict[str, Any]:
 def model_files() -> dict[str, list[tuple[str, str]]]:
     """Per series, (size label, model file text), smallest first."""
     params = [(f"w{w}", MLP.format(blocks=2, width=w, tokens=1024, batch=8, seq=128))
-              for w in (256, 512, 1024, 2048, 4096)]
+              for w in (256, 512, 1024, 2048, 4096, 8192)]
     tokens = [(f"t{t}", MLP.format(blocks=2, width=512, tokens=t, batch=t // 128, seq=128))
               for t in (1024, 2048, 4096, 8192, 16384, 32768)]
 
@@ -359,6 +361,26 @@ def group_rss(pgid: int, highs: dict[int, int] | None = None) -> tuple[int, int,
     return total, high, largest
 
 
+def group_pss(pgid: int) -> int:
+    """The summed PSS (bytes) of every process in process group ``pgid``: pages two processes share
+    (a child forked or vforked before its exec, which shows its parent's whole RSS) counted once in
+    all. Read from ``smaps_rollup`` (the kernel walks each page table: asked only where the summed
+    RSS passes the group cap, to confirm it before killing)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                if int(stat.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            with open(f"/proc/{entry}/smaps_rollup") as rollup:
+                total += next((int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:")), 0)
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 STEP_LINE = re.compile(r"^bisect_engine\.progress: (?P<step>.*): (?P<seconds>[0-9.]+) s$")
 
 
@@ -407,6 +429,8 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
         if pid:
             break
         rss, high, largest = group_rss(child.pid, highs)
+        if group_cap_bytes is not None and rss > group_cap_bytes:
+            rss = min(rss, group_pss(child.pid))  # a fork's shared pages, counted once (its RSS shows them all)
         peak_group, peak_process = max(peak_group, rss), max(peak_process, high)
         stages.sample(largest)
         over_group = group_cap_bytes is not None and rss > group_cap_bytes

@@ -521,6 +521,28 @@ def test_a_compiled_runs_outputs_are_copied_only_where_they_are_not_values_of_th
     assert run_compiled(own, [x], writes=False)[0] is single[0]  # a value of its own: not copied
 
 
+def test_a_read_only_input_is_copied_only_where_its_copy_is_laid_out_otherwise() -> None:
+    """``run_compiled`` hands a graph that writes nothing its inputs as they are where a copy
+    (``clone_value``, what the per-node check compiles on) keeps their sizes and strides: a
+    transposed 1 GB weight is not copied twice more. A view the copy lays out densely (a slice with
+    gaps: BERT's pooler) is copied, so the compiled node meets the layout it was compiled for."""
+    from bisect_engine.verdict.compiler import run_compiled
+    from bisect_engine.verdict.fx_eval import clone_value, copy_keeps_layout
+
+    views = {"transposed": torch.randn(64, 32).t(), "permuted": torch.randn(2, 3, 4).permute(2, 0, 1),
+             "expanded": torch.randn(4, 1).expand(4, 8), "every other": torch.randn(40)[::2],
+             "a chunk": torch.randn(8, 6).chunk(2, dim=1)[1], "offset": torch.randn(10)[3:],
+             "pooler slice": torch.randn(2, 128, 32)[:, 0], "a column": torch.randn(100, 100)[:, 3]}
+    for name, view in views.items():
+        laid_out_alike = clone_value(view).stride() == view.stride()
+        assert copy_keeps_layout(view) == laid_out_alike, name
+        seen: list[torch.Tensor] = []
+        run_compiled(lambda a: seen.append(a) or (a + 1,), [view], writes=False)
+        assert (seen[0] is view) == laid_out_alike, name
+        assert seen[0].stride() == clone_value(view).stride() and torch.equal(seen[0], view), name
+    assert not copy_keeps_layout(views["pooler slice"]) and copy_keeps_layout(views["transposed"])
+
+
 def test_a_compiled_run_that_writes_an_input_it_was_handed_uncopied_stops_the_judgement() -> None:
     """Inputs handed to a compiled run uncopied (its graph writes nothing) are checked unchanged
     after it: a write (a compiler's, or an aliasing we did not foresee) is ``ReadOnlyInputWritten``,

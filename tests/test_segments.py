@@ -57,24 +57,44 @@ def _block_bytes(width: int = 32) -> int:
     return sum(p.numel() * 4 for p in Block(width).parameters())
 
 
+def _cut(graph, room):
+    return plan_segments(GraphView(graph.graph_module), _sizes(graph), lambda read: 4 * read, room,
+                         graph.kind == "backward")
+
+
+def _cuts_between(graph, plan, fine):
+    view, backward = GraphView(graph.graph_module), graph.kind == "backward"
+    unit = lambda name: unit_of(view.nodes[name], backward, fine)  # noqa: E731
+    # every compute node once, in graph order; each cut where the module changes
+    assert [name for segment in plan for name in segment] == [node.name for node in view.compute_nodes]
+    for before, after in zip(plan, plan[1:]):
+        assert unit(after[0]) is None or unit(before[-1]) != unit(after[0]), (graph.name, before[-1], after[0])
+
+
 def test_the_cut_falls_between_modules_and_each_segment_fits():
     for kind, graph in _graphs().items():
         view = GraphView(graph.graph_module)
-        backward = kind == "backward"
-        units = [unit for unit, _ in runs_of_units(view, backward)]
+        units = [unit for unit, _ in runs_of_units(view, kind == "backward")]
         assert {"blocks.0", "blocks.3", "head"} <= set(units), (kind, units)
-        # the least room (in steps of a block's parameters) that admits a cut: four times what one
-        # block reads (its parameters, a backward's saved activations) fits it, two blocks' do not
-        room, plan = next((room, plan) for room in range(_block_bytes(), 40 * _block_bytes(), _block_bytes())
-                          if (plan := plan_segments(view, _sizes(graph), lambda read: 4 * read, room, backward)))
-        assert len(plan) >= 4, (kind, plan)
-        # every compute node once, in graph order; each cut where the module changes
-        assert [name for segment in plan for name in segment] == [node.name for node in view.compute_nodes]
-        for before, after in zip(plan, plan[1:]):
-            assert unit_of(view.nodes[before[-1]], backward) != unit_of(view.nodes[after[0]], backward) \
-                or unit_of(view.nodes[after[0]], backward) is None
+        # room for four times what a block reads (its parameters, a backward's saved activations),
+        # not two blocks': whole module-list items, about one a segment
+        plan = _cut(graph, 8 * _block_bytes())
+        assert plan is not None and len(plan) >= 4, (kind, plan)
+        _cuts_between(graph, plan, fine=False)
         for segment in segment_graphs(graph, plan):
-            assert 4 * storage_bytes(tensors_in([segment.inputs])) <= room, (segment.name, segment.segment)
+            assert 4 * storage_bytes(tensors_in([segment.inputs])) <= 8 * _block_bytes(), segment.segment
+
+
+def test_an_item_too_large_alone_is_cut_at_its_submodules():
+    for kind, graph in _graphs().items():
+        whole_items = _cut(graph, 8 * _block_bytes())
+        # the least room (in steps of a tenth of a block's parameters) that admits a cut
+        step = _block_bytes() // 10
+        room, plan = next((room, plan) for room in range(step, 80 * step, step) if (plan := _cut(graph, room)))
+        assert whole_items is not None and len(plan) > len(whole_items), (kind, plan)
+        _cuts_between(graph, plan, fine=True)
+        for segment in segment_graphs(graph, plan):
+            assert 4 * storage_bytes(tensors_in([segment.inputs])) <= room, segment.segment
 
 
 def test_no_cut_where_one_module_alone_does_not_fit_or_all_fits_at_once():

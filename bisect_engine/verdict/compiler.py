@@ -20,7 +20,7 @@ import torch._functorch.config as functorch_config
 from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
 from .compare import integer_bits
-from .fx_eval import clone_value
+from .fx_eval import clone_value, copy_keeps_layout
 from .graphs import ReadOnlyInputWritten
 from .frozen import frozen_copy, graph_constants_kept, kept_inputs
 from .kernels import OutputCode
@@ -203,9 +203,11 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bo
     :class:`~bisect_engine.verdict.graphs.ReadOnlyInputWritten`), its outputs as values of their own: each is copied (``clone_value``)
     unless it is already one (:func:`_own_value`), one at a time, the compiled run's own let go as
     its copy is made (a graph that returns every node's value is held once at a time, not twice)."""
-    # a strided input is copied even so: the per-node check compiles on ``clone_value`` copies, whose
-    # layout a compiled node asserts (a BERT pooler's slice handed as it was: a harness crash)
-    arguments = [v if not writes and (not isinstance(v, torch.Tensor) or v.is_contiguous()) else clone_value(v)
+    # an input whose copy is laid out otherwise is copied even so: the per-node check compiles on
+    # ``clone_value`` copies, whose layout a compiled node asserts (a BERT pooler's slice, a gapped view
+    # the copy makes dense, handed as it was: a harness crash); a transposed weight keeps its strides
+    # in a copy, so it goes uncopied (the per-node check of a 1 GB Linear held two more copies of it)
+    arguments = [v if not writes and (not isinstance(v, torch.Tensor) or copy_keeps_layout(v)) else clone_value(v)
                  for v in inputs]
     before = None if writes else _fingerprints(arguments)
     with torch.no_grad():

@@ -52,6 +52,20 @@ def faithful_copy(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> tor
     return torch.as_strided(covered, tensor.shape, tensor.stride(), 0)
 
 
+def copy_keeps_layout(tensor: torch.Tensor) -> bool:
+    """Whether :func:`faithful_copy` gives ``tensor``'s own sizes and strides (a dense tensor,
+    permuted or not; an expanded or strided view within :data:`SPAN_LIMIT`), without copying: a
+    compile made on such a copy accepts the tensor itself. False where it lays the copy out afresh
+    (a view with negative strides, or one spanning more than ``SPAN_LIMIT`` times its elements:
+    one column of a large matrix, a slice of a sequence)."""
+    if tensor.layout != torch.strided or tensor.is_contiguous() or tensor.numel() == 0:
+        return True
+    if any(s < 0 for s in tensor.stride()):
+        return False
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return span <= SPAN_LIMIT * tensor.numel()  # else copied dense; within it, clone() or the span viewed
+
+
 def fresh_inputs(values: Any) -> Any:
     """A private copy of a model's arguments (any nesting): every tensor cloned, keeping whether it
     requires grad, so a model that writes to its inputs changes nobody else's."""

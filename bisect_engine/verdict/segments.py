@@ -29,13 +29,15 @@ SEPARATOR = "_segment"
 ROOM_FOR_TESTS = "BISECT_TESTING_GRAPH_ROOM"
 
 
-def unit_of(node: fx.Node, backward: bool) -> str | None:
+def unit_of(node: fx.Node, backward: bool, fine: bool = False) -> str | None:
     """The module a node belongs to at the grain graphs are cut at: its module path up to the first
     index of a module list (``blocks.3``, ``transformer.h.11``, ``model.layers.0``), else its first
-    part (``head``, ``embed``); None where the node belongs to no module (the graph's top level)."""
+    part (``head``, ``embed``); ``fine``: its whole module path (``blocks.3.mlp.fc1``), the grain a
+    module-list item too large alone is cut at; None where the node belongs to no module (the
+    graph's top level)."""
     path = module_path(node, backward=backward)
-    if path is None:
-        return None
+    if path is None or fine:
+        return path
     parts = path.split(".")
     for position, part in enumerate(parts):
         if re.fullmatch(r"\d+", part):
@@ -43,13 +45,14 @@ def unit_of(node: fx.Node, backward: bool) -> str | None:
     return parts[0]
 
 
-def runs_of_units(view: GraphView, backward: bool) -> list[tuple[str, list[str]]]:
-    """The compute nodes in graph order as runs of one unit each (a node of no module joins the
-    run before it; those before any module, the first run)."""
+def runs_of_units(view: GraphView, backward: bool, names: Sequence[str] | None = None,
+                  fine: bool = False) -> list[tuple[str, list[str]]]:
+    """The compute nodes in graph order (``names``: those only) as runs of one unit each (a node of
+    no module joins the run before it; those before any module, the first run)."""
     runs: list[tuple[str, list[str]]] = []
     leading: list[str] = []
-    for node in view.compute_nodes:
-        unit = unit_of(node, backward)
+    for node in view.compute_nodes if names is None else [view.nodes[name] for name in names]:
+        unit = unit_of(node, backward, fine)
         if runs and (unit is None or unit == runs[-1][0]):
             runs[-1][1].append(node.name)
         elif unit is None:
@@ -91,8 +94,9 @@ def plan_segments(view: GraphView, input_bytes: dict[str, int], need_of: Callabl
     """The graph's compute nodes cut at module boundaries into consecutive segments, each as many
     whole modules as fit: a segment's need (``need_of`` the bytes of the values it reads from
     outside itself: ``input_bytes`` for the graph's placeholders, the node's recorded size for a
-    value computed before it) at most ``room``. None where it cannot be cut so (one module alone
-    does not fit, or the graph is one module)."""
+    value computed before it) at most ``room``. A module-list item that does not fit alone is cut
+    at its submodules (:func:`unit_of`'s ``fine`` grain). None where it cannot be cut so (one
+    module alone does not fit, or the graph is one module)."""
     runs = runs_of_units(view, backward)
     if len(runs) < 2:
         return None
@@ -107,9 +111,12 @@ def plan_segments(view: GraphView, input_bytes: dict[str, int], need_of: Callabl
                         else _value_bytes(source)
         return need_of(sum(read.values()))
 
+    pieces: list[list[str]] = []
+    for _unit, names in runs:  # a run too large alone: its submodules' runs instead
+        pieces += [names] if need(names) <= room else [finer for _, finer in runs_of_units(view, backward, names, True)]
     segments: list[list[str]] = []
     current: list[str] = []
-    for _unit, names in runs:
+    for names in pieces:
         if current and need([*current, *names]) <= room:
             current += names
             continue
