@@ -270,7 +270,10 @@ def verdict_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  interrupted by {where.get('signal', 'a signal')} during the {where.get('stage', '?')} stage;"
                      " what was learned so far is above")
     if report["verdict"] == "incomplete":
-        lines.append("  no verdict: the budget ran out before every graph was judged")
+        unjudged = [entry for entry in report.get("not_checked") or [] if entry.get("check") == "graph"]
+        lines.append("  no verdict: the budget ran out before every graph was judged" if unjudged or not report.get("graphs")
+                     else "  no verdict: every captured graph was judged, but the budget ran out before the run's "
+                          "last checks (the search stopped line above says where)")
     return lines
 
 
