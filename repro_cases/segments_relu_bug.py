@@ -5,9 +5,9 @@ Judging a graph holds several copies of what it reads; where that does not fit t
 graph is cut at module boundaries and each segment is judged on eager's values at its boundary
 (issue 34). A model this small fits anywhere, so the case sets the engine's testing hook for the
 room it decides with (``BISECT_TESTING_GRAPH_ROOM``, read only there; the memory guard is unchanged):
-each block's need fits it, two blocks' do not. The forward is then judged in three segments (a
-block each, the small head with the last), the first two clean, and the relu is named in the third,
-with a repro of that segment alone. Inference only: ``tests/test_segments.py`` cuts a backward too.
+each block's need fits it, two blocks' do not. The forward is then judged in four segments (a
+block each, then the head), the first two clean, and the relu is named in the third, with a repro of
+that segment alone. Inference only: ``tests/test_segments.py`` cuts a backward too.
 """
 import os
 
@@ -15,7 +15,7 @@ import torch
 import torch._inductor.config as inductor_config
 from torch import nn
 
-# Each block reads about 5.5 KB (its parameters and its input); a segment is planned at six times that.
+# Each block reads about 5 KB (its parameters and its input); a segment is planned at eight times that.
 os.environ["BISECT_TESTING_GRAPH_ROOM"] = "45000"
 
 

@@ -186,9 +186,9 @@ def release(graph: GraphFinding, driver: Driver) -> GraphFinding:
 # values, and its fp64 reference's live set (twice the bytes): what a next graph is said to need.
 GRAPH_COPIES = 4
 # A segment is planned at this many times what it reads: a cut is made where memory is short, and a
-# segment of two 1 GB Linears (w8192's block) held about 5x at its peak (its noise model: each weight
-# widened to fp64 beside its noisy twin), 21.5 of the machine's 23.5 GiB with the run's own 10.
-SEGMENT_COPIES = 6
+# segment of two 1 GB Linears (w8192's block, 2 GiB read) held 6.1x at its peak (its noise model: each
+# weight widened to fp64 beside its noisy twin): 22.4 of the machine's 23.5 GB with the run's own 10.
+SEGMENT_COPIES = 8
 
 
 def graph_need(graph: CapturedGraph) -> int:
