@@ -188,6 +188,8 @@ GRAPH_COPIES = 4
 # A segment is planned at this many times what it reads: a cut is made where memory is short, and a
 # segment of two 1 GB Linears (w8192's block, 2 GiB read) held 6.1x at its peak (its noise model: each
 # weight widened to fp64 beside its noisy twin): 22.4 of the machine's 23.5 GB with the run's own 10.
+# At 8x w8192 is cut at its Linears, yet peaks at 21.4 GB: one 1 GB Linear's noise model alone holds
+# about 8 GB, and no cut goes below an op (benchmarks/scale_memory.md, round 19).
 SEGMENT_COPIES = 8
 
 
@@ -210,10 +212,9 @@ def graph_pieces(graph: CapturedGraph, driver: Driver) -> list[CapturedGraph]:
         room = _room(driver)
         if room is None or need <= room or segmentable(graph) is not None:
             return [graph]
-        placeholders = [n.name for n in graph.graph_module.graph.nodes if n.op == "placeholder"]
-        sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(placeholders, graph.inputs)}
-        cut = plan_segments(GraphView(graph.graph_module), sizes, lambda read: SEGMENT_COPIES * read, room,
-                            backward=graph.kind == "backward")
+        view = GraphView(graph.graph_module)
+        sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(view.placeholder_names(), graph.inputs)}
+        cut = plan_segments(view, sizes, lambda read: SEGMENT_COPIES * read, room, backward=graph.kind == "backward")
         if cut is None:
             return [graph]
         plan = tuple(cut)

@@ -468,16 +468,15 @@ def not_checked_json(result: RunResult) -> list[dict[str, Any]]:
         judged = {g.context.name for g in result.graphs}
         why = "interrupted" if result.interrupted else "its budget ran out"
         for g in result.captured:
-            plan = result.segments.get(g.name)
-            done = [k for k in range(1, len(plan) + 1) if f"{g.name}{SEPARATOR}{k}" in judged] if plan else []
-            if g.name in judged or (plan and len(done) == len(plan)):
+            count = len(result.segments.get(g.name, ()))
+            done = [k for k in range(1, count + 1) if f"{g.name}{SEPARATOR}{k}" in judged]
+            left = [k for k in range(1, count + 1) if k not in done]
+            if g.name in judged or (count and not left):
                 continue
             if done:  # a graph judged in segments, cut short after some of them
-                assert plan is not None
-                skipped.append({"graph": g.name, "check": "graph", "instead": f"segments {done} of {len(plan)}",
-                                "not_established": f"anything about the nodes of segments "
-                                                   f"{[k for k in range(1, len(plan) + 1) if k not in done]} of this "
-                                                   f"{g.kind} graph: the run stopped before judging them ({why})"})
+                skipped.append({"graph": g.name, "check": "graph", "instead": f"segments {done} of {count}",
+                                "not_established": f"anything about the nodes of segments {left} of this {g.kind} "
+                                                   f"graph: the run stopped before judging them ({why})"})
                 continue
             skipped.append({"graph": g.name, "check": "graph", "instead": None,
                             "not_established": f"anything about this {g.kind} graph: the run stopped before judging "

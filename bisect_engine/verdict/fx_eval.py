@@ -39,11 +39,9 @@ def faithful_copy(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> tor
     recorded from an eager run and fed again must be laid out as the op first saw it, so such a
     view is copied as the storage span it covers and viewed with its own strides."""
     dtype = dtype or tensor.dtype
-    if tensor.layout != torch.strided or tensor.is_contiguous() or tensor.numel() == 0 or any(s < 0 for s in tensor.stride()):
+    if _dense_as_is(tensor) or _laid_out_afresh(tensor):
         return tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
-    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
-    if span > SPAN_LIMIT * tensor.numel():
-        return tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
+    span = _span(tensor)
     if span == tensor.numel():  # no gaps: a dense (permuted) tensor, whose strides clone() keeps
         dense = tensor.clone() if dtype == tensor.dtype else tensor.to(dtype)
         if dense.stride() == tensor.stride():
@@ -56,14 +54,24 @@ def copy_keeps_layout(tensor: torch.Tensor) -> bool:
     """Whether :func:`faithful_copy` gives ``tensor``'s own sizes and strides (a dense tensor,
     permuted or not; an expanded or strided view within :data:`SPAN_LIMIT`), without copying: a
     compile made on such a copy accepts the tensor itself. False where it lays the copy out afresh
-    (a view with negative strides, or one spanning more than ``SPAN_LIMIT`` times its elements:
-    one column of a large matrix, a slice of a sequence)."""
-    if tensor.layout != torch.strided or tensor.is_contiguous() or tensor.numel() == 0:
-        return True
-    if any(s < 0 for s in tensor.stride()):
-        return False
-    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
-    return span <= SPAN_LIMIT * tensor.numel()  # else copied dense; within it, clone() or the span viewed
+    (:func:`_laid_out_afresh`: one column of a large matrix, a slice of a sequence)."""
+    return _dense_as_is(tensor) or not _laid_out_afresh(tensor)
+
+
+def _dense_as_is(tensor: torch.Tensor) -> bool:
+    """A tensor ``clone()`` copies as it is laid out: not strided, contiguous or empty."""
+    return tensor.layout != torch.strided or tensor.is_contiguous() or tensor.numel() == 0
+
+
+def _laid_out_afresh(tensor: torch.Tensor) -> bool:
+    """A strided view :func:`faithful_copy` copies densely rather than with its own strides: one with
+    negative strides, or spanning more than :data:`SPAN_LIMIT` times its elements."""
+    return any(s < 0 for s in tensor.stride()) or _span(tensor) > SPAN_LIMIT * tensor.numel()
+
+
+def _span(tensor: torch.Tensor) -> int:
+    """The storage entries a strided tensor's elements lie across, first to last."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
 
 
 def fresh_inputs(values: Any) -> Any:

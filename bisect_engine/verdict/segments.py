@@ -134,8 +134,7 @@ def segment_graphs(graph: CapturedGraph, plan: Sequence[Sequence[str]]) -> list[
     the graph's (by reference) and eager's values of what the segments before it computed, from
     one eager run of the graph in which every other value is freed after its last use."""
     view = GraphView(graph.graph_module)
-    placeholders = [node.name for node in graph.graph_module.graph.nodes if node.op == "placeholder"]
-    given = dict(zip(placeholders, graph.inputs))
+    given = dict(zip(view.placeholder_names(), graph.inputs))
     cuts = [build_subgraph(view, names) for names in plan]
     wanted = sorted({name for cut in cuts for name in cut.input_names if name not in given})
     computed: dict[str, Any] = {}
