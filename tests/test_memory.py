@@ -77,6 +77,41 @@ def test_values_move_before_a_step_is_weighed_against_the_room(tmp_path: Path) -
     assert asked == [(2 * GIB, "judging graph g")]
 
 
+def test_an_fp64_or_noise_run_stops_before_the_op_that_cannot_fit_and_not_outside_a_run() -> None:
+    """The run's watch (``offload.using`` -> ``fx_eval.watch_op``) weighs each op of an fp64 or noise
+    run before it runs: the op whose value (in fp64) and fp64 copies of what it reads pass the room
+    is a budget cut naming it, before it allocates; the ops before it ran. Without a run's policy
+    (a repro, a worker) nothing is asked."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict import fx_eval, noise, offload
+
+    def program(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.mm(torch.relu(x), w).sum()
+
+    x, w = torch.randn(64, 512), torch.randn(512, 4096)  # the mm: a 2 MiB fp64 value, its weight 16 MiB in fp64
+    graph = make_fx(program, tracing_mode="fake")(x, w)
+    seen: list[tuple[str, int]] = []
+
+    def room(limit: int) -> offload.Offload:
+        budget = Budget(room_left=lambda: limit)
+        return offload.Offload(require=lambda need, what: (seen.append((what, need)), budget.require(need, what))[1])
+
+    assert fx_eval.run_graph(graph, [x, w], upcast=True)[0] is not None  # no run: nothing asked
+    assert seen == []
+    with offload.using(room(64 << 20)):
+        fx_eval.run_graph(graph, [x, w], upcast=True)
+    assert [what.split()[2] for what, _ in seen][:1] == ["relu"] and seen  # asked before the first op
+    for run in (lambda: fx_eval.run_graph(graph, [x, w], upcast=True),
+                lambda: noise.noise_floors(graph, [x, w], {n.name: torch.float32 for n in graph.graph.nodes})):
+        seen.clear()
+        with offload.using(room(8 << 20)), pytest.raises(BudgetExhausted) as cut:
+            run()
+        assert cut.value.reason == "memory", cut.value
+        assert "evaluating node mm (aten.mm.default) needs about" in str(cut.value), str(cut.value)
+        assert [what.split()[2] for what, _ in seen] == ["relu", "mm"]  # relu fitted and ran; mm did not
+
+
 def test_a_run_whose_model_level_check_cannot_fit_stops_before_it_with_its_graphs_judged(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond what the check's fp64 model can have (here: a room said to be 24 MiB, where judging a

@@ -5,16 +5,59 @@ every emitted ``repro.py``, so a repro computes its references with exactly the 
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import operator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 
 log = logging.getLogger(__name__)
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
+
+# Asked before each op a run here evaluates, with the node and about how many bytes the op will add
+# (its value, and the fp64 copies of what it reads where the run widens): the tool's memory watch,
+# which stops its run before an op that cannot fit (``verdict/offload.using`` sets it). A repro sets none.
+_WATCH: contextvars.ContextVar[Callable[[fx.Node, int], None] | None] = contextvars.ContextVar(
+    "bisect_node_watch", default=None)
+
+
+@contextlib.contextmanager
+def watching(watch: Callable[[fx.Node, int], None] | None) -> Iterator[None]:
+    """``watch`` is asked before every op evaluated inside the block (None: nothing asked)."""
+    token = _WATCH.set(watch)
+    try:
+        yield
+    finally:
+        _WATCH.reset(token)
+
+
+def watch_op(node: fx.Node, need: int) -> None:
+    """Ask the watch set by :func:`watching` (if any) whether ``node``, adding ``need`` bytes, may run."""
+    watch = _WATCH.get()
+    if watch is not None:
+        watch(node, need)
+
+
+def value_bytes(node: fx.Node, wide: bool) -> int:
+    """The bytes of ``node``'s value as the graph recorded it (floating values in fp64 where
+    ``wide``); a size only known at run time (symbolic) counts 0."""
+    total = 0
+    for value in pytree.tree_leaves(node.meta.get("val", node.meta.get("example_value"))):
+        numel = value.numel() if isinstance(value, torch.Tensor) else None
+        if isinstance(numel, int):  # not a symbolic size (reading one would add a guard)
+            total += numel * (8 if wide and value.dtype in _FLOATING else value.element_size())
+    return total
+
+
+def widened_bytes(read: Sequence[Any]) -> int:
+    """The bytes of the fp64 copies an op makes of what it reads (the floating tensors not fp64 already)."""
+    return sum(value.numel() * 8 for value in pytree.tree_leaves(list(read))
+               if isinstance(value, torch.Tensor) and value.dtype in _FLOATING)
 
 
 def clone_value(value: Any) -> Any:
@@ -77,8 +120,6 @@ def _span(tensor: torch.Tensor) -> int:
 def fresh_inputs(values: Any) -> Any:
     """A private copy of a model's arguments (any nesting): every tensor cloned, keeping whether it
     requires grad, so a model that writes to its inputs changes nobody else's."""
-    import torch.utils._pytree as pytree
-
     def copy(tensor: torch.Tensor) -> torch.Tensor:
         cloned = tensor.detach().clone()
         cloned = cloned.requires_grad_() if tensor.requires_grad and cloned.is_floating_point() else cloned
@@ -130,6 +171,9 @@ class _EagerInterpreter(fx.Interpreter):
             return self.overrides.get(node.name, wide)
         if node.name in self.overrides:
             return self.overrides[node.name]
+        if node.op == "call_function" and _WATCH.get() is not None:
+            read = [self.env.get(source) for source in node.all_input_nodes] if self.upcast else []
+            watch_op(node, value_bytes(node, self.upcast) + widened_bytes(read))
         if self.upcast and node.op == "call_function":
             return self._run_fp64(node)
         return super().run_node(node)

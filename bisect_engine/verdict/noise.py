@@ -39,7 +39,7 @@ import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import rounding_unit
-from .fx_eval import _fp64_kwargs, faithful_copy, mutates, to_fp64
+from .fx_eval import _fp64_kwargs, faithful_copy, mutates, to_fp64, value_bytes, watch_op, widened_bytes
 from .judgement import combined_scale
 from .precision import op_base_name
 
@@ -302,6 +302,10 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
                          else _attribute(graph_module, str(node.target)))
                 carried[node.name] = runs.hold(node, given, unit, draw=True)
             else:
+                # the clean and noisy values, and of each input it widens: its fp64 copy, its noisy
+                # twin and its copy rounded once (a 1 GB weight's ~6 GB)
+                watch_op(node, 2 * value_bytes(node, True)
+                         + 3 * widened_bytes([runs.given(source) for source in node.all_input_nodes]))
                 clean, noisy = _computed(node, runs, unit, dtypes, own, kinds)
                 runs.clean_env[node], runs.noisy_env[node] = clean, noisy
                 carried[node.name] = floor_of(clean, noisy, unit) if noisy is not clean else 0.0

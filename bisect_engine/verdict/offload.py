@@ -35,9 +35,12 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
+
+from . import fx_eval
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +242,7 @@ class Offload:
     moved: int = 0  # bytes moved, every call
     moves: int = 0  # calls that moved something
     asked: int = 0  # calls made (moves or not)
+    watched_at: float = float("-inf")  # when :meth:`watch` last asked :attr:`require`
 
     def wanted(self, need: int) -> bool:
         """Whether a step adding ``need`` bytes would pass the room left."""
@@ -258,21 +262,41 @@ class Offload:
             self.require(need, what)
         return moved
 
+    def watch(self, node: Any, need: int) -> None:
+        """Before an op of an fp64 or noise run (``fx_eval.watch_op``): :attr:`require` asked whether
+        its ``need`` still fits, so that a run stops before the op that cannot fit (exit 4, with what
+        it learned), never in it by the OOM killer. Ops under :data:`WATCH_BYTES` are let through
+        for :data:`WATCH_EVERY_S` after the last ask (each ask reads /proc: ~0.1 ms)."""
+        if self.require is None:
+            return
+        now = time.monotonic()
+        if need < WATCH_BYTES and now - self.watched_at < WATCH_EVERY_S:
+            return
+        self.watched_at = now
+        self.require(need, f"evaluating node {node.name} ({node.target})")
+
     def to_json(self) -> dict[str, Any]:
         return {"moved_mb": self.moved >> 20, "moves": self.moves, "asked": self.asked,
                 "folder": "system_temp" if self.folder is None else "output_scratch",
                 **({"fallback": self.fallback} if self.fallback else {})}
 
 
+# An op adding at least this much is weighed against the room before it runs, whenever it comes;
+# smaller ones at most every WATCH_EVERY_S (what they add shows in what is held by the next ask).
+WATCH_BYTES = 16 << 20
+WATCH_EVERY_S = 0.05
+
 _RUN: contextvars.ContextVar[Offload | None] = contextvars.ContextVar("bisect_offload", default=None)
 
 
 @contextlib.contextmanager
 def using(policy: Offload) -> Iterator[Offload]:
-    """``policy`` decides every move made inside the block (the run's edge sets it)."""
+    """``policy`` decides every move made inside the block (the run's edge sets it), and watches
+    every op the fp64 and noise runs inside it evaluate (:meth:`Offload.watch`)."""
     token = _RUN.set(policy)
     try:
-        yield policy
+        with fx_eval.watching(policy.watch if policy.require is not None else None):
+            yield policy
     finally:
         _RUN.reset(token)
 
