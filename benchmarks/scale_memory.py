@@ -333,10 +333,13 @@ def size_of(label: str) -> int:
     return int(digits) if digits else 0
 
 
-def group_rss(pgid: int, highs: dict[int, int] | None = None) -> tuple[int, int, int]:
+def group_rss(pgid: int, highs: dict[int, int] | None = None,
+              anon: dict[int, int] | None = None) -> tuple[int, int, int]:
     """The summed RSS (bytes) of every process in process group ``pgid``, the largest high-water
     mark (``VmHWM``, bytes) among them and the largest RSS one of them has now; ``highs``, where
-    given, gets each process's high-water mark by pid (the largest seen)."""
+    given, gets each process's high-water mark by pid (the largest seen); ``anon`` the largest
+    memory only it can give back (``RssAnon`` + ``RssShmem``: not the file pages of values or an fp64
+    model on disk, which the kernel drops as it needs) seen, by pid."""
     total, high, largest = 0, 0, 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -349,13 +352,17 @@ def group_rss(pgid: int, highs: dict[int, int] | None = None) -> tuple[int, int,
             resident = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
             total, largest = total + resident, max(largest, resident)
             with open(f"/proc/{entry}/status") as status:
+                held = 0
                 for line in status:
                     if line.startswith("VmHWM:"):
                         mark = int(line.split()[1]) * 1024
                         high = max(high, mark)
                         if highs is not None:
                             highs[int(entry)] = max(highs.get(int(entry), 0), mark)
-                        break
+                    elif line.startswith(("RssAnon:", "RssShmem:")):
+                        held += int(line.split()[1]) * 1024
+                if anon is not None:
+                    anon[int(entry)] = max(anon.get(int(entry), 0), held)
         except (OSError, IndexError, ValueError):
             continue
     return total, high, largest
@@ -424,11 +431,12 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
                              start_new_session=True)
     peak_group, peak_process, killed = 0, 0, ""
     highs: dict[int, int] = {}
+    anon: dict[int, int] = {}
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid:
             break
-        rss, high, largest = group_rss(child.pid, highs)
+        rss, high, largest = group_rss(child.pid, highs, anon)
         if group_cap_bytes is not None and rss > group_cap_bytes:
             rss = min(rss, group_pss(child.pid))  # a fork's shared pages, counted once (its RSS shows them all)
         peak_group, peak_process = max(peak_group, rss), max(peak_process, high)
@@ -447,6 +455,7 @@ def watched(command: list[str], cap_bytes: int, env: dict[str, str], timeout_s: 
     return {"rc": os.waitstatus_to_exitcode(status), "seconds": round(time.monotonic() - start, 1),
             "peak_mb": round(max(usage.ru_maxrss * 1024, peak_process) / MB), "group_peak_mb": round(peak_group / MB),
             "others_peak_mb": round(sorted(highs.values())[-2] / MB) if len(highs) > 1 else 0,
+            "anon_peak_mb": round(max(anon.values(), default=0) / MB),  # sampled: the peak of what is not on disk
             "cap": "one process", "killed": killed,
             "tail": output[-2000:], "output": output, "stages": stages.close()}
 
@@ -618,7 +627,8 @@ def main() -> int:
                 print(row(series, size, results), flush=True)
                 for kind, r in results.items():
                     print(f"  {kind}: group peak {r['group_peak_mb']} MB, other processes' peak "
-                          f"{r['others_peak_mb']} MB (the cap covers one process)", flush=True)
+                          f"{r['others_peak_mb']} MB (the cap covers one process); in memory, not on disk: "
+                          f"{r.get('anon_peak_mb', '-')} MB", flush=True)
                 for kind in ("minifier", "minifier-offload"):
                     if kind in results:
                         print("  " + minifier_line(kind, results[kind], results.get("eager")), flush=True)

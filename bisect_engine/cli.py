@@ -123,7 +123,7 @@ def _isolate_from_hook() -> None:
               help="Model files and scripts: accuracy (compiled vs eager) or determinism (which op makes two identical runs "
                    "differ, eager or compiled; OUT/determinism/repro.py exits 1 when its two runs differ).")
 @click.option("--memory-budget", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Model files: GiB of memory this run may hold; past it the run stops with what it learned "
+              help="Model files: GiB of memory this run may hold (values on disk do not count); past it the run stops with what it learned "
                    "(exit 4); values that wait go to disk only when they would pass it [default: stop when the "
                    "machine has less than 5 percent of its memory left, 0.5-2 GiB; values that wait always go to disk].")
 def run(**options: Any) -> None:

@@ -114,10 +114,11 @@ def test_an_fp64_or_noise_run_stops_before_the_op_that_cannot_fit_and_not_outsid
 
 def test_a_run_whose_model_level_check_cannot_fit_stops_before_it_with_its_graphs_judged(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Beyond what the check's fp64 model can have (here: a room said to be 24 MiB, where judging a
-    graph needs 4 x its ~4 MiB of inputs and the model-level check 8 x its 4 MiB of parameters), the
-    run is not refused: its graphs are judged, and it ends before the model-level check with exit 4,
-    ``incomplete``, the step named."""
+    """Beyond what the check's fp64 model can have even on disk (here: a room said to be 24 MiB, where
+    judging a graph needs 4 x its ~4 MiB of inputs and the model-level check 8 x its 4 MiB of
+    parameters in memory, and on disk 8 x its largest, the same one Linear), the run is not refused:
+    its graphs are judged, and it ends before the model-level check with exit 4, ``incomplete``, the
+    step named."""
     from bisect_engine.load import memory
 
     monkeypatch.setattr(memory.MemoryGuard, "room", lambda self: 24 << 20)
@@ -132,9 +133,60 @@ def test_a_run_whose_model_level_check_cannot_fit_stops_before_it_with_its_graph
     assert result.exit_code == 4, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "incomplete", report
-    assert "the model-level check needs about" in report["budget"], report["budget"]
+    assert "the model-level check, its fp64 model on disk needs about 32 MiB" in report["budget"], report["budget"]
     assert [(g["kind"], g["whole"]) for g in report["graphs"]] == [("forward", "match"), ("backward", "match")]
     assert report["not_checked"] == []  # every captured graph was judged; only the model-level check was not
+
+
+def test_an_fp64_model_on_disk_gives_the_same_bits_and_holds_its_parameters_and_gradients_in_files(
+        tmp_path: Path) -> None:
+    """The model-level check's fp64 reference where it does not fit in memory (``_fp64_copy`` and
+    ``_forward_and_grads`` with ``on_disk``): the same outputs, loss and gradients bit for bit as in
+    memory; its large parameters and their gradients lie in the mapped files (a small one stays)."""
+    from bisect_engine.localise.model_check import _forward_and_grads, _fp64_copy, _fp64_inputs
+    from bisect_engine.verdict import offload
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Tanh(), torch.nn.LayerNorm(512),
+                                torch.nn.Linear(512, 512))
+    inputs = (torch.randn(8, 512),)
+    loss_fn = lambda output: output.square().mean()  # noqa: E731
+    in_memory = _forward_and_grads(_fp64_copy(model), _fp64_inputs(inputs), loss_fn, 0)
+    policy = offload.Offload(folder=str(tmp_path))
+    with offload.using(policy):
+        model64 = _fp64_copy(model, on_disk=True)
+        on_disk = _forward_and_grads(model64, _fp64_inputs(inputs), loss_fn, 0, on_disk=True)
+    assert len(on_disk) == len(in_memory) and all(torch.equal(a, b) for a, b in zip(in_memory, on_disk))
+    assert all(v.dtype == torch.float64 for v in on_disk)
+    files = offload._spilled_ranges()
+    in_files = lambda t: any(start <= t.untyped_storage().data_ptr() < end for start, end in files)  # noqa: E731
+    large = [p for p in model64.parameters() if p.numel() * 8 >= offload.MIN_BYTES]
+    assert len(large) == 2 and all(in_files(p) and in_files(p.grad) for p in large)
+    assert not in_files(model64[2].weight)  # the LayerNorm's 4 KiB stays in memory
+    assert policy.disk_copies == 2 and list(model.parameters())[0].dtype == torch.float32
+
+
+def test_a_model_level_check_that_does_not_fit_in_memory_runs_with_its_fp64_model_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the check's fp64 model and run (8 x its ~4 MiB of parameters) would not fit the room (said
+    to be 20 MiB) but its run with the fp64 model on disk does (the larger of 2 x the parameters and
+    8 x the largest, 1 MiB), the run is not stopped there: the model-level check runs, its fp64 model
+    in files, and the run ends clean (before: exit 4, the check named)."""
+    from bisect_engine.load import memory
+
+    monkeypatch.setattr(memory.MemoryGuard, "room", lambda self: 20 << 20)
+    model = tmp_path / "model.py"
+    model.write_text("import torch\n"
+                     "def get_model():\n    torch.manual_seed(0)\n"
+                     "    return torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(512, 512), torch.nn.Tanh())])\n"
+                     "def get_inputs():\n    return (torch.randn(8, 512, generator=torch.Generator().manual_seed(1)),)\n"
+                     "def loss_fn(output):\n    return output.square().mean()\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(model), "--out", str(out), "-q", "--verify-runs", "0"])
+    report = json.loads((out / "report.json").read_text())
+    assert result.exit_code == 0 and report["verdict"] == "clean", (result.output, report.get("budget"))
+    assert report["stats"]["offload"]["disk_copies"] == 4, report["stats"]["offload"]  # the four 1 MiB weights
+    assert report["not_checked"] == [] and report["budget"] is None
 
 
 def test_a_run_past_its_memory_budget_ends_incomplete_with_a_report(tmp_path: Path) -> None:

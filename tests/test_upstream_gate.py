@@ -119,8 +119,10 @@ def test_the_gate_moves_the_graphs_values_to_disk_and_judges_as_with_them_in_mem
         _, held = _run(spec, captured, compiler)
     moved: list[int] = []
     monkeypatch.setattr(offload, "MIN_BYTES", 0)  # this model's values are small: every one moved
-    monkeypatch.setattr(run_steps, "spill_run_values",
-                        lambda driver, need, **kw: moved.append(releasing.spill_run_values(driver, need, **kw)))
+    original = releasing.spill_run_values
+    for module in (run_steps, releasing):  # the graphs' moves, and the model-level check's (release.room_for_model_check)
+        monkeypatch.setattr(module, "spill_run_values",
+                            lambda driver, need, **kw: moved.append(original(driver, need, **kw)))
     parameters = [(t, t._version, t.data_ptr()) for t in spec.model.parameters()]
     with offload.using(offload.Offload(room=lambda: 0, folder=str(tmp_path))) as short:  # memory asks at every point
         _, spilled = _run(spec, captured, FakeCompiler(("relu",), _relu(captured), fault=lambda value: value * (1 + 2e-4)))

@@ -4,7 +4,8 @@ Admission (:func:`check_memory`): a run is refused up front (exit 2) only when t
 training step cannot fit: its parameters, their gradients and its inputs (:data:`EAGER_COPIES`) beyond
 the memory available; what eager can run starts. While it runs, :class:`MemoryGuard` is asked with
 the clock before every evaluation and compile (``search.Budget.memory``): past ``--memory-budget``
-(this process's RSS), or with less than :func:`reserve_bytes` left on the machine, the run stops
+(what this process holds resident that only it can give back: anonymous pages, not the file pages of
+values on disk), or with less than :func:`reserve_bytes` left on the machine, the run stops
 there as a budget cut (exit 4, ``incomplete``, the report of what was learned), before the OOM
 killer would. A step that adds much in one go (judging a graph, an fp64 copy of the model and its
 run) says so first: values wait on disk where memory asks (:func:`run_offload`, the guard's
@@ -14,7 +15,6 @@ run) says so first: values wait on disk where memory asks (:func:`run_offload`, 
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -57,10 +57,14 @@ def available_bytes() -> int | None:
 
 
 def rss_bytes() -> int | None:
-    """This process's resident set (Linux); None elsewhere."""
+    """The memory this process holds that only it can give back (Linux; None elsewhere): its
+    anonymous and shared-memory pages resident (``RssAnon`` + ``RssShmem``). Its file pages (values
+    moved to disk and read back, an fp64 model on disk, its libraries) are the disk's: the kernel
+    drops them as it needs, so they count against no budget."""
     try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/self/status") as status:
+            fields = dict(line.split(":", 1) for line in status if line.startswith(("RssAnon:", "RssShmem:")))
+        return sum(int(value.split()[0]) * 1024 for value in fields.values()) if fields else None
     except (OSError, ValueError, IndexError):
         return None
 
@@ -158,5 +162,5 @@ def run_offload(budget: int | None, folder: str | None, fallback: str | None = N
     free memory leave; without one at every spill point, so that the run stays near 3x eager's peak
     whatever the machine has free (GPT-2 small's clean step: 3.2x held in memory, 3.0-3.1x with them moved)."""
     return Offload(room=MemoryGuard(budget).room if budget is not None else (lambda: 0), folder=folder, fallback=fallback,
-                   require=require)
+                   require=require, memory_room=MemoryGuard(budget).room)
 

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import logging
 import tempfile
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch._functorch.config as functorch_config
@@ -33,7 +33,7 @@ from ..verdict.model_state import ModelRuns
 from ..verdict.noise import model_floors
 from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
-from ..verdict.offload import offload, tensors_in
+from ..verdict.offload import MIN_BYTES, current, page_out, tensors_in
 from ..verdict.upcast import Upcast
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,14 @@ NOISE_COPIES = 8
 
 
 def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_fn: Any, seed: int,
-                       upcast: bool = False) -> list[Any]:
+                       upcast: bool = False, on_disk: bool = False) -> list[Any]:
+    """The model's outputs and (with ``loss_fn``) its loss and gradients, from a fresh copy of the
+    inputs. ``on_disk`` (an fp64 model on disk, :func:`_fp64_copy`): each gradient goes to disk as
+    soon as it is accumulated, and a module's parameters leave memory once it has run (and once
+    their gradients are taken): the run holds its activations, not the model."""
+    if on_disk and isinstance(model, torch.nn.Module):
+        with _paged_out_as_used(model):
+            return _forward_and_grads(model, inputs, loss_fn, seed, upcast)
     if upcast:  # tensors the model makes in its own dtype (constants, casts) computed in fp64 too
         try:
             with Upcast():
@@ -84,19 +91,52 @@ def _fp64_inputs(inputs: tuple[Any, ...]) -> Any:
     return pytree.tree_map_only(torch.Tensor, upcast, inputs)
 
 
-def _fp64_copy(model: torch.nn.Module) -> torch.nn.Module:
+def _fp64_copy(model: torch.nn.Module, on_disk: bool = False) -> torch.nn.Module:
     """``copy.deepcopy(model).to(torch.float64)`` without the fp32 copy in between, nor a copy of
     the gradients (the fp64 run resets them): each floating parameter and buffer copied straight to
-    fp64 (tied parameters stay tied: one copy each)."""
+    fp64 (tied parameters stay tied: one copy each). ``on_disk``: each into a memory-mapped file of
+    its own (``Offload.disk_copy``, the output folder's scratch), never whole in memory: a model
+    whose fp64 copy and run would not fit (w8192's 8.6 GB of fp64 parameters)."""
+    policy = current()
+
+    def wide(tensor: torch.Tensor) -> torch.Tensor:  # a small one stays in memory (a mapping each costs more)
+        mapped = policy.disk_copy(tensor, torch.float64) if on_disk and tensor.numel() * 8 >= MIN_BYTES else None
+        return mapped if mapped is not None else tensor.detach().to(torch.float64)
+
     memo: dict[int, Any] = {}
     for parameter in model.parameters():
         if type(parameter) is torch.nn.Parameter and parameter.is_floating_point():
-            memo[id(parameter)] = torch.nn.Parameter(parameter.detach().to(torch.float64),
-                                                     requires_grad=parameter.requires_grad)
+            memo[id(parameter)] = torch.nn.Parameter(wide(parameter), requires_grad=parameter.requires_grad)
     for buffer in model.buffers():
         if type(buffer) is torch.Tensor and buffer.is_floating_point():
-            memo[id(buffer)] = buffer.detach().to(torch.float64)
+            memo[id(buffer)] = wide(buffer)
     return copy.deepcopy(model, memo).to(torch.float64)
+
+
+@contextlib.contextmanager
+def _paged_out_as_used(model: torch.nn.Module) -> Iterator[None]:
+    """While an fp64 model on disk runs: a module's own parameters leave memory once its forward
+    has run, and each parameter's gradient goes to disk once accumulated (the parameter leaving
+    memory again with it: the backward read it)."""
+    policy = current()
+
+    def after_forward(module: torch.nn.Module, *_: Any) -> None:
+        page_out(*module.parameters(recurse=False))
+
+    def after_accumulated(parameter: torch.Tensor) -> None:
+        if parameter.grad is not None:
+            policy.move([parameter.grad])
+        page_out(parameter)
+
+    handles = [module.register_forward_hook(after_forward) for module in model.modules()
+               if next(module.parameters(recurse=False), None) is not None]
+    handles += [parameter.register_post_accumulate_grad_hook(after_accumulated)
+                for parameter in model.parameters() if parameter.requires_grad]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any], model_runs: ModelRuns,
@@ -110,32 +150,47 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
     (``noise.model_floors``): the floors are taken with the fp64 results read back."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
-    _results_wait(spec, model_runs, eager, fp64, beside,  # the noisy run reads none of them
-                  what="the model-level check's noise model (a second fp64 run)")
-    held = [model_runs.run(lambda: _fp64_copy(spec.model))]
+    on_disk = _results_wait(spec, model_runs, eager, fp64, beside,  # the noisy run reads none of them
+                            what="the model-level check's noise model (a second fp64 run)")
+    held = [model_runs.run(lambda: _fp64_copy(spec.model, on_disk))]
 
     def noisy_run() -> list[Any]:
         # the fp64 model lives as long as its run: its parameters go before the floors are taken
         return _forward_and_grads(held.pop(), _fp64_inputs(spec.inputs), spec.loss_fn, seed,
-                                  upcast=spec.loss_fn is None)
+                                  upcast=spec.loss_fn is None, on_disk=on_disk)
 
     return model_floors(noisy_run, fp64, eager)
 
 
-def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: str | None = None) -> None:
+def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: str | None = None) -> bool:
     """Before an fp64 run of an fp64 copy of ``spec.model`` (the reference, the noise model's):
     the runs' ``results``, which it does not read, wait on disk where memory asks
     (``offload.offload``). Eager's gradients are held twice, as results and by ``model_runs`` (the
     objects it leaves in the model): both move, one storage each (GPT-2 small's: 497 MB). The
-    parameters, buffers and inputs stay: the copy and the run read them. Where ``what`` names an fp64
-    run that would not fit even so, the run stops before it (``Offload.require``: a memory cut, exit
-    4, what was learned reported), never in it by the OOM killer."""
+    parameters, buffers and inputs stay: the copy and the run read them.
+
+    Where ``what`` names an fp64 run whose copy and run (:data:`NOISE_COPIES` times the parameters
+    and inputs) would not fit in memory even so, the fp64 model goes to disk instead (the answer,
+    True: :func:`_fp64_copy` and :func:`_forward_and_grads` with ``on_disk``), and the run needs
+    only its largest parameter's share in memory at once. Where even that would not fit, or no disk
+    can take it, the run stops before it (``Offload.require``: a memory cut, exit 4, what was learned
+    reported), never in it by the OOM killer."""
     model = spec.model
     if not isinstance(model, torch.nn.Module):  # a plain function: no fp64 copy is made of it
-        return
-    offload(tensors_in(results) + model_runs.results_held(),
-            [*model.parameters(), *model.buffers(), *tensors_in([spec.inputs])],
-            need=NOISE_COPIES * tensor_bytes([*model.parameters(), *spec.inputs]), what=what)
+        return False
+    parameters = [*model.parameters(), *model.buffers()]
+    need = NOISE_COPIES * tensor_bytes([*parameters, *spec.inputs])
+    policy = current()
+    policy.spill(tensors_in(results) + model_runs.results_held(),
+                 [*parameters, *tensors_in([spec.inputs])], need=need)
+    if what is None or policy.require is None:
+        return False
+    if policy.fits(need) or not policy.on_disk():
+        policy.require(need, what)
+        return False
+    largest = max((tensor_bytes([p]) for p in parameters), default=0)
+    policy.require(NOISE_COPIES * (largest + tensor_bytes([*spec.inputs])), f"{what}, its fp64 model on disk")
+    return True
 
 
 def _user_side(error: BaseException) -> bool:
@@ -182,10 +237,11 @@ def _check(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int, switc
     eager = model_runs.run(lambda: _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed))
     fp64 = eager
     if isinstance(spec.model, torch.nn.Module):
-        _results_wait(spec, model_runs, eager,  # the fp64 run, the check's peak, reads none of them
-                      what="the model-level check's fp64 reference (an fp64 copy of the model, its run)")
-        model64 = model_runs.run(lambda: _fp64_copy(spec.model))
-        fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None)
+        on_disk = _results_wait(spec, model_runs, eager,  # the fp64 run, the check's peak, reads none of them
+                                what="the model-level check's fp64 reference (an fp64 copy of the model, its run)")
+        model64 = model_runs.run(lambda: _fp64_copy(spec.model, on_disk))
+        fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None,
+                                  on_disk=on_disk)
         del model64  # its parameters go; the gradients judged stay
     elif spec.loss_fn is None:  # a plain function: every floating op in fp64, its constants included
         fp64 = model_runs.run(lambda: _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True))

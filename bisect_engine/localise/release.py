@@ -27,9 +27,9 @@ from ..verdict.digest import Digests
 from ..verdict.graphs import CapturedGraph, GraphView, op_name, source_location, value_nodes
 from ..verdict.segments import ROOM_FOR_TESTS, plan_segments, segment_graphs, segmentable
 from ..strategies.departures import saved_layouts_differ, saved_masks_differ
-from ..load.memory import COPIES, tensor_bytes
+from ..load.memory import COPIES, EAGER_COPIES, tensor_bytes
 from ..load.model_file import ModelSpec
-from ..verdict.offload import PagedOut, attributes_of, offload, storage_bytes, tensors_in
+from ..verdict.offload import PagedOut, attributes_of, current, offload, storage_bytes, tensors_in
 from ..verdict.fx_eval import mutates
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from .drive import Driver
@@ -240,6 +240,34 @@ def model_check_need(spec: ModelSpec) -> int:
     model's parameters and inputs (fp64 copies, gradients, results), as admission counts them."""
     parameters = list(spec.model.parameters()) if isinstance(spec.model, torch.nn.Module) else []
     return COPIES * (tensor_bytes(parameters) + tensor_bytes(spec.inputs))
+
+
+def model_check_need_on_disk(spec: ModelSpec) -> int:
+    """The same with its fp64 model on disk (``model_check._fp64_copy(on_disk=True)``): the larger of
+    one run of the model (its gradients and activations: twice its parameters, with its inputs) and
+    the fp64 run's share at once (``model_check.NOISE_COPIES`` times its largest parameter and inputs);
+    the runs' results wait on disk between them."""
+    parameters = [*spec.model.parameters(), *spec.model.buffers()] if isinstance(spec.model, torch.nn.Module) else []
+    largest = max((tensor_bytes([p]) for p in parameters), default=0)
+    inputs = tensor_bytes(spec.inputs)
+    return max(EAGER_COPIES * tensor_bytes(parameters) + inputs, COPIES * (largest + inputs))
+
+
+def room_for_model_check(driver: Driver, what: str) -> None:
+    """Before the model-level check (``what``: which): the run's values wait on disk where memory
+    asks (:func:`spill_run_values`); then the check is weighed against the room left, in memory
+    (:func:`model_check_need`) or, where that does not fit and a disk can take it, with its fp64 model
+    on disk (:func:`model_check_need_on_disk`, the check decides the same way); the run stops before
+    it (exit 4) where neither fits."""
+    spec, need = driver.finding.spec, model_check_need(driver.finding.spec)
+    spill_run_values(driver, need)
+    policy = current()
+    if policy.require is None:
+        return
+    if policy.fits(need) or not policy.on_disk() or not isinstance(spec.model, torch.nn.Module):
+        policy.require(need, what)
+    else:
+        policy.require(model_check_need_on_disk(spec), f"{what}, its fp64 model on disk")
 
 
 def spill_run_values(driver: Driver, need: int, captured_inputs: bool = True, what: str | None = None) -> int:

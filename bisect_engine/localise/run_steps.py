@@ -25,7 +25,7 @@ from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
 from .records import GraphFinding, RunFinding, model_level_noted
-from .release import graph_need, graph_pieces, model_check_need, release, releasable, spill_run_values
+from .release import graph_need, graph_pieces, release, releasable, room_for_model_check, spill_run_values
 from .upstream import within_upstream
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
         candidate = model_candidate(run, driver.options)
         with driver.progress.step(f"{run.finding.context.name}: do the program's outputs pass upstream's same?"):
             if driver.search.known(candidate) is None:  # the check runs: what the graphs hold waits on disk
-                spill_run_values(driver, model_check_need(run.spec), what="the upstream gate's model-level check")
+                room_for_model_check(driver, "the upstream gate's model-level check")
             program = driver.search.judge(candidate)
         driver.note(**model_level_noted(program))
         listed = within_upstream(program)
@@ -166,7 +166,7 @@ def _model_check(run: RunFinding, driver: Driver) -> RunFinding:
     with driver.progress.step("model-level check"):
         candidate = model_candidate(run, driver.options)
         if driver.search.known(candidate) is None:
-            spill_run_values(driver, model_check_need(run.spec), what="the model-level check")
+            room_for_model_check(driver, "the model-level check")
         return replace(run, **model_level_noted(driver.search.judge(candidate)))
 
 

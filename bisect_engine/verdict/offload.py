@@ -234,6 +234,9 @@ class Offload:
     ``stats.offload``)."""
 
     room: Callable[[], int | None] = lambda: None
+    # bytes the run may still hold in memory (``MemoryGuard.room``; None: not known): what
+    # :meth:`fits` weighs a step against, whatever :attr:`room` says about moving values
+    memory_room: Callable[[], int | None] = lambda: None
     folder: str | None = None
     fallback: str | None = None
     # the run's stop for a step that cannot fit even once values moved (``search.Budget.require``;
@@ -242,6 +245,7 @@ class Offload:
     moved: int = 0  # bytes moved, every call
     moves: int = 0  # calls that moved something
     asked: int = 0  # calls made (moves or not)
+    disk_copies: int = 0  # tensors copied straight to disk (an fp64 model on disk: :meth:`disk_copy`)
     watched_at: float = float("-inf")  # when :meth:`watch` last asked :attr:`require`
 
     def wanted(self, need: int) -> bool:
@@ -262,6 +266,49 @@ class Offload:
             self.require(need, what)
         return moved
 
+    def fits(self, need: int) -> bool:
+        """Whether a step adding ``need`` bytes fits in memory (:attr:`memory_room`; True where not known)."""
+        room = self.memory_room()
+        return room is None or need <= room
+
+    def on_disk(self) -> bool:
+        """Whether values can go to a file here (:attr:`folder` is on a disk, not in memory)."""
+        return scratch_on_disk(self.folder or tempfile.gettempdir())
+
+    def disk_copy(self, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+        """A contiguous copy of ``tensor`` in ``dtype`` that lives in a memory-mapped file (written a
+        chunk at a time, so never whole in memory; mapped back privately and never written, so its
+        pages are the file's: read in as used, dropped by the kernel as it needs), counted as moved;
+        None where the folder cannot take it (in memory, full, unwritable)."""
+        folder = self.folder or tempfile.gettempdir()
+        if tensor.device.type != "cpu" or not scratch_on_disk(folder):
+            return None
+        flat = tensor.detach().reshape(-1)
+        nbytes = flat.numel() * torch.empty(0, dtype=dtype).element_size()
+        handle, path = tempfile.mkstemp(prefix=PREFIX, dir=folder)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                for start in range(0, flat.numel(), _WRITE_CHUNK):
+                    file.write(memoryview(flat[start:start + _WRITE_CHUNK].to(dtype).numpy()))
+            mapped = torch.UntypedStorage.from_file(path, shared=False, nbytes=nbytes)
+        except OSError as error:
+            log.info("offload: no copy on disk in %s: %s", folder, error)
+            return None
+        finally:
+            os.unlink(path)
+        self.moved += nbytes
+        self.moves += 1
+        self.disk_copies += 1
+        return torch.empty(0, dtype=dtype).set_(mapped, 0, tensor.shape)
+
+    def move(self, tensors: Iterable[torch.Tensor]) -> int:
+        """:func:`spill` of ``tensors`` into :attr:`folder` whatever the room (a step that put its
+        values on disk, :meth:`disk_copy`, moves its results too), counted."""
+        moved = spill(tensors, (), self.folder)
+        self.moved += moved
+        self.moves += bool(moved)
+        return moved
+
     def watch(self, node: Any, need: int) -> None:
         """Before an op of an fp64 or noise run (``fx_eval.watch_op``): :attr:`require` asked whether
         its ``need`` still fits, so that a run stops before the op that cannot fit (exit 4, with what
@@ -277,6 +324,7 @@ class Offload:
 
     def to_json(self) -> dict[str, Any]:
         return {"moved_mb": self.moved >> 20, "moves": self.moves, "asked": self.asked,
+                **({"disk_copies": self.disk_copies} if self.disk_copies else {}),
                 "folder": "system_temp" if self.folder is None else "output_scratch",
                 **({"fallback": self.fallback} if self.fallback else {})}
 
@@ -284,6 +332,7 @@ class Offload:
 # An op adding at least this much is weighed against the room before it runs, whenever it comes;
 # smaller ones at most every WATCH_EVERY_S (what they add shows in what is held by the next ask).
 WATCH_BYTES = 16 << 20
+_WRITE_CHUNK = 1 << 22  # elements written to a disk copy at a time (32 MiB of fp64)
 WATCH_EVERY_S = 0.05
 
 _RUN: contextvars.ContextVar[Offload | None] = contextvars.ContextVar("bisect_offload", default=None)
@@ -315,6 +364,12 @@ def offload(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], 
             what: str | None = None) -> int:
     """:meth:`Offload.spill` under the run's policy (:func:`current`)."""
     return current().spill(tensors, protected, need, what)
+
+
+def page_out(*tensors: Any) -> None:
+    """The pages of ``tensors`` that lie in files (moved values, disk copies) leave memory now
+    (:class:`PagedOut`); a tensor in memory is left as it is."""
+    PagedOut()(*tensors)
 
 
 def attributes_of(graph_module: Any) -> list[torch.Tensor]:
