@@ -166,6 +166,28 @@ def test_an_fp64_model_on_disk_gives_the_same_bits_and_holds_its_parameters_and_
     assert policy.disk_copies == 2 and list(model.parameters())[0].dtype == torch.float32
 
 
+def test_the_model_level_noise_floors_are_the_same_with_the_fp64_model_on_disk(tmp_path: Path) -> None:
+    """The noise model's second fp64 run (``model_check._noise_floors``) takes the same way to disk
+    where its copy does not fit (memory said to have 1 MiB of room): the same floors as in memory."""
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.model_check import _forward_and_grads, _fp64_copy, _fp64_inputs, _noise_floors
+    from bisect_engine.verdict import offload
+    from bisect_engine.verdict.model_state import ModelRuns
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.LayerNorm(512))
+    spec = ModelSpec(Path("m.py"), model, (torch.randn(8, 512),), lambda output: output.square().mean(), None)
+    floors = []
+    for room in (None, 1 << 20):
+        policy = offload.Offload(folder=str(tmp_path), memory_room=lambda room=room: room, require=lambda need, what: None)
+        with offload.using(policy), ModelRuns(model) as runs:
+            eager = runs.run(lambda: _forward_and_grads(model, spec.inputs, spec.loss_fn, 0))
+            fp64 = _forward_and_grads(_fp64_copy(model), _fp64_inputs(spec.inputs), spec.loss_fn, 0)
+            floors.append(_noise_floors(spec, 0, fp64, eager, runs))
+        assert policy.disk_copies == (0 if room is None else 1)  # the 2 MiB fp64 weight; the rest is small
+    assert floors[0] == floors[1] and any(f > 0 for f in floors[0]), floors
+
+
 def test_a_model_level_check_that_does_not_fit_in_memory_runs_with_its_fp64_model_on_disk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the check's fp64 model and run (8 x its ~4 MiB of parameters) would not fit the room (said
