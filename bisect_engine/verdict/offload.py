@@ -48,6 +48,11 @@ MIN_BYTES = 1 << 20  # smaller storages stay: the allocator would keep their pag
 IN_MEMORY = ("tmpfs", "ramfs")
 MADV_PAGEOUT = 21  # linux/mman.h
 PREFIX = "bisect-spill-"  # the files' names (unlinked once mapped: "(deleted)" in /proc/self/maps)
+# An op adding at least this much is weighed against the room before it runs, whenever it comes;
+# smaller ones at most every WATCH_EVERY_S (what they add shows in what is held by the next ask).
+WATCH_BYTES = 16 << 20
+WATCH_EVERY_S = 0.05
+_WRITE_CHUNK = 1 << 22  # elements written to a disk copy at a time (32 MiB of fp64)
 
 
 def tensors_in(roots: Iterable[Any], skip: tuple[type, ...] = ()) -> list[torch.Tensor]:
@@ -328,12 +333,6 @@ class Offload:
                 "folder": "system_temp" if self.folder is None else "output_scratch",
                 **({"fallback": self.fallback} if self.fallback else {})}
 
-
-# An op adding at least this much is weighed against the room before it runs, whenever it comes;
-# smaller ones at most every WATCH_EVERY_S (what they add shows in what is held by the next ask).
-WATCH_BYTES = 16 << 20
-_WRITE_CHUNK = 1 << 22  # elements written to a disk copy at a time (32 MiB of fp64)
-WATCH_EVERY_S = 0.05
 
 _RUN: contextvars.ContextVar[Offload | None] = contextvars.ContextVar("bisect_offload", default=None)
 
