@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -112,6 +113,22 @@ def test_an_fp64_or_noise_run_stops_before_the_op_that_cannot_fit_and_not_outsid
         assert [what.split()[2] for what, _ in seen] == ["relu", "mm"]  # relu fitted and ran; mm did not
 
 
+def _run_in_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: int, width: int, model: str) -> tuple[Any, dict]:
+    """The CLI's run of ``model`` (an expression) on 8 x ``width`` inputs with a squared-mean loss, with
+    the memory left said to be ``room`` bytes throughout: its result and its report."""
+    from bisect_engine.load import memory
+
+    monkeypatch.setattr(memory.MemoryGuard, "room", lambda self: room)
+    path = tmp_path / "model.py"
+    path.write_text("import torch\n"
+                    f"def get_model():\n    torch.manual_seed(0)\n    return {model}\n"
+                    f"def get_inputs():\n    return (torch.randn(8, {width}, generator=torch.Generator().manual_seed(1)),)\n"
+                    "def loss_fn(output):\n    return output.square().mean()\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(path), "--out", str(out), "-q", "--verify-runs", "0"])
+    return result, json.loads((out / "report.json").read_text())
+
+
 def test_a_run_whose_model_level_check_cannot_fit_stops_before_it_with_its_graphs_judged(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond what the check's fp64 model can have even on disk (here: a room said to be 24 MiB, where
@@ -119,19 +136,9 @@ def test_a_run_whose_model_level_check_cannot_fit_stops_before_it_with_its_graph
     parameters in memory, and on disk 8 x its largest, the same one Linear), the run is not refused:
     its graphs are judged, and it ends before the model-level check with exit 4, ``incomplete``, the
     step named."""
-    from bisect_engine.load import memory
-
-    monkeypatch.setattr(memory.MemoryGuard, "room", lambda self: 24 << 20)
-    model = tmp_path / "model.py"
-    model.write_text("import torch\n"
-                     "def get_model():\n    torch.manual_seed(0)\n"
-                     "    return torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Tanh())\n"
-                     "def get_inputs():\n    return (torch.randn(8, 1024, generator=torch.Generator().manual_seed(1)),)\n"
-                     "def loss_fn(output):\n    return output.square().mean()\n")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", str(model), "--out", str(out), "-q", "--verify-runs", "0"])
+    result, report = _run_in_room(tmp_path, monkeypatch, 24 << 20, 1024,
+                                  "torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Tanh())")
     assert result.exit_code == 4, result.output
-    report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "incomplete", report
     assert "the model-level check, its fp64 model on disk needs about 32 MiB" in report["budget"], report["budget"]
     assert [(g["kind"], g["whole"]) for g in report["graphs"]] == [("forward", "match"), ("backward", "match")]
@@ -194,18 +201,9 @@ def test_a_model_level_check_that_does_not_fit_in_memory_runs_with_its_fp64_mode
     to be 20 MiB) but its run with the fp64 model on disk does (the larger of 2 x the parameters and
     8 x the largest, 1 MiB), the run is not stopped there: the model-level check runs, its fp64 model
     in files, and the run ends clean (before: exit 4, the check named)."""
-    from bisect_engine.load import memory
-
-    monkeypatch.setattr(memory.MemoryGuard, "room", lambda self: 20 << 20)
-    model = tmp_path / "model.py"
-    model.write_text("import torch\n"
-                     "def get_model():\n    torch.manual_seed(0)\n"
-                     "    return torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(512, 512), torch.nn.Tanh())])\n"
-                     "def get_inputs():\n    return (torch.randn(8, 512, generator=torch.Generator().manual_seed(1)),)\n"
-                     "def loss_fn(output):\n    return output.square().mean()\n")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", str(model), "--out", str(out), "-q", "--verify-runs", "0"])
-    report = json.loads((out / "report.json").read_text())
+    result, report = _run_in_room(
+        tmp_path, monkeypatch, 20 << 20, 512,
+        "torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(512, 512), torch.nn.Tanh())])")
     assert result.exit_code == 0 and report["verdict"] == "clean", (result.output, report.get("budget"))
     assert report["stats"]["offload"]["disk_copies"] == 4, report["stats"]["offload"]  # the four 1 MiB weights
     assert report["not_checked"] == [] and report["budget"] is None
@@ -417,7 +415,7 @@ def test_a_spill_folder_that_cannot_take_the_values_leaves_them_in_memory(tmp_pa
     if not offload.scratch_on_disk(str(tmp_path)):
         pytest.skip("the temporary folder is in memory: nothing is moved there")
 
-    def full(storage: torch.UntypedStorage, folder: str) -> torch.UntypedStorage:
+    def full(*_: Any) -> torch.UntypedStorage:  # _to_file's chunks, size and folder
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(offload, "_to_file", full)

@@ -183,14 +183,16 @@ def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: s
     policy = current()
     policy.spill(tensors_in(results) + model_runs.results_held(),
                  [*parameters, *tensors_in([spec.inputs])], need=need)
-    if what is None or policy.require is None:
-        return False
-    if policy.fits(need) or not policy.on_disk():
-        policy.require(need, what)
-        return False
-    largest = max((tensor_bytes([p]) for p in parameters), default=0)
-    policy.require(NOISE_COPIES * (largest + tensor_bytes([*spec.inputs])), f"{what}, its fp64 model on disk")
-    return True
+    return what is not None and policy.weigh(need, what, fp64_run_on_disk_need(spec), f"{what}, its fp64 model on disk")
+
+
+def fp64_run_on_disk_need(spec: ModelSpec) -> int:
+    """What an fp64 run of the model with its fp64 model on disk holds in memory at once, about:
+    :data:`NOISE_COPIES` times its largest parameter or buffer and its inputs (``_fp64_copy(on_disk=True)``)."""
+    model = spec.model
+    largest = max((tensor_bytes([p]) for p in [*model.parameters(), *model.buffers()]), default=0) \
+        if isinstance(model, torch.nn.Module) else 0
+    return NOISE_COPIES * (largest + tensor_bytes([*spec.inputs]))
 
 
 def _user_side(error: BaseException) -> bool:

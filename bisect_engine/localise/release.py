@@ -33,6 +33,7 @@ from ..verdict.offload import PagedOut, attributes_of, current, offload, storage
 from ..verdict.fx_eval import mutates
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from .drive import Driver
+from .model_check import fp64_run_on_disk_need
 from .records import GraphFinding
 
 log = logging.getLogger(__name__)
@@ -245,29 +246,22 @@ def model_check_need(spec: ModelSpec) -> int:
 def model_check_need_on_disk(spec: ModelSpec) -> int:
     """The same with its fp64 model on disk (``model_check._fp64_copy(on_disk=True)``): the larger of
     one run of the model (its gradients and activations: twice its parameters, with its inputs) and
-    the fp64 run's share at once (``model_check.NOISE_COPIES`` times its largest parameter and inputs);
-    the runs' results wait on disk between them."""
+    the fp64 run's share at once (``model_check.fp64_run_on_disk_need``); the runs' results wait on
+    disk between them."""
     parameters = [*spec.model.parameters(), *spec.model.buffers()] if isinstance(spec.model, torch.nn.Module) else []
-    largest = max((tensor_bytes([p]) for p in parameters), default=0)
-    inputs = tensor_bytes(spec.inputs)
-    return max(EAGER_COPIES * tensor_bytes(parameters) + inputs, COPIES * (largest + inputs))
+    return max(EAGER_COPIES * tensor_bytes(parameters) + tensor_bytes(spec.inputs), fp64_run_on_disk_need(spec))
 
 
 def room_for_model_check(driver: Driver, what: str) -> None:
     """Before the model-level check (``what``: which): the run's values wait on disk where memory
     asks (:func:`spill_run_values`); then the check is weighed against the room left, in memory
     (:func:`model_check_need`) or, where that does not fit and a disk can take it, with its fp64 model
-    on disk (:func:`model_check_need_on_disk`, the check decides the same way); the run stops before
-    it (exit 4) where neither fits."""
+    on disk (:func:`model_check_need_on_disk`; ``Offload.weigh``, as the check decides itself); the run
+    stops before it (exit 4) where neither fits."""
     spec, need = driver.finding.spec, model_check_need(driver.finding.spec)
     spill_run_values(driver, need)
-    policy = current()
-    if policy.require is None:
-        return
-    if policy.fits(need) or not policy.on_disk() or not isinstance(spec.model, torch.nn.Module):
-        policy.require(need, what)
-    else:
-        policy.require(model_check_need_on_disk(spec), f"{what}, its fp64 model on disk")
+    current().weigh(need, what, model_check_need_on_disk(spec) if isinstance(spec.model, torch.nn.Module) else None,
+                    f"{what}, its fp64 model on disk")
 
 
 def spill_run_values(driver: Driver, need: int, captured_inputs: bool = True, what: str | None = None) -> int:

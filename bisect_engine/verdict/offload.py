@@ -117,13 +117,15 @@ def _spilled_ranges() -> list[tuple[int, int]]:
     return ranges
 
 
-def _to_file(storage: torch.UntypedStorage, folder: str) -> torch.UntypedStorage:
-    """``storage``'s bytes written to a new file in ``folder``, mapped back privately, the file unlinked."""
+def _to_file(chunks: Iterable[memoryview], nbytes: int, folder: str) -> torch.UntypedStorage:
+    """``chunks`` (``nbytes`` in all) written to a new file in ``folder``, mapped back privately, the
+    file unlinked: every file this module makes."""
     handle, path = tempfile.mkstemp(prefix=PREFIX, dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
-            file.write(memoryview(torch.empty(0, dtype=torch.uint8).set_(storage).numpy()))
-        return torch.UntypedStorage.from_file(path, shared=False, nbytes=storage.nbytes())
+            for chunk in chunks:
+                file.write(chunk)
+        return torch.UntypedStorage.from_file(path, shared=False, nbytes=nbytes)
     finally:
         os.unlink(path)
 
@@ -155,7 +157,8 @@ def spill(tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor], fo
                 or any(start <= pointer < end for start, end in moved_before):
             continue
         try:
-            mapped = _to_file(storage, folder)
+            mapped = _to_file([memoryview(torch.empty(0, dtype=torch.uint8).set_(storage).numpy())], storage.nbytes(),
+                              folder)
         except OSError as error:  # the folder full or unwritable: what is left stays in memory (never a crash)
             log.info("offload: stopped moving values to %s: %s", folder, error)
             break
@@ -264,9 +267,7 @@ class Offload:
         ``what`` names the step: where it still cannot fit once they moved, :attr:`require` stops
         the run before it (a budget cut, never the OOM killer)."""
         self.asked += 1
-        moved = spill(tensors, protected, self.folder) if self.wanted(need) else 0
-        self.moved += moved
-        self.moves += bool(moved)
+        moved = self.move(tensors, protected) if self.wanted(need) else 0
         if what is not None and self.require is not None:
             self.require(need, what)
         return moved
@@ -280,36 +281,45 @@ class Offload:
         """Whether values can go to a file here (:attr:`folder` is on a disk, not in memory)."""
         return scratch_on_disk(self.folder or tempfile.gettempdir())
 
+    def weigh(self, need: int, what: str, need_on_disk: int | None = None, what_on_disk: str = "") -> bool:
+        """A step adding ``need`` bytes in memory (``what``), or ``need_on_disk`` with its large values
+        on disk instead (``what_on_disk``; None: it has no such way), weighed by :attr:`require`: in
+        memory where that fits or no disk can take the files, else on disk; the run stops before it
+        where the way taken does not fit. Whether it goes on disk (never outside a run's search)."""
+        if self.require is None:
+            return False
+        if need_on_disk is None or self.fits(need) or not self.on_disk():
+            self.require(need, what)
+            return False
+        self.require(need_on_disk, what_on_disk)
+        return True
+
     def disk_copy(self, tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
         """A contiguous copy of ``tensor`` in ``dtype`` that lives in a memory-mapped file (written a
         chunk at a time, so never whole in memory; mapped back privately and never written, so its
         pages are the file's: read in as used, dropped by the kernel as it needs), counted as moved;
         None where the folder cannot take it (in memory, full, unwritable)."""
-        folder = self.folder or tempfile.gettempdir()
-        if tensor.device.type != "cpu" or not scratch_on_disk(folder):
+        if tensor.device.type != "cpu" or not self.on_disk():
             return None
         flat = tensor.detach().reshape(-1)
         nbytes = flat.numel() * torch.empty(0, dtype=dtype).element_size()
-        handle, path = tempfile.mkstemp(prefix=PREFIX, dir=folder)
+        chunks = (memoryview(flat[start:start + _WRITE_CHUNK].to(dtype).numpy())
+                  for start in range(0, flat.numel(), _WRITE_CHUNK))
         try:
-            with os.fdopen(handle, "wb") as file:
-                for start in range(0, flat.numel(), _WRITE_CHUNK):
-                    file.write(memoryview(flat[start:start + _WRITE_CHUNK].to(dtype).numpy()))
-            mapped = torch.UntypedStorage.from_file(path, shared=False, nbytes=nbytes)
+            mapped = _to_file(chunks, nbytes, self.folder or tempfile.gettempdir())
         except OSError as error:
-            log.info("offload: no copy on disk in %s: %s", folder, error)
+            log.info("offload: no copy on disk in %s: %s", self.folder, error)
             return None
-        finally:
-            os.unlink(path)
         self.moved += nbytes
         self.moves += 1
         self.disk_copies += 1
         return torch.empty(0, dtype=dtype).set_(mapped, 0, tensor.shape)
 
-    def move(self, tensors: Iterable[torch.Tensor]) -> int:
-        """:func:`spill` of ``tensors`` into :attr:`folder` whatever the room (a step that put its
-        values on disk, :meth:`disk_copy`, moves its results too), counted."""
-        moved = spill(tensors, (), self.folder)
+    def move(self, tensors: Iterable[torch.Tensor], protected: Iterable[torch.Tensor] = ()) -> int:
+        """:func:`spill` of ``tensors`` (none shared with ``protected``) into :attr:`folder` whatever
+        the room (:meth:`spill` where memory asks; a step that put its values on disk,
+        :meth:`disk_copy`, moves its results too), counted."""
+        moved = spill(tensors, protected, self.folder)
         self.moved += moved
         self.moves += bool(moved)
         return moved
