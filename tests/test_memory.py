@@ -209,6 +209,35 @@ def test_a_model_level_check_that_does_not_fit_in_memory_runs_with_its_fp64_mode
     assert report["not_checked"] == [] and report["budget"] is None
 
 
+def test_a_graph_memory_stops_inside_its_judgement_is_judged_again_in_segments(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph whose estimate (4 x what it reads) fits the room but one of whose ops, weighed inside
+    its fp64 or noise run (``Offload.watch``), does not (here: the watch made to stop every op of a
+    graph holding three tanhs or more, i.e. the whole forward, never a half of it; the eager run that
+    gives the segments their inputs is let through): before, exit 4,
+    ``incomplete``; now its partial judgement is let go and it is judged again in segments at module
+    boundaries, and the run ends clean, the forward listed as judged in segments, not at once."""
+    from bisect_engine.verdict import offload
+    from bisect_engine.verdict.fx_eval import value_bytes
+
+    def watch(self: Any, node: Any, need: int) -> None:  # an fp64 or noise run's op (eager's weighs its value)
+        if need > value_bytes(node, False) and sum(n.target is torch.ops.aten.tanh.default for n in node.graph.nodes) >= 3:
+            self.require(1 << 50, f"evaluating node {node.name} ({node.target})")
+
+    monkeypatch.setattr(offload.Offload, "watch", watch)
+    result, report = _run_in_room(
+        tmp_path, monkeypatch, 1 << 30, 64,
+        "torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(64, 64), torch.nn.Tanh())])")
+    assert result.exit_code == 0 and report["verdict"] == "clean", (result.output, report.get("budget"))
+    names = [g["name"] for g in report["graphs"]]
+    assert "forward_0" not in names and "backward_0" in names, names
+    segments = [name for name in names if name.startswith("forward_0_segment")]
+    assert len(segments) >= 2 and all(g["whole"] == "match" for g in report["graphs"]), report["graphs"]
+    assert [(s["graph"], s["check"], s["segments"]) for s in report["not_checked"]] == \
+        [("forward_0", "graph_at_once", len(segments))], report["not_checked"]
+    assert report["budget"] is None
+
+
 def test_a_run_past_its_memory_budget_ends_incomplete_with_a_report(tmp_path: Path) -> None:
     model = tmp_path / "model.py"
     model.write_text("import torch\ndef get_model():\n    return torch.nn.Tanh()\n"

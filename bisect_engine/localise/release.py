@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import torch
 import torch.fx as fx
 
+from ..search import BudgetExhausted
 from ..verdict.compare import Outcome, TensorVerdict, same_layout_and_bits
 from ..verdict.digest import Digests
 from ..verdict.graphs import CapturedGraph, GraphView, op_name, source_location, value_nodes
@@ -170,15 +171,7 @@ def release(graph: GraphFinding, driver: Driver) -> GraphFinding:
                        nodes=replace(graph.nodes, verdict=_without_values(graph.nodes.verdict)) if graph.nodes else None,
                        window_verdict=_without_values(graph.window_verdict),
                        below=_below_without_values(graph.below))
-    judge = driver.judge
-    if judge.contexts.get(name) is graph.context:
-        del judge.contexts[name]
-    judge.compiled.pop(name, None)
-    for key in [k for k in judge.sweeps if k[0] == name]:
-        del judge.sweeps[key]
-    driver.search.forget(_of_graph(name))
-    driver.search.lighten(_of_graph(name), _without_values)
-    graph.context.release_values()
+    _let_go(name, graph.context, driver)
     log.debug("%s: judged clean, its values released", name)
     return released
 
@@ -224,6 +217,54 @@ def graph_pieces(graph: CapturedGraph, driver: Driver) -> list[CapturedGraph]:
         driver.note(segments={**driver.finding.segments, graph.name: plan})
     with driver.progress.step(f"{graph.name}: cut into {len(plan)} segments at module boundaries (memory)"):
         return segment_graphs(graph, plan)
+
+
+def segments_after_memory_stop(graph: CapturedGraph, driver: Driver, cut: BudgetExhausted) -> list[CapturedGraph] | None:
+    """``graph``'s segments after memory stopped its judgement as a whole (``cut``: an op of its fp64
+    or noise run weighed past the room left, ``verdict/offload.Offload.watch``; the estimate
+    :func:`graph_need` let it through), or None where it cannot be judged so (another cut; a graph
+    that cannot be cut; no cut into two segments or more). What its partial judgement holds is let
+    go first (:func:`forget_graph`); the cut is planned against the room left then, at most half of
+    the whole graph's segment need (:data:`SEGMENT_COPIES` times what it reads), so it is judged in
+    two segments at least; the cut is the run's, as :func:`graph_pieces`' is."""
+    if cut.reason != "memory" or segmentable(graph) is not None or graph.name in driver.finding.segments:
+        return None
+    forget_graph(graph.name, driver)
+    view = GraphView(graph.graph_module)
+    sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(view.placeholder_names(), graph.inputs)}
+    whole = SEGMENT_COPIES * storage_bytes(tensors_in([graph.inputs, graph.shared]))
+    room = min(r for r in (_room(driver), whole // 2) if r is not None)
+    plan = plan_segments(view, sizes, lambda read: SEGMENT_COPIES * read, room, backward=graph.kind == "backward")
+    if plan is None:
+        return None
+    log.info("%s: %s; judged again in %d segments", graph.name, cut, len(plan))
+    driver.note(segments={**driver.finding.segments, graph.name: tuple(plan)})
+    driver.search.budget.exhausted = None
+    with driver.progress.step(f"{graph.name}: memory stopped it whole; cut into {len(plan)} segments at module boundaries"):
+        return segment_graphs(graph, plan)
+
+
+def forget_graph(name: str, driver: Driver) -> None:
+    """Graph ``name``'s partial judgement let go (memory stopped it partway): its record in the run,
+    then its values everywhere (:func:`_let_go`)."""
+    driver.note(graphs=tuple(g for g in driver.finding.graphs if g.context.name != name))
+    _let_go(name, driver.judge.contexts.get(name), driver)
+
+
+def _let_go(name: str, context: GraphContext | None, driver: Driver) -> None:
+    """Graph ``name``'s values dropped wherever the run holds them: its context and per-node values
+    in the judge, its cached verdicts (forgotten; the history keeps the calls, without values), the
+    context's own values."""
+    judge = driver.judge
+    if context is not None and judge.contexts.get(name) is context:
+        del judge.contexts[name]
+    judge.compiled.pop(name, None)
+    for key in [k for k in judge.sweeps if k[0] == name]:
+        del judge.sweeps[key]
+    driver.search.forget(_of_graph(name))
+    driver.search.lighten(_of_graph(name), _without_values)
+    if context is not None:
+        context.release_values()
 
 
 def _room(driver: Driver) -> int | None:

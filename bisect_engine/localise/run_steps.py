@@ -18,14 +18,17 @@ from ..strategies.departures import EAGER_ROUNDING, backward_consequence, saved_
 from ..strategies.pregrad import localise_backend_rewrite, localise_capture_decomposition, localise_pre_grad
 from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model, config_workaround
+from ..search import BudgetExhausted
 from ..verdict.compare import Outcome
+from ..verdict.graphs import CapturedGraph
 from ..verdict.judgement import ulp_rule_only
 from ..verdict.sizes import context_at
 from .drive import Driver, Step, model_candidate
 from .graph_steps import departure_values, examine
 from .hop import attribute_inside, descend_into_hop
 from .records import GraphFinding, RunFinding, model_level_noted
-from .release import graph_need, graph_pieces, release, releasable, room_for_model_check, spill_run_values
+from .release import (graph_need, graph_pieces, release, releasable, room_for_model_check, segments_after_memory_stop,
+                      spill_run_values)
 from .upstream import within_upstream
 
 log = logging.getLogger(__name__)
@@ -46,13 +49,30 @@ def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
         # module boundaries, each fitting); the graphs judged before wait on disk where memory
         # asks (none before the first); a graph or segment whose judgement cannot fit even so
         # stops the run before it (a memory cut, exit 4)
-        for graph in graph_pieces(captured, driver):
-            if graph.name in judged:
-                continue
-            spill_run_values(driver, graph_need(graph), captured_inputs=False, what=f"judging graph {graph.name}")
-            if examine(graph, driver, driver.options).has_finding:
-                return driver.finding
+        pieces = graph_pieces(captured, driver)
+        try:
+            found = _judge_pieces(pieces, driver, judged)
+        except BudgetExhausted as cut:
+            # judged whole, yet memory stopped it inside (an op of its fp64 or noise run that the
+            # estimate, 4x what it reads, let through): judged again in segments where it can be cut
+            segments = segments_after_memory_stop(captured, driver, cut) if pieces == [captured] else None
+            if segments is None:
+                raise
+            found = _judge_pieces(segments, driver, judged)
+        if found:
+            return driver.finding
     return driver.finding
+
+
+def _judge_pieces(pieces: list[CapturedGraph], driver: Driver, judged: set[str]) -> bool:
+    """Each of ``pieces`` (a graph, or its segments) judged in order; whether one has a finding."""
+    for graph in pieces:
+        if graph.name in judged:
+            continue
+        spill_run_values(driver, graph_need(graph), captured_inputs=False, what=f"judging graph {graph.name}")
+        if examine(graph, driver, driver.options).has_finding:
+            return True
+    return False
 
 
 def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
