@@ -511,7 +511,10 @@ def tool_facts(path: Path) -> dict[str, Any]:
             "repro": (f"{repro.get('status')} {repro.get('reproduced') or ''}".strip()
                       if isinstance(repro, dict) and repro else None),
             "compiles": stats.get("compiles"), "compile_seconds": stats.get("compile_seconds"),
-            "search_peak_mb": stats.get("peak_rss_mb"), "search_seconds": stats.get("seconds")}
+            "search_peak_mb": stats.get("peak_rss_mb"), "search_seconds": stats.get("seconds"),
+            # what the step adds at its peak, from the tool's run of it on fake tensors at admission
+            # (beside eager's measured peak: how near the estimate is)
+            "eager_step_estimate_mb": stats.get("eager_step_mb")}
 
 
 def row(series: str, size: str, results: dict[str, dict[str, Any]]) -> str:

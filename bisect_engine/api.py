@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .errors import Interrupted
-from .load.memory import check_memory, run_offload
+from .load.memory import check_memory, eager_step_bytes, run_offload
 from .load.model_file import ModelSpec, load_model_spec
 from .localise.options import EngineOptions
 from .localise.judge import close_workers, judge_of, run_search
@@ -101,7 +101,9 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
     ``bisect_engine.check``); write ``OUT/report.json`` and the repro; return the report."""
     progress = progress or Progress(enabled=False)
     search = run_search(options, progress, started_at if started_at is not None else time.monotonic())
-    check_memory(spec.model, spec.inputs, budget=options.memory_budget_bytes)  # refused only what cannot fit
+    # refused only what eager's own step cannot fit (its peak from a run on fake tensors)
+    spec = dataclasses.replace(spec, step_bytes=eager_step_bytes(spec.model, spec.inputs, spec.loss_fn))
+    check_memory(spec.model, spec.inputs, budget=options.memory_budget_bytes, step=spec.step_bytes)
     with_repro = options.stop_after == "repro"
     cpu = on_cpu(spec)
     interpreters = Interpreters(output.verify_runs if with_repro else 0, warm_config=repro_warm_config(spec) if cpu else None)

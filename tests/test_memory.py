@@ -53,6 +53,118 @@ def test_admission_refuses_only_what_the_models_own_step_cannot_hold() -> None:
         check_memory(model, inputs, available=lambda: GIB, budget=2**20)
 
 
+class _Block(torch.nn.Module):
+    """A pre-norm transformer block (self-attention, GELU MLP, dropout): what the step estimate is
+    run on, beside a plain Linear stack."""
+
+    def __init__(self, width: int = 64, heads: int = 4) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.attention = torch.nn.MultiheadAttention(width, heads, batch_first=True)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Dropout(0.1),
+                                       torch.nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm1(x)
+        x = x + self.attention(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+def test_the_steps_peak_on_fake_tensors_is_the_real_steps_and_leaves_the_model_as_it_was() -> None:
+    """``eager_step_bytes``: the peak a training step (forward, loss, every gradient) and an inference
+    step add beside the parameters and inputs, counted on fake tensors, is the same count on the
+    real step, to the byte; the model's parameters, their gradients and torch's random state are
+    as they were (the fake run swaps the parameters for the call only, and draws nothing)."""
+    from bisect_engine.load.memory import eager_step_bytes, step_peak_bytes
+
+    torch.manual_seed(0)
+    model, inputs = _Block().train(), (torch.randn(4, 32, 64),)
+    loss_fn = lambda output: output.square().mean()  # noqa: E731
+    before = [p.detach().clone() for p in model.parameters()]
+    state = torch.get_rng_state()
+    fake = eager_step_bytes(model, inputs, loss_fn)
+    assert torch.equal(state, torch.get_rng_state())
+    assert all(p.grad is None and torch.equal(p, b) for p, b in zip(model.parameters(), before))
+    real = step_peak_bytes(model, inputs, loss_fn)
+    parameters = sum(p.numel() * 4 for p in model.parameters())
+    assert fake == real and real > parameters, (fake, real, parameters)  # the gradients and the activations
+    model.eval()
+    assert eager_step_bytes(model, inputs, None) == step_peak_bytes(model, inputs, None) < real
+
+
+def test_a_forward_that_keeps_values_on_itself_keeps_none_of_the_fake_run() -> None:
+    """The fake run calls the user's forward once more: what it keeps on the module (a cache made at
+    the first call, a counter, a list and a dict it fills) is put back, so the real runs after it see
+    the module as the program left it, never a fake tensor."""
+    from bisect_engine.load.memory import eager_step_bytes
+
+    class Caching(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear, self.calls, self.seen, self.memo = torch.nn.Linear(8, 8), 0, [], {}
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            self.seen.append(x)
+            self.memo["last"] = x
+            if not hasattr(self, "table"):
+                self.table = x.cos()
+            return self.linear(x) + self.table
+
+    model, inputs = Caching(), (torch.randn(4, 8),)
+    seen, memo = model.seen, model.memo
+    assert eager_step_bytes(model, inputs, lambda output: output.sum()) is not None
+    assert (model.calls, model.seen, model.memo, hasattr(model, "table")) == (0, [], {}, False)
+    assert model.seen is seen and model.memo is memo
+    assert torch.equal(model(*inputs), model.linear(inputs[0]) + inputs[0].cos())
+
+
+def test_admission_counts_the_steps_activations_where_it_can_run_it_on_fake_tensors() -> None:
+    """A step whose activations dwarf its parameters (a 64 -> 4096 Linear on 4096 rows: 1 MiB of weights
+    and input, 64 MiB of activation): refused where its peak cannot fit (16 MiB available), which
+    the parameters' rule alone (2 x weights + inputs, about 3 MiB) admitted, its message naming the
+    fake run; admitted where it fits. A step that reads a value (``.item()``) cannot run on fake
+    tensors: not known, the parameters' rule applies."""
+    from bisect_engine.load.memory import eager_step_bytes
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU())
+    inputs, loss_fn = (torch.ones(4096, 64),), lambda output: output.mean()
+    step = eager_step_bytes(model, inputs, loss_fn)
+    assert step is not None and step >= 4096 * 4096 * 4, step
+    check_memory(model, inputs, available=lambda: 16 * 2**20)  # the parameters' rule: admitted
+    with pytest.raises(UsageError, match="from a run of it on fake tensors.*refused before starting"):
+        check_memory(model, inputs, available=lambda: 16 * 2**20, step=step)
+    check_memory(model, inputs, available=lambda: GIB, step=step)
+
+    class ReadsAValue(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * float(x.sum().item())
+
+    assert eager_step_bytes(ReadsAValue(), inputs, None) is None
+
+
+def test_the_model_level_checks_needs_count_its_fp64_activations() -> None:
+    """The model-level check's estimates, in memory and with its fp64 model on disk, count the fp64
+    run's activations (twice what the step adds less its gradients) where admission measured the
+    step, and one eager run at what its step adds: the activation-heavy step above needs more than
+    its parameters' multiples alone said (before: 8 x 1 MiB in memory, 2 MiB + inputs on disk)."""
+    import dataclasses
+
+    from bisect_engine.load.memory import eager_step_bytes
+    from bisect_engine.load.model_file import ModelSpec
+    from bisect_engine.localise.model_check import fp64_activation_bytes
+    from bisect_engine.localise.release import model_check_need, model_check_need_on_disk
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU())
+    inputs, loss_fn = (torch.ones(4096, 64),), lambda output: output.mean()
+    spec = ModelSpec(Path("m.py"), model, inputs, loss_fn, None)
+    measured = dataclasses.replace(spec, step_bytes=eager_step_bytes(model, inputs, loss_fn))
+    gradients = sum(p.numel() * 4 for p in model.parameters())
+    assert fp64_activation_bytes(spec) == 0 and fp64_activation_bytes(measured) == 2 * (measured.step_bytes - gradients)
+    assert model_check_need(measured) == model_check_need(spec) + fp64_activation_bytes(measured)
+    assert model_check_need_on_disk(measured) >= measured.step_bytes + 4096 * 64 * 4 > model_check_need_on_disk(spec)
+
+
 def test_a_step_that_cannot_fit_stops_the_run_before_it() -> None:
     """``Budget.require``: a step declaring more than the room left is a budget cut (reason memory)
     naming it; within the room, or with nothing known, it goes on."""
@@ -206,6 +318,14 @@ def test_a_model_level_check_that_does_not_fit_in_memory_runs_with_its_fp64_mode
         "torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(512, 512), torch.nn.Tanh())])")
     assert result.exit_code == 0 and report["verdict"] == "clean", (result.output, report.get("budget"))
     assert report["stats"]["offload"]["disk_copies"] == 4, report["stats"]["offload"]  # the four 1 MiB weights
+    # the step's peak, measured on fake tensors at admission: the four weights' and biases' gradients,
+    # the activations and temporaries (the same count on the real step, to the byte)
+    from bisect_engine.load.memory import step_peak_bytes
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(512, 512), torch.nn.Tanh())])
+    step = step_peak_bytes(model, (torch.randn(8, 512),), lambda output: output.square().mean())
+    assert report["stats"]["eager_step_mb"] == round(step / 2**20, 3), (report["stats"], step)
     assert report["not_checked"] == [] and report["budget"] is None
 
 

@@ -1,8 +1,11 @@
 """Memory: what a run may use, said before it starts and watched while it goes.
 
 Admission (:func:`check_memory`): a run is refused up front (exit 2) only when the model's own
-training step cannot fit: its parameters, their gradients and its inputs (:data:`EAGER_COPIES`) beyond
-the memory available; what eager can run starts. While it runs, :class:`MemoryGuard` is asked with
+training step cannot fit: its parameters and inputs and what its step adds at its peak (activations,
+gradients, temporaries), measured by a run of it on fake tensors (:func:`eager_step_bytes`; where it
+cannot run so, its gradients: :data:`EAGER_COPIES`) beyond the memory available; what eager can run
+starts. The same measure counts the activations of the model-level check's fp64 run
+(``localise/model_check.fp64_activation_bytes``). While it runs, :class:`MemoryGuard` is asked with
 the clock before every evaluation and compile (``search.Budget.memory``): past ``--memory-budget``
 (what this process holds resident that only it can give back: anonymous pages, not the file pages of
 values on disk), or with less than :func:`reserve_bytes` left on the machine, the run stops
@@ -14,13 +17,18 @@ run) says so first: values wait on disk where memory asks (:func:`run_offload`, 
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import ctypes
+import logging
 import sys
+import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import UsageError
 from ..verdict.offload import Offload
@@ -33,6 +41,7 @@ COPIES = 8
 # (with its inputs, once); a run that cannot hold even this is refused before starting.
 EAGER_COPIES = 2
 GIB = 2**30
+log = logging.getLogger(__name__)
 
 
 def tensor_bytes(values: Any) -> int:
@@ -138,20 +147,152 @@ class MemoryGuard:
 
 
 def check_memory(model: Any, inputs: Any, available: Callable[[], int | None] | None = None,
-                 budget: int | None = None) -> None:
-    """Refuse (``UsageError``) a run whose model's own step cannot fit: :data:`EAGER_COPIES` times its
-    parameters and its inputs beyond the memory available (or ``budget``, ``--memory-budget``).
-    What fits that starts; its later steps that cannot fit stop it then (exit 4, a report)."""
+                 budget: int | None = None, step: int | None = None) -> None:
+    """Refuse (``UsageError``) a run whose model's own step cannot fit: its parameters and inputs
+    and what its step adds at its peak (``step``: :func:`eager_step_bytes`, its activations,
+    gradients and temporaries; where not known, its gradients: :data:`EAGER_COPIES` times its
+    parameters) beyond the memory available (or ``budget``, ``--memory-budget``). What fits that
+    starts; its later steps that cannot fit stop it then (exit 4, a report)."""
     parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
-    footprint = EAGER_COPIES * tensor_bytes(parameters) + tensor_bytes(inputs)
+    held = tensor_bytes(parameters) + tensor_bytes(inputs)
+    footprint = EAGER_COPIES * tensor_bytes(parameters) + tensor_bytes(inputs) if step is None else held + step
     free = (available or available_bytes)()
     room = min(x for x in (free, budget) if x is not None) if (free, budget) != (None, None) else None
     if room is None or footprint <= room:
         return
-    raise UsageError(f"the model's parameters, their gradients and its inputs take {footprint / GIB:.2f} GiB, "
+    what = ("the model's parameters, their gradients and its inputs take" if step is None else
+            f"the model's parameters and inputs ({held / GIB:.2f} GiB) and what its own step adds at its peak "
+            f"(activations, gradients: {step / GIB:.2f} GiB, from a run of it on fake tensors) take")
+    raise UsageError(f"{what} {footprint / GIB:.2f} GiB, "
                      f"more than the model's own training step can have: {room / GIB:.2f} GiB is available"
                      f"{' under --memory-budget' if budget is not None and room == budget else ''}: refused before "
                      "starting; use smaller inputs (a smaller batch or sequence) in get_inputs() or a smaller model")
+
+
+class _LiveBytes(TorchDispatchMode):
+    """The bytes of the storages the ops inside it made that are still alive, and their peak: each
+    new storage counted once (a view of one counts nothing), let go when its last tensor is."""
+
+    def __init__(self, given: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.live = self.peak = 0
+        self.counted: dict[int, int] = {id(t.untyped_storage()): 0 for t in given}  # held already: not the step's
+
+    def _count(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        if key in self.counted:
+            return
+        size = self.counted[key] = storage.nbytes()
+        self.live += size
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(storage, self._gone, key, size)
+
+    def _gone(self, key: int, size: int) -> None:
+        if self.counted.pop(key, None) is not None:
+            self.live -= size
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for value in pytree.tree_leaves(out):
+            if isinstance(value, torch.Tensor):
+                self._count(value)
+        return out
+
+
+def step_peak_bytes(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[[Any], Any] | None) -> int:
+    """The peak bytes ``model``'s step adds beside its parameters, buffers and inputs: its forward
+    and, with ``loss_fn``, the loss and the gradients of every parameter that takes one (activations
+    kept for the backward, gradients, temporaries), counted as the ops make and free them. On the
+    tensors given (real or fake): :func:`eager_step_bytes` runs it on fake ones."""
+    module = isinstance(model, torch.nn.Module)
+    parameters = dict(model.named_parameters()) if module else {}
+    given = [*parameters.values(), *(model.buffers() if module else ()),
+             *(v for v in pytree.tree_leaves(inputs) if isinstance(v, torch.Tensor))]
+    live = _LiveBytes(given)
+    with live:
+        output = model(*inputs)
+        if loss_fn is not None:
+            loss = loss_fn(output)
+            del output
+            wanted = [p for p in parameters.values() if p.requires_grad]
+            if wanted and isinstance(loss, torch.Tensor) and loss.requires_grad:
+                grads = torch.autograd.grad(loss, wanted, allow_unused=True)
+                del grads
+            del loss
+    return live.peak
+
+
+def eager_step_bytes(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[[Any], Any] | None) -> int | None:
+    """What the model's own step adds at its peak (:func:`step_peak_bytes`), from a run of it on fake
+    tensors (``FakeTensorMode``: shapes and dtypes only, no memory, no kernel; about a second for
+    GPT-2 small): its parameters, buffers and inputs are swapped for fake twins for the call
+    (``torch.func.functional_call``: the model's own are put back), torch's random state is kept,
+    and a part the program compiled runs eagerly (``set_stance("force_eager")``: nothing compiled).
+    None where it cannot run so (a CPU model only; a step that reads a value, ``.item()``, or raises):
+    admission then counts its gradients only."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if not isinstance(model, torch.nn.Module):
+        return None
+    tensors = [*model.parameters(), *model.buffers(), *(v for v in pytree.tree_leaves(inputs) if isinstance(v, torch.Tensor))]
+    if any(t.device.type != "cpu" for t in tensors):
+        return None
+    try:
+        with torch.random.fork_rng(devices=[]), _attributes_kept(model):
+            mode = FakeTensorMode()
+            fake = {name: mode.from_tensor(value).requires_grad_(value.requires_grad) if value.is_floating_point() or
+                    value.is_complex() else mode.from_tensor(value)
+                    for name, value in [*model.named_parameters(), *model.named_buffers()]}
+            fake_inputs = pytree.tree_map(lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v, inputs)
+            with mode, torch.compiler.set_stance("force_eager"):  # a compiled part runs eagerly: no compile
+                return step_peak_bytes(_Swapped(model, fake), tuple(fake_inputs), loss_fn)
+    except Exception as error:  # noqa: BLE001 - any failure: not known, the old rule applies
+        log.debug("the step's memory could not be estimated on fake tensors: %s: %s", type(error).__name__, error)
+        return None
+
+
+@contextlib.contextmanager
+def _attributes_kept(model: torch.nn.Module) -> Iterator[None]:
+    """Every submodule's attributes put back as they were after the block: a forward that keeps a
+    value on itself (a cache, a step counter, a list it appends to) keeps none of the fake run's
+    (the attribute itself, and a list's, dict's or set's items, one level down)."""
+    saved = []
+    for module in model.modules():
+        attributes = dict(module.__dict__)
+        contents = {name: copy.copy(value) for name, value in attributes.items() if type(value) in (list, dict, set)}
+        saved.append((module, attributes, contents))
+    try:
+        yield
+    finally:
+        for module, attributes, contents in saved:
+            for name in [name for name in module.__dict__ if name not in attributes]:
+                del module.__dict__[name]
+            module.__dict__.update(attributes)
+            for name, value in contents.items():  # the same container, its items as they were
+                held = attributes[name]
+                held.clear()
+                held.extend(value) if isinstance(held, list) else held.update(value)
+
+
+class _Swapped(torch.nn.Module):
+    """``model`` called with ``values`` in place of its parameters and buffers (``functional_call``),
+    naming them as its own (``named_parameters``) for :func:`step_peak_bytes`."""
+
+    def __init__(self, model: torch.nn.Module, values: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self._model, self._values = [model], values
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        names = {name for name, _ in self._model[0].named_parameters()}
+        return iter([(name, value) for name, value in self._values.items() if name in names])
+
+    def buffers(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        names = {name for name, _ in self._model[0].named_buffers()}
+        return iter([value for name, value in self._values.items() if name in names])
+
+    def forward(self, *inputs: Any) -> Any:
+        return torch.func.functional_call(self._model[0], self._values, inputs)
 
 
 def run_offload(budget: int | None, folder: str | None, fallback: str | None = None,

@@ -53,6 +53,9 @@ class ModelSpec:
     # user ships (aoti_compile_and_package), not through torch.compile (None: not exported, or moved
     # with --device, where the program stays on its own device)
     exported_program: Any = None
+    # what the model's own step adds at its peak (activations, gradients, temporaries), in bytes,
+    # from a run of it on fake tensors at admission (``load/memory.eager_step_bytes``; None: not known)
+    step_bytes: int | None = None
 
     @property
     def custom_backend(self) -> bool:

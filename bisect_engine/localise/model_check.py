@@ -179,7 +179,7 @@ def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: s
     if not isinstance(model, torch.nn.Module):  # a plain function: no fp64 copy is made of it
         return False
     parameters = [*model.parameters(), *model.buffers()]
-    need = NOISE_COPIES * tensor_bytes([*parameters, *spec.inputs])
+    need = NOISE_COPIES * tensor_bytes([*parameters, *spec.inputs]) + fp64_activation_bytes(spec)
     policy = current()
     policy.spill(tensors_in(results) + model_runs.results_held(),
                  [*parameters, *tensors_in([spec.inputs])], need=need)
@@ -188,11 +188,23 @@ def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: s
 
 def fp64_run_on_disk_need(spec: ModelSpec) -> int:
     """What an fp64 run of the model with its fp64 model on disk holds in memory at once, about:
-    :data:`NOISE_COPIES` times its largest parameter or buffer and its inputs (``_fp64_copy(on_disk=True)``)."""
+    :data:`NOISE_COPIES` times its largest parameter or buffer and its inputs (``_fp64_copy(on_disk=True)``),
+    and its activations in fp64 (:func:`fp64_activation_bytes`)."""
     model = spec.model
     largest = max((tensor_bytes([p]) for p in [*model.parameters(), *model.buffers()]), default=0) \
         if isinstance(model, torch.nn.Module) else 0
-    return NOISE_COPIES * (largest + tensor_bytes([*spec.inputs]))
+    return NOISE_COPIES * (largest + tensor_bytes([*spec.inputs])) + fp64_activation_bytes(spec)
+
+
+def fp64_activation_bytes(spec: ModelSpec) -> int:
+    """The activations an fp64 run of the model holds at its peak, about: twice eager's, which are
+    what its step adds (``ModelSpec.step_bytes``, measured on fake tensors at admission) less its
+    gradients; 0 where that is not known (the parameters' multiples alone, as before)."""
+    model = spec.model
+    if spec.step_bytes is None or not isinstance(model, torch.nn.Module):
+        return 0
+    gradients = tensor_bytes([p for p in model.parameters() if p.requires_grad]) if spec.loss_fn is not None else 0
+    return 2 * max(spec.step_bytes - gradients, 0)
 
 
 def _user_side(error: BaseException) -> bool:

@@ -34,7 +34,7 @@ from ..verdict.offload import PagedOut, attributes_of, current, offload, storage
 from ..verdict.fx_eval import mutates
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from .drive import Driver
-from .model_check import fp64_run_on_disk_need
+from .model_check import fp64_activation_bytes, fp64_run_on_disk_need
 from .records import GraphFinding
 
 log = logging.getLogger(__name__)
@@ -279,18 +279,20 @@ def _room(driver: Driver) -> int | None:
 
 def model_check_need(spec: ModelSpec) -> int:
     """The bytes the model-level check is estimated to add: ``load/memory.COPIES`` times the
-    model's parameters and inputs (fp64 copies, gradients, results), as admission counts them."""
+    model's parameters and inputs (fp64 copies, gradients, results), as admission counts them, and
+    its fp64 run's activations (``model_check.fp64_activation_bytes``)."""
     parameters = list(spec.model.parameters()) if isinstance(spec.model, torch.nn.Module) else []
-    return COPIES * (tensor_bytes(parameters) + tensor_bytes(spec.inputs))
+    return COPIES * (tensor_bytes(parameters) + tensor_bytes(spec.inputs)) + fp64_activation_bytes(spec)
 
 
 def model_check_need_on_disk(spec: ModelSpec) -> int:
     """The same with its fp64 model on disk (``model_check._fp64_copy(on_disk=True)``): the larger of
-    one run of the model (its gradients and activations: twice its parameters, with its inputs) and
-    the fp64 run's share at once (``model_check.fp64_run_on_disk_need``); the runs' results wait on
-    disk between them."""
+    one run of the model (its gradients and activations: twice its parameters, with its inputs, or
+    what its step adds where admission measured it, ``ModelSpec.step_bytes``) and the fp64 run's
+    share at once (``model_check.fp64_run_on_disk_need``); the runs' results wait on disk between them."""
     parameters = [*spec.model.parameters(), *spec.model.buffers()] if isinstance(spec.model, torch.nn.Module) else []
-    return max(EAGER_COPIES * tensor_bytes(parameters) + tensor_bytes(spec.inputs), fp64_run_on_disk_need(spec))
+    one_run = max(EAGER_COPIES * tensor_bytes(parameters), spec.step_bytes or 0) + tensor_bytes(spec.inputs)
+    return max(one_run, fp64_run_on_disk_need(spec))
 
 
 def room_for_model_check(driver: Driver, what: str) -> None:

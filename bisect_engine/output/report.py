@@ -375,6 +375,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
             "graphs_captured": result.captured_count,
             # the tool's peak resident memory (MiB) when the search ended (output and repro checks after)
             "peak_rss_mb": round(result.peak_rss_bytes / 2**20) if result.peak_rss_bytes else None,
+            # what the model's own step adds at its peak (MiB), from a run of it on fake tensors at admission
+            "eager_step_mb": _megabytes(getattr(result.spec, "step_bytes", None)),
             # values that waited on disk because memory asked (--memory-budget, free memory): MiB, calls, where
             "offload": result.offload,
             "workers": workers_stats(result.search),  # how the run was made, not what it found
@@ -394,6 +396,10 @@ DATA_DEPENDENT_LIMIT = (
     "a plain symbolic input, its value from eager's run), but they are not swept (no `sizes` for them) "
     "and culprit.shapes (dynamic-only / static-too) is judged only in a graph whose inputs have symbolic sizes")
 
+
+
+def _megabytes(count: int | None) -> float | None:
+    return round(count / 2**20, 3) if count is not None else None
 
 def shapes_json(result: RunResult) -> dict[str, Any]:
     """``dynamic``: the graphs with symbolic sizes (which inputs' dims, the checked call's
