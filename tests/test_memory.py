@@ -78,8 +78,8 @@ def test_the_steps_peak_on_fake_tensors_is_the_real_steps_and_leaves_the_model_a
     from bisect_engine.load.memory import eager_step_bytes, step_peak_bytes
 
     torch.manual_seed(0)
-    model, inputs = _Block().train(), (torch.randn(4, 32, 64),)
-    loss_fn = lambda output: output.square().mean()  # noqa: E731
+    model, inputs, target = _Block().train(), (torch.randn(4, 32, 64),), torch.randn(4, 32, 64)
+    loss_fn = lambda output: (output - target).square().mean()  # noqa: E731 - reads a tensor from outside the step
     before = [p.detach().clone() for p in model.parameters()]
     state = torch.get_rng_state()
     fake = eager_step_bytes(model, inputs, loss_fn)

@@ -240,7 +240,7 @@ def eager_step_bytes(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[[Any
         return None
     try:
         with torch.random.fork_rng(devices=[]), _attributes_kept(model):
-            mode = FakeTensorMode()
+            mode = FakeTensorMode(allow_non_fake_inputs=True)  # a tensor the step reads from elsewhere (a loss target)
             fake = {name: mode.from_tensor(value).requires_grad_(value.requires_grad) if value.is_floating_point() or
                     value.is_complex() else mode.from_tensor(value)
                     for name, value in [*model.named_parameters(), *model.named_buffers()]}
