@@ -345,6 +345,31 @@ def test_a_graph_memory_stops_inside_its_judgement_is_judged_again_in_segments(
             self.require(1 << 50, f"evaluating node {node.name} ({node.target})")
 
     monkeypatch.setattr(offload.Offload, "watch", watch)
+    # the stopped judgement's values are let go before the segments are planned (its context is
+    # held by nothing: not the run's records, nor the stop's traceback)
+    import weakref
+
+    from bisect_engine.localise import run_steps
+    from bisect_engine.verdict.oracle import GraphContext
+
+    contexts: dict[str, Any] = {}
+    made = GraphContext.from_captured.__func__  # type: ignore[attr-defined]
+
+    def from_captured(cls: Any, captured: Any, *args: Any, **kwargs: Any) -> Any:
+        context = made(cls, captured, *args, **kwargs)
+        contexts.setdefault(captured.name, weakref.ref(context))
+        return context
+
+    let_go: list[bool] = []
+    planned = run_steps.segments_after_memory_stop
+
+    def segments_after_memory_stop(graph: Any, driver: Any, cut: Any) -> Any:
+        segments = planned(graph, driver, cut)
+        let_go.append(contexts[graph.name]() is None)
+        return segments
+
+    monkeypatch.setattr(GraphContext, "from_captured", classmethod(from_captured))
+    monkeypatch.setattr(run_steps, "segments_after_memory_stop", segments_after_memory_stop)
     result, report = _run_in_room(
         tmp_path, monkeypatch, 1 << 30, 64,
         "torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(64, 64), torch.nn.Tanh())])")
@@ -355,7 +380,7 @@ def test_a_graph_memory_stops_inside_its_judgement_is_judged_again_in_segments(
     assert len(segments) >= 2 and all(g["whole"] == "match" for g in report["graphs"]), report["graphs"]
     assert [(s["graph"], s["check"], s["segments"]) for s in report["not_checked"]] == \
         [("forward_0", "graph_at_once", len(segments))], report["not_checked"]
-    assert report["budget"] is None
+    assert report["budget"] is None and let_go == [True], let_go
 
 
 def test_a_run_past_its_memory_budget_ends_incomplete_with_a_report(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ step's estimated need past the room the memory budget leaves): the same tensors,
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import os
 from typing import Any, Sequence
@@ -230,6 +231,7 @@ def segments_after_memory_stop(graph: CapturedGraph, driver: Driver, cut: Budget
     if cut.reason != "memory" or segmentable(graph) is not None or graph.name in driver.finding.segments:
         return None
     forget_graph(graph.name, driver)
+    gc.collect()  # what the stopped judgement made and let go in reference cycles: before the room is read
     view = GraphView(graph.graph_module)
     sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(view.placeholder_names(), graph.inputs)}
     whole = SEGMENT_COPIES * storage_bytes(tensors_in([graph.inputs, graph.shared]))

@@ -49,15 +49,19 @@ def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
         # module boundaries, each fitting); the graphs judged before wait on disk where memory
         # asks (none before the first); a graph or segment whose judgement cannot fit even so
         # stops the run before it (a memory cut, exit 4)
-        pieces = graph_pieces(captured, driver)
+        pieces, cut = graph_pieces(captured, driver), None
         try:
             found = _judge_pieces(pieces, driver, judged)
-        except BudgetExhausted as cut:
-            # judged whole, yet memory stopped it inside (an op of its fp64 or noise run that the
-            # estimate, 4x what it reads, let through): judged again in segments where it can be cut
-            segments = segments_after_memory_stop(captured, driver, cut) if pieces == [captured] else None
-            if segments is None:
+        except BudgetExhausted as error:
+            if pieces != [captured]:
                 raise
+            cut = error.with_traceback(None)  # its frames hold the partial judgement's values: let go
+        if cut is not None:
+            # judged whole, yet memory stopped it inside (a step or an op of its fp64 or noise run
+            # that the estimate, 4x what it reads, let through): judged again in segments where it can be cut
+            segments = segments_after_memory_stop(captured, driver, cut)
+            if segments is None:
+                raise cut
             found = _judge_pieces(segments, driver, judged)
         if found:
             return driver.finding
