@@ -221,9 +221,10 @@ def graph_pieces(graph: CapturedGraph, driver: Driver) -> list[CapturedGraph]:
 
 
 def segments_after_memory_stop(graph: CapturedGraph, driver: Driver, cut: BudgetExhausted) -> list[CapturedGraph] | None:
-    """``graph``'s segments after memory stopped its judgement as a whole (``cut``: an op of its fp64
-    or noise run weighed past the room left, ``verdict/offload.Offload.watch``; the estimate
-    :func:`graph_need` let it through), or None where it cannot be judged so (another cut; a graph
+    """``graph``'s segments after memory stopped its judgement as a whole (``cut``: a step of it that
+    asked for more room than was left, an fp64 or noise run of it, ``offload.spill_graph_values``, or
+    one of their ops, ``Offload.watch``; the estimate :func:`graph_need` let it through), or None
+    where it cannot be judged so (another cut; a graph
     that cannot be cut; no cut into two segments or more). What its partial judgement holds is let
     go first (:func:`forget_graph`); the cut is planned against the room left then, at most half of
     the whole graph's segment need (:data:`SEGMENT_COPIES` times what it reads), so it is judged in
