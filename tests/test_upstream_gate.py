@@ -131,3 +131,18 @@ def test_the_gate_moves_the_graphs_values_to_disk_and_judges_as_with_them_in_mem
     assert [(t, t._version, t.data_ptr()) for t in spec.model.parameters()] == parameters  # not moved
     for key in ("verdict", "culprit", "model_level", "within_upstream", "graphs", "differences"):
         assert spilled.get(key) == held.get(key), key
+
+
+def test_the_graphs_judged_after_a_listed_finding_count_as_localisation(tmp_path: Path) -> None:
+    """A training step: the forward's relu finding is listed (its program outputs pass), then the
+    backward is judged; its compiles are localisation's, not the gate's model-level check's (which
+    compiles once)."""
+    torch.manual_seed(0)
+    spec = ModelSpec(Path("block.py"), Block().train(), (torch.randn(4, 8),), lambda output: output.square().mean(), None)
+    graphs, _ = capture(spec.model, spec.inputs, loss_fn=spec.loss_fn)
+    compiler = FakeCompiler(("relu",), _relu(graphs), fault=lambda value: value * (1 + 2e-4))
+    result, report = _run(spec, graphs, compiler)
+    assert report["verdict"] == "clean" and [g["name"] for g in report["graphs"]] == ["forward_0", "backward_0"]
+    assert [(f["op"], f["graph"]) for f in report["within_upstream"]] == [("aten.relu.default", "forward_0")]
+    assert compiler.by_stage.get("model_check") == 1, dict(compiler.by_stage)
+    assert compiler.by_stage.get("localise", 0) >= 2, dict(compiler.by_stage)  # at least one a graph

@@ -98,7 +98,11 @@ def _upstream_gate(run: RunFinding, driver: Driver) -> RunFinding:
         if listed is None:  # the error reaches what the program returns: the headline stands
             return driver.finding
         driver.note(graphs=tuple(replace(g, within_upstream=listed) if g is run.finding else g for g in run.graphs))
-        run = _graphs(driver.finding, driver)
+        gate, driver.search.stage = driver.search.stage, "localise"  # the graphs after it: localisation's compiles
+        try:
+            run = _graphs(driver.finding, driver)
+        finally:
+            driver.search.stage = gate
     return driver.finding
 
 
