@@ -101,8 +101,14 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
     ``bisect_engine.check``); write ``OUT/report.json`` and the repro; return the report."""
     progress = progress or Progress(enabled=False)
     search = run_search(options, progress, started_at if started_at is not None else time.monotonic())
-    # refused only what eager's own step cannot fit (its peak from a run on fake tensors)
-    spec = dataclasses.replace(spec, step_bytes=eager_step_bytes(spec.model, spec.inputs, spec.loss_fn))
+    # refused only what eager's own step cannot fit (its peak from a run of the user's step on fake
+    # tensors, before anything is written: interrupted there, the report says so all the same)
+    try:
+        spec = dataclasses.replace(spec, step_bytes=eager_step_bytes(spec.model, spec.inputs, spec.loss_fn))
+    except Interrupted as interrupt:
+        with OutputFolder(output.out_dir, output.force) as folder:
+            _write_interrupted(folder, spec, interrupt, "admission")
+        raise
     check_memory(spec.model, spec.inputs, budget=options.memory_budget_bytes, step=spec.step_bytes)
     with_repro = options.stop_after == "repro"
     cpu = on_cpu(spec)
@@ -128,9 +134,7 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
                         close_workers(search)
                     result, inputs = _repro_inputs(result, output, with_repro)
             except Interrupted as interrupt:  # before the engine had a result (loading, capture, a scan)
-                report = bare_report(spec.path, "interrupted")
-                report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": search.stage}
-                write_report_and_views(folder, report)
+                _write_interrupted(folder, spec, interrupt, search.stage)
                 raise
             remaining = None if options.timeout_s is None else options.timeout_s - search.elapsed_s
             report = write_outputs(result, output, folder, with_repro, progress, interpreters, remaining, inputs,
@@ -145,6 +149,13 @@ def bisect_spec(spec: ModelSpec, options: EngineOptions = EngineOptions(), outpu
             interpreters.close()
             versions.close()
             progress.close()
+
+
+def _write_interrupted(folder: OutputFolder, spec: ModelSpec, interrupt: Interrupted, stage: str) -> None:
+    """The report of a run a signal stopped before the engine had a result: the signal and the stage."""
+    report = bare_report(spec.path, "interrupted")
+    report["interrupted"] = {"signal": interrupt.name, "signum": interrupt.signum, "stage": stage}
+    write_report_and_views(folder, report)
 
 
 def _offload_policy(folder: OutputFolder, budget: int | None,
