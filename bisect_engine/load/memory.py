@@ -155,7 +155,7 @@ def check_memory(model: Any, inputs: Any, available: Callable[[], int | None] | 
     starts; its later steps that cannot fit stop it then (exit 4, a report)."""
     parameters = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
     held = tensor_bytes(parameters) + tensor_bytes(inputs)
-    footprint = EAGER_COPIES * tensor_bytes(parameters) + tensor_bytes(inputs) if step is None else held + step
+    footprint = held + (step if step is not None else (EAGER_COPIES - 1) * tensor_bytes(parameters))
     free = (available or available_bytes)()
     room = min(x for x in (free, budget) if x is not None) if (free, budget) != (None, None) else None
     if room is None or footprint <= room:
@@ -200,22 +200,24 @@ class _LiveBytes(TorchDispatchMode):
         return out
 
 
-def step_peak_bytes(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[[Any], Any] | None) -> int:
+def step_peak_bytes(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[[Any], Any] | None,
+                    values: dict[str, torch.Tensor] | None = None) -> int:
     """The peak bytes ``model``'s step adds beside its parameters, buffers and inputs: its forward
     and, with ``loss_fn``, the loss and the gradients of every parameter that takes one (activations
-    kept for the backward, gradients, temporaries), counted as the ops make and free them. On the
-    tensors given (real or fake): :func:`eager_step_bytes` runs it on fake ones."""
+    kept for the backward, gradients, temporaries), counted as the ops make and free them.
+    ``values``: the parameters and buffers to run it with, by name (``functional_call``; None: its
+    own); :func:`eager_step_bytes` gives fake twins."""
     module = isinstance(model, torch.nn.Module)
-    parameters = dict(model.named_parameters()) if module else {}
-    given = [*parameters.values(), *(model.buffers() if module else ()),
-             *(v for v in pytree.tree_leaves(inputs) if isinstance(v, torch.Tensor))]
-    live = _LiveBytes(given)
+    if values is None:
+        values = dict([*model.named_parameters(), *model.named_buffers()]) if module else {}
+    parameters = {name for name, _ in model.named_parameters()} if module else set()
+    live = _LiveBytes([*values.values(), *(v for v in pytree.tree_leaves(inputs) if isinstance(v, torch.Tensor))])
     with live:
-        output = model(*inputs)
+        output = torch.func.functional_call(model, values, inputs) if module else model(*inputs)
         if loss_fn is not None:
             loss = loss_fn(output)
             del output
-            wanted = [p for p in parameters.values() if p.requires_grad]
+            wanted = [value for name, value in values.items() if name in parameters and value.requires_grad]
             if wanted and isinstance(loss, torch.Tensor) and loss.requires_grad:
                 grads = torch.autograd.grad(loss, wanted, allow_unused=True)
                 del grads
@@ -235,18 +237,16 @@ def eager_step_bytes(model: Any, inputs: tuple[Any, ...], loss_fn: Callable[[Any
 
     if not isinstance(model, torch.nn.Module):
         return None
-    tensors = [*model.parameters(), *model.buffers(), *(v for v in pytree.tree_leaves(inputs) if isinstance(v, torch.Tensor))]
-    if any(t.device.type != "cpu" for t in tensors):
+    values = dict([*model.named_parameters(), *model.named_buffers()])
+    if any(t.device.type != "cpu" for t in [*values.values(), *pytree.tree_leaves(inputs)] if isinstance(t, torch.Tensor)):
         return None
     try:
         with torch.random.fork_rng(devices=[]), _attributes_kept(model):
             mode = FakeTensorMode(allow_non_fake_inputs=True)  # a tensor the step reads from elsewhere (a loss target)
-            fake = {name: mode.from_tensor(value).requires_grad_(value.requires_grad) if value.is_floating_point() or
-                    value.is_complex() else mode.from_tensor(value)
-                    for name, value in [*model.named_parameters(), *model.named_buffers()]}
+            fake = {name: mode.from_tensor(value) for name, value in values.items()}  # requires_grad kept
             fake_inputs = pytree.tree_map(lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v, inputs)
             with mode, torch.compiler.set_stance("force_eager"):  # a compiled part runs eagerly: no compile
-                return step_peak_bytes(_Swapped(model, fake), tuple(fake_inputs), loss_fn)
+                return step_peak_bytes(model, tuple(fake_inputs), loss_fn, fake)
     except Exception as error:  # noqa: BLE001 - any failure: not known, the old rule applies
         log.debug("the step's memory could not be estimated on fake tensors: %s: %s", type(error).__name__, error)
         return None
@@ -273,26 +273,6 @@ def _attributes_kept(model: torch.nn.Module) -> Iterator[None]:
                 held = attributes[name]
                 held.clear()
                 held.extend(value) if isinstance(held, list) else held.update(value)
-
-
-class _Swapped(torch.nn.Module):
-    """``model`` called with ``values`` in place of its parameters and buffers (``functional_call``),
-    naming them as its own (``named_parameters``) for :func:`step_peak_bytes`."""
-
-    def __init__(self, model: torch.nn.Module, values: dict[str, torch.Tensor]) -> None:
-        super().__init__()
-        self._model, self._values = [model], values
-
-    def named_parameters(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        names = {name for name, _ in self._model[0].named_parameters()}
-        return iter([(name, value) for name, value in self._values.items() if name in names])
-
-    def buffers(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        names = {name for name, _ in self._model[0].named_buffers()}
-        return iter([value for name, value in self._values.items() if name in names])
-
-    def forward(self, *inputs: Any) -> Any:
-        return torch.func.functional_call(self._model[0], self._values, inputs)
 
 
 def run_offload(budget: int | None, folder: str | None, fallback: str | None = None,

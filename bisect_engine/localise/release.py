@@ -190,7 +190,20 @@ SEGMENT_COPIES = 8
 
 def graph_need(graph: CapturedGraph) -> int:
     """The bytes judging ``graph`` is estimated to add (:data:`GRAPH_COPIES` times its inputs)."""
-    return GRAPH_COPIES * storage_bytes(tensors_in([graph.inputs, graph.shared]))
+    return GRAPH_COPIES * _read_bytes(graph)
+
+
+def _read_bytes(graph: CapturedGraph) -> int:
+    return storage_bytes(tensors_in([graph.inputs, graph.shared]))
+
+
+def _plan(graph: CapturedGraph, room: int) -> tuple[tuple[str, ...], ...] | None:
+    """``graph`` cut at module boundaries into segments each needing at most ``room``
+    (:data:`SEGMENT_COPIES` times what it reads; ``segments.plan_segments``), or None."""
+    view = GraphView(graph.graph_module)
+    sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(view.placeholder_names(), graph.inputs)}
+    cut = plan_segments(view, sizes, lambda read: SEGMENT_COPIES * read, room, backward=graph.kind == "backward")
+    return tuple(cut) if cut is not None else None
 
 
 def graph_pieces(graph: CapturedGraph, driver: Driver) -> list[CapturedGraph]:
@@ -207,12 +220,9 @@ def graph_pieces(graph: CapturedGraph, driver: Driver) -> list[CapturedGraph]:
         room = _room(driver)
         if room is None or need <= room or segmentable(graph) is not None:
             return [graph]
-        view = GraphView(graph.graph_module)
-        sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(view.placeholder_names(), graph.inputs)}
-        cut = plan_segments(view, sizes, lambda read: SEGMENT_COPIES * read, room, backward=graph.kind == "backward")
-        if cut is None:
+        plan = _plan(graph, room)
+        if plan is None:
             return [graph]
-        plan = tuple(cut)
         log.info("%s: judging it needs about %.1f MB and %.1f MB is left: judged in %d segments",
                  graph.name, need / 2**20, room / 2**20, len(plan))
         driver.note(segments={**driver.finding.segments, graph.name: plan})
@@ -224,24 +234,21 @@ def segments_after_memory_stop(graph: CapturedGraph, driver: Driver, cut: Budget
     """``graph``'s segments after memory stopped its judgement as a whole (``cut``: a step of it that
     asked for more room than was left, an fp64 or noise run of it, ``offload.spill_graph_values``, or
     one of their ops, ``Offload.watch``; the estimate :func:`graph_need` let it through), or None
-    where it cannot be judged so (another cut; a graph
-    that cannot be cut; no cut into two segments or more). What its partial judgement holds is let
-    go first (:func:`forget_graph`); the cut is planned against the room left then, at most half of
-    the whole graph's segment need (:data:`SEGMENT_COPIES` times what it reads), so it is judged in
-    two segments at least; the cut is the run's, as :func:`graph_pieces`' is."""
+    where it cannot be judged so (another cut; a graph that cannot be cut; no cut into two segments
+    or more). What its partial judgement holds is let go first (:func:`forget_graph`); the cut is
+    planned against the room left then, at most half of the whole graph's segment need
+    (:data:`SEGMENT_COPIES` times what it reads), so it is judged in two segments at least; the cut
+    is the run's, as :func:`graph_pieces`' is."""
     if cut.reason != "memory" or segmentable(graph) is not None or graph.name in driver.finding.segments:
         return None
     forget_graph(graph.name, driver)
     gc.collect()  # what the stopped judgement made and let go in reference cycles: before the room is read
-    view = GraphView(graph.graph_module)
-    sizes = {name: storage_bytes(tensors_in([value])) for name, value in zip(view.placeholder_names(), graph.inputs)}
-    whole = SEGMENT_COPIES * storage_bytes(tensors_in([graph.inputs, graph.shared]))
-    room = min(r for r in (_room(driver), whole // 2) if r is not None)
-    plan = plan_segments(view, sizes, lambda read: SEGMENT_COPIES * read, room, backward=graph.kind == "backward")
+    whole = SEGMENT_COPIES * _read_bytes(graph)
+    plan = _plan(graph, min(r for r in (_room(driver), whole // 2) if r is not None))
     if plan is None:
         return None
     log.info("%s: %s; judged again in %d segments", graph.name, cut, len(plan))
-    driver.note(segments={**driver.finding.segments, graph.name: tuple(plan)})
+    driver.note(segments={**driver.finding.segments, graph.name: plan})
     driver.search.budget.exhausted = None
     with driver.progress.step(f"{graph.name}: memory stopped it whole; cut into {len(plan)} segments at module boundaries"):
         return segment_graphs(graph, plan)

@@ -397,9 +397,9 @@ DATA_DEPENDENT_LIMIT = (
     "and culprit.shapes (dynamic-only / static-too) is judged only in a graph whose inputs have symbolic sizes")
 
 
-
 def _megabytes(count: int | None) -> float | None:
     return round(count / 2**20, 3) if count is not None else None
+
 
 def shapes_json(result: RunResult) -> dict[str, Any]:
     """``dynamic``: the graphs with symbolic sizes (which inputs' dims, the checked call's
