@@ -58,6 +58,49 @@ class BudgetExhausted(BaseException):
         self.reason: BudgetReason = reason
 
 
+# What an allocator says when it fails, in an error's message: torch's CPU allocator ("DefaultCPUAllocator:
+# can't allocate memory", "... not enough memory"), CUDA's caching allocator and runtime ("CUDA out of
+# memory", "CUDA error: out of memory"), MPS/XPU ("... out of memory"), cuBLAS/cuDNN ("..._ALLOC_FAILED").
+OUT_OF_MEMORY_WORDS = ("can't allocate memory", "not enough memory", "out of memory", "ALLOC_FAILED")
+ALLOCATION_FAILED = "memory: an allocation failed"  # how the run's cut for one begins (:func:`memory_stop`)
+
+
+def out_of_memory(error: BaseException | str | None) -> bool:
+    """Whether ``error`` is an allocation that failed (the run's memory, never a verdict on what was
+    being judged): ``torch.OutOfMemoryError`` (CUDA's, and the CPU allocator's on newer torch),
+    Python's ``MemoryError``, or an error whose message is an allocator's (:data:`OUT_OF_MEMORY_WORDS`),
+    itself or as the error Dynamo or Inductor wrapped (``inner_exception``, ``__cause__``); a string:
+    an error as a worker process reports it (``"OutOfMemoryError: CUDA out of memory ..."``)."""
+    if isinstance(error, str):
+        return error.startswith(("OutOfMemoryError", "MemoryError")) or any(w in error for w in OUT_OF_MEMORY_WORDS)
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, MemoryError) or any(c.__name__ == "OutOfMemoryError" for c in type(error).__mro__):
+            return True
+        if isinstance(error, Exception) and any(word in str(error) for word in OUT_OF_MEMORY_WORDS):
+            return True
+        error = getattr(error, "inner_exception", None) or error.__cause__
+    return False
+
+
+def memory_stop(error: BaseException | str, doing: str = "") -> BudgetExhausted:
+    """The run's memory cut for an allocation that failed (:func:`out_of_memory`) while ``doing``: the
+    run stops there, as at any memory cut (exit 4, what it learned), never a crash or a mismatch of
+    what was being judged (our harness ran short, not the compiler)."""
+    said = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    first = (said.strip().splitlines() or [""])[0][:300]
+    return BudgetExhausted(f"{ALLOCATION_FAILED}{' ' + doing if doing else ''} ({first})", "memory")
+
+
+def stop_if_out_of_memory(error: BaseException | str, doing: str = "") -> None:
+    """Raise :func:`memory_stop` where ``error`` is an allocation that failed; else nothing: for the
+    ``except Exception`` that would otherwise turn it into a verdict (a crash, values that differ,
+    eager standing in for fp64, no noise floor)."""
+    if out_of_memory(error):
+        raise memory_stop(error, doing)
+
+
 @dataclass
 class Budget:
     """The run's limits: compiles (as counted by ``cost``) and seconds since ``started_at``.
@@ -248,7 +291,11 @@ class Search(Generic[C, V]):
             self.budget.check(self._cost())
         verdict = self.ahead.take(candidate) if self.ahead is not None else None
         if verdict is None:
-            verdict = self._evaluate(candidate)
+            try:
+                verdict = self._evaluate(candidate)
+            except Exception as error:  # an allocation that failed on the way up: the run's memory cut
+                stop_if_out_of_memory(error)
+                raise
         self._verdicts[candidate_key] = verdict
         self.history.append((candidate_key, verdict))
         logger.debug("evaluation %d: %r -> %r", self.calls, candidate_key, verdict)

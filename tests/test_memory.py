@@ -32,6 +32,24 @@ def test_guard_stops_when_the_machine_runs_short() -> None:
     assert "0.50 GiB left on the machine" in (guard() or "")
 
 
+def test_guard_stops_when_a_device_the_run_holds_memory_on_runs_short() -> None:
+    # the CUDA figures are injected: this machine has no device (``device_free_bytes`` reads them there)
+    roomy = MemoryGuard(budget=None, reserve=GIB, available=lambda: 8 * GIB, rss=lambda: GIB,
+                        devices=lambda: [("cuda:0", 20 * GIB, 80 * GIB), ("cuda:1", 3 * GIB, 80 * GIB)])
+    assert roomy() is None  # 5 % of 80 GiB is past the 2 GiB cap: 2 GiB kept free on each
+    short = MemoryGuard(budget=None, reserve=GIB, available=lambda: 8 * GIB, rss=lambda: GIB,
+                        devices=lambda: [("cuda:0", 20 * GIB, 80 * GIB), ("cuda:1", GIB, 80 * GIB)])
+    assert "1.00 GiB left on cuda:1, under the 2.00 GiB kept free" in (short() or "")
+    small = MemoryGuard(budget=None, reserve=GIB, available=lambda: 8 * GIB, rss=lambda: GIB,
+                        devices=lambda: [("cuda:0", 600 << 20, 8 * GIB)])
+    assert small() is None  # 5 % of 8 GiB is under the 512 MiB floor: 512 MiB kept free
+    budget = Budget(memory=MemoryGuard(budget=None, reserve=GIB, available=lambda: 8 * GIB, rss=lambda: GIB,
+                                       devices=lambda: [("cuda:0", 100 << 20, 8 * GIB)]))
+    with pytest.raises(BudgetExhausted) as cut:
+        budget.check(0)
+    assert cut.value.reason == "memory" and "left on cuda:0" in str(cut.value)
+
+
 def test_budget_cut_for_memory_is_a_budget_exhausted() -> None:
     short = iter([None, "memory: short"])
     budget = Budget(max_compiles=10, memory=lambda: next(short))

@@ -4,6 +4,7 @@ real (Dynamo and AOT Autograd), so the aten graphs are the ones a user's run giv
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +268,102 @@ def test_a_node_that_crashes_only_in_our_cut_is_harness_never_a_crash(spec, capt
     assert "relu alone" in harness["problem"] and harness["judged"] is True
     assert report["culprit"] is None
     assert "harness: our recompile" in summary(report)
+
+
+# what torch's CPU allocator raises when an allocation fails (a RuntimeError, not an OutOfMemoryError)
+CPU_ALLOCATOR = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+                 "to allocate 4503599627370496 bytes. Error code 12 (Cannot allocate memory)")
+OUT_OF_MEMORY = {"cuda": lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                                                         "total capacity of 79.10 GiB of which 1.12 GiB is free."),
+                 "cpu-allocator": lambda: RuntimeError(CPU_ALLOCATOR)}
+
+
+class OutOfMemoryWithRelu(FakeCompiler):
+    """Every compile holding relu runs out of memory (the device's allocator while autotuning, or the
+    host's): the run's memory, never a crash of the compiler's code."""
+
+    def __init__(self, error: Any) -> None:
+        super().__init__(("nothing",))
+        self.error = error
+
+    def compile(self, graph_module: Any, example_inputs: Any, **options: Any) -> Any:
+        if any(node.target in (torch.ops.aten.relu.default, torch.relu) for node in graph_module.graph.nodes):
+            self.compiles += 1
+            raise self.error()
+        return super().compile(graph_module, example_inputs, **options)
+
+
+@pytest.mark.parametrize("kind", sorted(OUT_OF_MEMORY))
+def test_an_allocation_that_fails_in_our_compile_stops_the_run_for_memory_never_a_crash(spec, captured, kind) -> None:
+    result, report = _run(spec, captured, OutOfMemoryWithRelu(OUT_OF_MEMORY[kind]))
+    assert report["verdict"] == "incomplete", summary(report)
+    assert report["culprit"] is None and report["harness"] == []
+    assert report["budget"].startswith("memory: an allocation failed") and "out of memory" in report["budget"].lower() \
+        or "can't allocate memory" in report["budget"], report["budget"]
+    assert "forward_0" in [n["graph"] for n in report["not_checked"]]
+
+
+@pytest.fixture
+def fp64_tanh_out_of_memory() -> Any:
+    """aten.tanh's CPU kernel fails to allocate in fp64 (the fp64 reference does not fit); in the
+    model's dtype it computes tanh, for eager and the fake compiler alike."""
+    library = torch.library.Library("aten", "IMPL")
+
+    def tanh(x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float64:
+            raise RuntimeError(CPU_ALLOCATOR)
+        return 2.0 * torch.sigmoid(2.0 * x) - 1.0
+
+    with warnings.catch_warnings():  # "Overriding a previously registered kernel": what it is for
+        warnings.simplefilter("ignore", UserWarning)
+        library.impl("tanh", tanh, "CPU")
+    try:
+        yield
+    finally:
+        library._destroy()
+
+
+def test_an_fp64_reference_that_does_not_fit_stops_the_run_never_eager_standing_in(spec, captured,
+                                                                                    fp64_tanh_out_of_memory) -> None:
+    # before: the fp64 run took eager's tanh for the reference (an op "without an fp64 kernel") and
+    # the verdict was clean, judged against a reference that was not fp64's
+    result, report = _run(spec, captured, FakeCompiler(("nothing",)))
+    assert report["verdict"] == "incomplete", summary(report)
+    assert report["budget"].startswith("memory: an allocation failed in an op of the fp64 reference run"), report["budget"]
+    assert "can't allocate memory" in report["budget"]
+
+
+def test_what_an_allocation_that_failed_looks_like() -> None:
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    from bisect_engine.search import out_of_memory
+    for make in OUT_OF_MEMORY.values():
+        assert out_of_memory(make())
+    assert out_of_memory(MemoryError())
+    wrapped = BackendCompilerFailed(lambda *a: None, OUT_OF_MEMORY["cuda"](), None)  # Dynamo wrapping Inductor's
+    assert out_of_memory(wrapped)
+    try:
+        try:
+            raise OUT_OF_MEMORY["cpu-allocator"]()
+        except RuntimeError as error:
+            raise ValueError("converted") from error
+    except ValueError as outer:
+        assert out_of_memory(outer)
+    assert out_of_memory("OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB")  # a worker's report
+    for other in (RuntimeError("planted compile error"), ValueError("shapes do not match"), "RuntimeError: bad"):
+        assert not out_of_memory(other)
+
+
+def test_a_candidate_that_runs_out_of_memory_is_the_search_s_memory_cut() -> None:
+    def evaluate(candidate: int) -> int:
+        raise OUT_OF_MEMORY["cuda"]()
+
+    search = Search(evaluate)
+    with pytest.raises(BudgetExhausted) as cut:
+        search.judge(1)
+    assert cut.value.reason == "memory" and "CUDA out of memory" in str(cut.value)
+    with pytest.raises(ValueError):  # any other error is the caller's to judge
+        Search(lambda candidate: int("x")).judge(1)
 
 
 @pytest.mark.parametrize("faulty, options, step", [

@@ -8,7 +8,8 @@ starts. The same measure counts the activations of the model-level check's fp64 
 (``localise/model_check.fp64_activation_bytes``). While it runs, :class:`MemoryGuard` is asked with
 the clock before every evaluation and compile (``search.Budget.memory``): past ``--memory-budget``
 (what this process holds resident that only it can give back: anonymous pages, not the file pages of
-values on disk), or with less than :func:`reserve_bytes` left on the machine, the run stops
+values on disk), with less than :func:`reserve_bytes` left on the machine, or less than
+:func:`device_reserve_bytes` on a CUDA device the run holds memory on, the run stops
 there as a budget cut (exit 4, ``incomplete``, the report of what was learned), before the OOM
 killer would. A step that adds much in one go (judging a graph, an fp64 copy of the model and its
 run) says so first: values wait on disk where memory asks (:func:`run_offload`, the guard's
@@ -110,6 +111,32 @@ def return_freed_memory(threshold: int = 128 << 10) -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, threshold))
 
 
+def device_free_bytes() -> list[tuple[str, int, int]]:
+    """``(device, free bytes, total bytes)`` of each CUDA device this process holds memory on: the
+    driver's free memory plus what torch's caching allocator holds and does not use (it hands that out
+    again before it asks the driver); empty without CUDA. A device this process never allocated on
+    is not asked (asking would make a context there)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return []
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        try:
+            reserved = torch.cuda.memory_reserved(index)
+            if reserved <= 0:
+                continue
+            free, total = torch.cuda.mem_get_info(index)
+            devices.append((f"cuda:{index}", free + max(reserved - torch.cuda.memory_allocated(index), 0), total))
+        except RuntimeError as error:  # a device in a bad state says so at its next use, not here
+            log.debug("cuda:%d: no memory figures: %s", index, error)
+    return devices
+
+
+def device_reserve_bytes(total: int) -> int:
+    """Memory kept free on a device of ``total`` bytes: 5 % of it, between 512 MiB and 2 GiB (a
+    compiled kernel's workspace, cuBLAS's, autotuning's trial runs)."""
+    return min(max(total // 20, 512 << 20), 2 * GIB)
+
+
 def reserve_bytes() -> int:
     """Memory kept free on the machine: 5 % of it, between 512 MiB and 2 GiB."""
     total = _meminfo("MemTotal") or 0
@@ -125,6 +152,10 @@ class MemoryGuard:
     reserve: int = field(default_factory=reserve_bytes)
     available: Callable[[], int | None] = available_bytes
     rss: Callable[[], int | None] = rss_bytes
+    # the CUDA devices the run holds memory on (:func:`device_free_bytes`), each kept
+    # :func:`device_reserve_bytes` free: what stops the run before a device's allocator fails (an
+    # allocation that fails all the same is the run's memory cut too: ``search.out_of_memory``)
+    devices: Callable[[], list[tuple[str, int, int]]] = device_free_bytes
 
     def room(self) -> int | None:
         """Bytes the run may still take: under ``budget`` (past this process's RSS) and above
@@ -143,6 +174,11 @@ class MemoryGuard:
         if free is not None and free < self.reserve:
             return (f"memory: {free / GIB:.2f} GiB left on the machine, under the {self.reserve / GIB:.2f} GiB kept "
                     "free (stopped before the OOM killer would)")
+        for device, device_free, total in self.devices():
+            kept = device_reserve_bytes(total)
+            if device_free < kept:
+                return (f"memory: {device_free / GIB:.2f} GiB left on {device}, under the {kept / GIB:.2f} GiB kept "
+                        "free (stopped before its allocator would fail)")
         return None
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..search import stop_if_out_of_memory
 from ..verdict.compiler import Compiler, run_compiled
 from ..verdict.fx_eval import clone_value, interpret
 from ..verdict.graphs import build_subgraph, reference_inputs
@@ -73,6 +74,7 @@ def check_graph(context: GraphContext, compiler: Compiler, runs: int = RUNS) -> 
                                     constants_frozen=context.constants_frozen)
         _, compiled_changes = differing_runs(lambda: run_compiled(compiled, inputs), runs, context.seed)
     except Exception as error:  # our compile or run: this graph is not checked, never clean
+        stop_if_out_of_memory(error, "rerunning a graph for determinism")
         return GraphDeterminism(context.name, runs, error=f"{type(error).__name__}: {error}")
     eager = lambda: _eager_outputs(whole.graph_module, inputs, whole.output_names)  # noqa: E731
     _, eager_changes = differing_runs(eager, runs, context.seed)
@@ -83,6 +85,7 @@ def check_graph(context: GraphContext, compiler: Compiler, runs: int = RUNS) -> 
         return GraphDeterminism(result.name, runs, result.eager_differs, result.compiled_differs,
                                 first_changing_op(context, compiler, runs))
     except Exception as error:  # the per-node compile failed: the graph's answer stands, unlocalised
+        stop_if_out_of_memory(error, "localising a nondeterministic op")
         return GraphDeterminism(result.name, runs, result.eager_differs, result.compiled_differs,
                                 error=f"per-node check: {type(error).__name__}: {error}")
 

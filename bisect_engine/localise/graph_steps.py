@@ -13,6 +13,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from ..search import stop_if_out_of_memory
 from ..errors import ModelError
 from ..strategies.amplify import find_amplification, material_outputs
 from ..strategies.departures import (EAGER_ROUNDING, cast_round_trips, compiled_outputs, elided_cast,
@@ -48,6 +49,7 @@ def examine(graph: CapturedGraph, driver: Driver, options: EngineOptions) -> Gra
     except CapturedInputChanged:  # our harness's, not the model's
         raise
     except Exception as error:
+        stop_if_out_of_memory(error, "re-running a graph eagerly")
         raise ModelError(f"re-running {graph.name} eagerly raised {type(error).__name__}: {error}") from error
     driver.judge.add(context)
     share_saved_values(context, driver.finding.captured)
@@ -116,6 +118,7 @@ def harness_fallback(graph: CapturedGraph, context: GraphContext, whole: Subgrap
     try:
         new_context = GraphContext.from_captured(replace(graph, graph_module=rewritten), driver.options.judgement)
     except Exception as error:  # noqa: BLE001 - the fallback cannot even run eagerly: keep the original
+        stop_if_out_of_memory(error, "re-running a rewritten graph eagerly")
         log.warning("%s: views-as-reshapes fallback does not run eagerly: %s", graph.name, error)
         return context, whole, None
     search, ours = driver.search, (lambda c: isinstance(c, GraphCandidate) and c.graph == graph.name)

@@ -21,6 +21,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
 
+from ..search import stop_if_out_of_memory
 from ..errors import ModelError
 from ..load.memory import tensor_bytes
 from ..load.model_file import ModelSpec
@@ -57,7 +58,8 @@ def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_
         try:
             with Upcast():
                 return _forward_and_grads(model, inputs, loss_fn, seed)
-        except Exception:  # noqa: BLE001 - some op refuses fp64 under the mode: parameters-only fp64
+        except Exception as error:  # noqa: BLE001 - some op refuses fp64 under the mode: parameters-only fp64
+            stop_if_out_of_memory(error, "in the model's fp64 run")
             # An eager torch.cond / flex attention compiles its body with Dynamo; an attempt under the
             # mode leaves a cache entry that then fails the plain run (the caller resets anyway).
             torch._dynamo.reset()
@@ -286,6 +288,7 @@ def _check(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int, switc
                 run = functools.partial(_forward_and_grads, model, spec.inputs, spec.loss_fn, seed)
             compiled = model_runs.run(run)
         except Exception as error:  # a budget cut (no Exception) goes on to the run's search
+            stop_if_out_of_memory(error, "in the model-level check's compiled run")
             if _user_side(error):  # plain torch.compile raises it too: the model's, not the compiler's
                 raise ModelError(f"torch.compile of the model raised {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}") from error
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
@@ -330,7 +333,8 @@ def _judged(spec: ModelSpec, oracle: Oracle, seed: int, eager: list[Any], fp64: 
                             lambda v: v.outcome is not Outcome.MATCH, seed,
                             eager=(eager, lambda: again(lambda: _forward_and_grads(spec.model, spec.inputs,
                                                                                    spec.loss_fn, seed))))
-    except Exception:  # noqa: BLE001 - a rerun that raises (a budget cut is no Exception): one run's verdict stands
+    except Exception as error:  # noqa: BLE001 - a rerun that raises (a budget cut is no Exception): one run's verdict stands
+        stop_if_out_of_memory(error, "rerunning the model-level check")
         log.debug("model-level check: a rerun raised; the first run's verdict stands", exc_info=True)
         return verdict
     if decided is None:  # each side gave the same bits again: one run's verdict stands

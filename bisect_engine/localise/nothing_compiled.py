@@ -9,6 +9,7 @@ exit 3, naming it).
 """
 from __future__ import annotations
 
+from ..search import stop_if_out_of_memory
 from ..load.capture import nothing_captured
 from ..load.model_file import ModelSpec
 from ..verdict.compiler import Compiler
@@ -46,6 +47,7 @@ def why_nothing_compiled(spec: ModelSpec, seed: int) -> str:
     try:
         check_model_level(spec, compiler, Oracle(), seed)
     except Exception as error:  # noqa: BLE001 - said, not raised: nothing was compiled by us either
+        stop_if_out_of_memory(error, "in the model-level check")
         return f"{message}. Dynamo's graph break: {failures[0]}; the user's own torch.compile raised ({type(error).__name__}: {str(error)[:200]})"
     if compiler.compiles:
         raise CaptureFailed(f"harness: our capture backend failed on every graph ({failures[0]}) where the user's own "

@@ -38,7 +38,7 @@ from ..load.capture import BackendRun, capture, capture_through_backend
 from ..load.model_file import ModelSpec, user_backend
 from ..load.memory import peak_rss_bytes, run_offload
 from ..verdict import offload
-from ..search import BudgetExhausted, Reporter
+from ..search import ALLOCATION_FAILED, BudgetExhausted, Reporter, memory_stop, out_of_memory
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
 from .drive import SAME_DRAWS, Driver, model_candidate
@@ -114,6 +114,10 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
             driver.run_plan(RUN_PLAN)
     except BudgetExhausted as exhausted:
         driver.note(budget=budget_message(exhausted, options, search))
+    except Exception as error:  # an allocation that failed where no step turned it into a memory cut
+        if not out_of_memory(error):
+            raise
+        driver.note(budget=budget_message(memory_stop(error), options, search))
     except Interrupted as interrupt:  # what was learned so far is the result; the caller re-raises
         driver.note(interrupted={"signal": interrupt.name, "signum": interrupt.signum, "stage": search.stage})
     finally:
@@ -131,7 +135,9 @@ def budget_message(exhausted: BudgetExhausted, options: EngineOptions, search: R
         limit = f"--timeout {options.timeout_s:g} s reached"
     else:  # memory: what ran short, in the guard's words
         limit = str(exhausted)
-    return f"{limit} during the {search.stage} stage; raise the limit for a complete answer"
+    advice = ("more free memory (or smaller inputs)" if exhausted.reason == "memory" and limit.startswith(ALLOCATION_FAILED)
+              else "raise the limit")
+    return f"{limit} during the {search.stage} stage; {advice} for a complete answer"
 
 
 # The names other modules import from here (records were GraphResult / RunResult before they froze).

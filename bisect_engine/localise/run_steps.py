@@ -18,7 +18,7 @@ from ..strategies.departures import EAGER_ROUNDING, backward_consequence, saved_
 from ..strategies.pregrad import localise_backend_rewrite, localise_capture_decomposition, localise_pre_grad
 from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model, config_workaround
-from ..search import BudgetExhausted
+from ..search import BudgetExhausted, memory_stop, out_of_memory, stop_if_out_of_memory
 from ..verdict.compare import Outcome
 from ..verdict.graphs import CapturedGraph
 from ..verdict.judgement import ulp_rule_only
@@ -55,7 +55,13 @@ def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
         except BudgetExhausted as error:
             if pieces != [captured]:
                 raise
-            cut = error.with_traceback(None)  # its frames hold the partial judgement's values: let go
+            cut = _let_go_of(error)
+        except Exception as error:  # an allocation that failed outside a candidate (an fp64 run of a step)
+            if not out_of_memory(error):
+                raise
+            cut = _let_go_of(memory_stop(error, f"judging {captured.name}"))
+            if pieces != [captured]:
+                raise cut from None
         if cut is not None:
             # judged whole, yet memory stopped it inside (a step or an op of its fp64 or noise run
             # that the estimate, 4x what it reads, let through): judged again in segments where it can be cut
@@ -66,6 +72,13 @@ def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
         if found:
             return driver.finding
     return driver.finding
+
+
+def _let_go_of(cut: BudgetExhausted) -> BudgetExhausted:
+    """The cut without what it holds: its frames (and those of the error it was raised in handling)
+    hold the stopped judgement's values."""
+    cut.__context__ = cut.__cause__ = None
+    return cut.with_traceback(None)
 
 
 def _judge_pieces(pieces: list[CapturedGraph], driver: Driver, judged: set[str]) -> bool:
@@ -290,6 +303,7 @@ def _sizes(finding: GraphFinding, driver: Driver) -> GraphFinding:
         try:
             finding = replace(finding, sized_context=context_at(context, chosen.symbol, chosen.smallest_failing))
         except Exception as error:  # noqa: BLE001 - the repro then uses the checked size
+            stop_if_out_of_memory(error, "making inputs at the smallest failing size")
             log.warning("%s: no inputs at %s=%d: %s", context.name, chosen.symbol, chosen.smallest_failing, error)
     return finding
 

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import ModelError, UsageError
 from ..load.model_file import ModelSpec
-from ..search import BudgetExhausted
+from ..search import BudgetExhausted, memory_stop, out_of_memory
 from .judge import RunSearch, judge_of
 from .options import EngineOptions
 from .pipeline import RunResult, budget_message, run
@@ -53,6 +53,10 @@ def run_scanned(spec: ModelSpec, options: EngineOptions, search: RunSearch, on_d
             result = _batches_flow(spec, batches, options, search, on_divergence)
     except BudgetExhausted as exhausted:
         result = dataclasses.replace(_clean(spec, search, {}), budget=budget_message(exhausted, options, search))
+    except Exception as error:  # an allocation that failed where no step turned it into a memory cut
+        if not out_of_memory(error):
+            raise
+        result = dataclasses.replace(_clean(spec, search, {}), budget=budget_message(memory_stop(error), options, search))
     return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 

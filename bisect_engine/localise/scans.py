@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from ..search import Search
+from ..search import Search, stop_if_out_of_memory
 from ..verdict.candidate import ScanCandidate
 from ..verdict.compare import Outcome, TensorVerdict
 from ..verdict.judgement import SCAN, Oracle, OutputFacts, judge_outputs, with_run_floors
@@ -245,6 +245,7 @@ class BatchScan:
             checks, runs, side = decided(checks, compiled_out, compiled_run, judged, self.seed,
                                          ({"output": eager_out}, eager_run))
         except Exception as error:  # a budget cut is no Exception: it reaches the scan's caller
+            stop_if_out_of_memory(error, "judging a batch")
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
         self.last = BatchLook(index, batch, eager_out, fp64_out, compiled_out["output"], unit, checks["output"],
                               tuple(spread["output"]), tuple(floors.get("output", ())))
@@ -286,6 +287,7 @@ def _user_run(model: Callable[..., Any], batch: Sequence[Any], seed: int, where:
     try:
         return _run(model, batch, seed)
     except Exception as error:
+        stop_if_out_of_memory(error, "running the model eagerly")
         raise ModelError(f"the model raised on {where} ({_shapes(batch)}): {type(error).__name__}: {error}") from error
 
 
@@ -294,6 +296,7 @@ def _fp64_run(model64: Callable[..., Any], batch: Sequence[Any], seed: int, eage
     try:
         return _run(model64, to_fp64(tuple(batch)), seed)
     except Exception as error:  # noqa: BLE001 - eager stands in; the verdict only loses its fp64 arbiter
+        stop_if_out_of_memory(error, "in the model's fp64 run")
         log.debug("fp64 run failed: %s", error)
         return eager
 
@@ -491,6 +494,7 @@ class StepScan:
         try:
             first = self.eager.step(batch, self.seed + step)
         except Exception as error:
+            stop_if_out_of_memory(error, "in the eager training step")
             raise ModelError(f"the training step raised on batch {step} ({_shapes(batch)}): "
                              f"{type(error).__name__}: {error}") from error
         reference = self.reference.step(batch, self.seed + step)

@@ -47,7 +47,7 @@ import torch
 
 from ..errors import WorkerDied
 from ..load.model_file import load_module
-from ..search import default_key
+from ..search import default_key, out_of_memory
 from ..verdict.candidate import NO_SWITCH, Candidate, GraphCandidate, Switch, compile_arguments
 from ..verdict.compiler import Compiler, run_compiled
 from ..verdict.graphs import reference_inputs
@@ -420,8 +420,12 @@ class WorkerPool:
         if result.unavailable:
             log.warning("%s: judged in this process (%s)", pending.label, result.unavailable)
             return None
-        self.adopted += 1
         self._count(result)
+        if result.error and out_of_memory(result.error):  # the worker's memory, not the code's crash
+            log.warning("%s: judged in this process (the worker ran out of memory: %s)", pending.label,
+                        result.error.splitlines()[0][:200])
+            return None
+        self.adopted += 1
         context = self.judge.contexts[candidate.graph]  # type: ignore[union-attr]
         outputs = list(result.outputs) if result.outputs is not None else None
         return context.verdict_from(pending.subgraph, pending.inputs, outputs, pending.own_inputs, result.error,

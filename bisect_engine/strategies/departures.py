@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..search import stop_if_out_of_memory
 from ..verdict.candidate import NO_SWITCH, GraphCandidate, Switch
 from ..verdict.compare import BITWISE, Departure, Difference, Outcome, closer_to_fp64, elementwise_change
 from ..verdict.judgement import judge_against_eager, scale_floor
@@ -473,6 +474,7 @@ def elided_cast(context: GraphContext, compiled_outputs: dict[str, Any], exact: 
         try:
             values = replay(context, kept_wide)
         except Exception as error:  # noqa: BLE001 - an op that refuses the wider dtype explains nothing
+            stop_if_out_of_memory(error, "replaying a graph in a wider dtype")
             log.debug("cast elision replay failed: %s", error)
             return False
         for name in differing:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from ..search import BudgetExhausted
+from ..search import BudgetExhausted, stop_if_out_of_memory
 from ..verdict.graphs import CapturedGraph, attribute_at, is_submodule_attr, op_name, source_location
 from ..verdict.oracle import GraphContext
 from .nodes import check_nodes
@@ -162,7 +162,8 @@ def _later_iterations(context: GraphContext, node_name: str, hop: str, first: tu
     role, attribute, _ = first
     try:
         carries = later_calls(context.captured.graph_module, context.view.nodes[node_name], context.eager_values)
-    except Exception:  # noqa: BLE001 - the first iteration's finding stands
+    except Exception as error:  # noqa: BLE001 - the first iteration's finding stands
+        stop_if_out_of_memory(error, "replaying a loop's iterations")
         log.debug("replaying %s eagerly failed", node_name, exc_info=True)
         return None, 0
     for iteration, inputs in enumerate(carries, start=1):
@@ -184,6 +185,7 @@ def _check_call(context: GraphContext, node_name: str, where: tuple[str, str, st
         captured = traced_subgraph(context.captured.graph_module, attribute, inputs, name, context.captured.index)
         inner = GraphContext.from_captured(captured, context.oracle)
     except Exception as error:  # noqa: BLE001 - the HOP stays named; the note says why
+        stop_if_out_of_memory(error, "tracing a higher-order op's body")
         log.debug("tracing %s failed", name, exc_info=True)
         note = f"its {role} could not be traced alone ({type(error).__name__}: {str(error)[:200]})"
         return Inside(hop, node_name, role, attribute, name, note=note, iteration=iteration)

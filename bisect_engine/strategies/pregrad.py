@@ -24,6 +24,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from ..search import stop_if_out_of_memory
 from ..verdict.candidate import DecompositionCandidate
 from ..verdict.compare import Outcome
 from ..verdict.decomposed import call_ops, eager_op_graphs, largest_difference, traced_as_captured
@@ -134,6 +135,7 @@ def _aten_ops(after: fx.GraphModule, node: fx.Node, inputs: list[Any]) -> tuple[
             target = cast(Callable[..., Any], node.target)
             traced = make_fx(lambda *a: target(*a, **kwargs))(*args)
     except Exception as error:  # noqa: BLE001 - the op stays unnamed; the rewrite is still shown
+        stop_if_out_of_memory(error, "tracing a node to aten")
         log.debug("could not trace %s to aten: %s", node.name, error)
         return ()
     return tuple(dict.fromkeys(op_name(n) for n in traced.graph.nodes if n.op == "call_function"))
@@ -145,6 +147,7 @@ def _fp64_reference(graph_module: fx.GraphModule, inputs: Sequence[Any], outputs
         with torch.no_grad():
             return run_graph(graph_module, [clone_value(v) for v in inputs], upcast=True)
     except Exception as error:  # noqa: BLE001 - judged against eager's own values instead
+        stop_if_out_of_memory(error, "in the fp64 run of the torch-level graph")
         log.debug("no fp64 run of the torch-level graph: %s", error)
         return outputs
 
@@ -160,6 +163,7 @@ def _changes_outputs(graph_module: fx.GraphModule, inputs: Sequence[Any],
             outputs_before = pytree.tree_leaves(before(*[clone_value(v) for v in inputs]))
             outputs_after = pytree.tree_leaves(after(*[clone_value(v) for v in inputs]))
     except Exception as error:  # noqa: BLE001 - cannot replay the passes here: say nothing of it
+        stop_if_out_of_memory(error, "replaying the pre-grad passes")
         log.warning("could not replay the pre-grad passes: %s: %s", type(error).__name__, error)
         return False, [], [], None
     reference = _fp64_reference(before, inputs, outputs_before)
@@ -210,6 +214,7 @@ def repro_cut(original: fx.GraphModule, inputs: Sequence[Any], rewritten: set[st
     try:
         values = _node_values(original, inputs)
     except Exception as error:  # noqa: BLE001 - no repro graph; the rewrite is still reported
+        stop_if_out_of_memory(error, "running the torch-level graph node by node")
         log.debug("could not run the torch-level graph node by node: %s", error)
         return None
     everything = {n.name for n in original.graph.nodes if n.op.startswith("call")}
@@ -258,6 +263,7 @@ def localise_backend_rewrite(run: BackendRun, captured: Sequence[CapturedGraph],
             with torch.no_grad():
                 before = pytree.tree_leaves(copy.deepcopy(original)(*[clone_value(v) for v in inputs]))
         except Exception as error:  # noqa: BLE001 - cannot replay Dynamo's graph: say nothing of it
+            stop_if_out_of_memory(error, "replaying the graph handed to the backend")
             log.warning("could not replay the graph handed to the backend %s: %s", run.backend, error)
             continue
         before = [v for v in before if isinstance(v, torch.Tensor)]

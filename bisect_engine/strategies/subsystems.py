@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..search import ddmin
+from ..search import ddmin, stop_if_out_of_memory
 from ..verdict.candidate import GraphCandidate, ModelCandidate, Switch
 from ..verdict.compare import Outcome
 from ..verdict.compiler import split_patches
@@ -163,6 +163,7 @@ class SubsystemSearch:
         try:
             return tuple(applied_decompositions(self.subgraph, reference_inputs(self.subgraph, self.context.eager_values)))
         except Exception as error:  # our tracing failed: no decomposition can be named, say why
+            stop_if_out_of_memory(error, "tracing the culprit's decompositions")
             log.warning("could not enumerate the decompositions of %s: %s: %s",
                         ", ".join(sorted(self.nodes)), type(error).__name__, error)
             return None
@@ -219,6 +220,7 @@ class SubsystemSearch:
                                  tracing_mode="real")(*inputs)
             values = run_graph(decomposed, inputs)
         except Exception as error:  # noqa: BLE001 - cannot tell: keep the decomposition as named
+            stop_if_out_of_memory(error, "running a decomposition eagerly")
             log.warning("could not run the decomposition of %s eagerly: %s: %s", list(ops), type(error).__name__, error)
             return False
         eager = [self.context.eager_values[name] for name in self.subgraph.output_names]  # already computed
@@ -237,6 +239,7 @@ class SubsystemSearch:
                 graph = make_fx(self.subgraph.graph_module, decomposition_table=default_decompositions(),
                                 tracing_mode="fake")(*reference_inputs(self.subgraph, self.context.eager_values)).graph
             except Exception as error:  # noqa: BLE001 - our tracing failed: nothing to name
+                stop_if_out_of_memory(error, "decomposing the culprit")
                 log.warning("could not decompose %s: %s: %s", sorted(self.nodes), type(error).__name__, error)
                 return None
             ops = [node.target for node in graph.nodes if node.op == "call_function" and is_lowered(node.target)]

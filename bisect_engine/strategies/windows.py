@@ -14,7 +14,7 @@ import re
 from typing import Any, Iterable
 
 from ..errors import NativeCrash
-from ..search import ddmin, find_integer, first_failing_prefix, remove_one_by_one
+from ..search import ddmin, find_integer, first_failing_prefix, remove_one_by_one, stop_if_out_of_memory
 from ..verdict.candidate import GraphCandidate
 from ..verdict.compare import Outcome
 from ..verdict.graphs import GraphView, value_nodes
@@ -120,7 +120,8 @@ def decomposed_ops(node: Any) -> set[str]:
             return decomposition(*called, **kwargs)
 
         traced = make_fx(call, decomposition_table=select_decomp_table())(*[args[i] for i in tensors])
-    except Exception:  # noqa: BLE001 - no decomposition to read: the node is not named by it
+    except Exception as error:  # noqa: BLE001 - no decomposition to read: the node is not named by it
+        stop_if_out_of_memory(error, "tracing a node's decomposition")
         return set()
     return {str(n.target) for n in traced.graph.nodes if n.op == "call_function"}
 

@@ -25,6 +25,7 @@ import torch.utils._pytree as pytree
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from ..search import stop_if_out_of_memory
 from .compare import Outcome, TensorVerdict
 from .fx_eval import clone_value, run_graph
 from .graphs import is_random, op_name
@@ -72,6 +73,7 @@ def _fp64(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> list[Any] | No
         with torch.no_grad():
             return run_graph(graph_module, [clone_value(v) for v in inputs], upcast=True)
     except Exception as error:  # noqa: BLE001 - eager's own values stand in
+        stop_if_out_of_memory(error, "in an fp64 run of a decomposition check")
         log.debug("no fp64 run of %s: %s", graph_module.__class__.__name__, error)
         return None
 
@@ -87,6 +89,7 @@ def judge_against_trace(oracle: Oracle, graph_module: fx.GraphModule, inputs: Se
             eager = run_graph(graph_module, [clone_value(v) for v in inputs])
             decomposed = pytree.tree_leaves(traced(*[clone_value(v) for v in inputs]))
     except Exception as error:  # noqa: BLE001 - a call that cannot be traced alone says nothing here
+        stop_if_out_of_memory(error, "replaying a call and its decomposition")
         return SubgraphVerdict(Outcome.INVALID, error=f"{type(error).__name__}: {error}")
     return _verdict(oracle, eager, _fp64(graph_module, inputs), decomposed)
 
@@ -105,6 +108,7 @@ def judge_capture(oracle: Oracle, torch_level: fx.GraphModule, torch_inputs: Seq
                      if isinstance(v, torch.Tensor)]
             aten = run_graph(captured, [clone_value(v) for v in captured_inputs])
     except Exception as error:  # noqa: BLE001 - cannot replay both: the per-call look decides
+        stop_if_out_of_memory(error, "replaying a call at the torch and aten levels")
         return SubgraphVerdict(Outcome.INVALID, error=f"{type(error).__name__}: {error}")
     program = [v for v in aten[: model_outputs if model_outputs is not None else len(aten)] if isinstance(v, torch.Tensor)]
     program = program[len(program) - len(eager):] if len(program) >= len(eager) else []
@@ -126,6 +130,7 @@ def eager_op_graphs(graph_module: fx.GraphModule, inputs: Sequence[Any]) -> list
             interpreter = fx.Interpreter(traced, garbage_collect_values=False)
             interpreter.run(*[clone_value(v) for v in inputs])
     except Exception as error:  # noqa: BLE001 - the call is then judged whole only
+        stop_if_out_of_memory(error, "tracing a call at pre-dispatch")
         log.debug("no pre-dispatch trace: %s", error)
         return []
     values = {node: value for node, value in interpreter.env.items()}
@@ -149,7 +154,8 @@ def largest_difference(graph_module: fx.GraphModule, inputs: Sequence[Any], verd
     try:
         with torch.no_grad():
             eager = [v for v in run_graph(graph_module, [clone_value(v) for v in inputs]) if isinstance(v, torch.Tensor)]
-    except Exception:  # noqa: BLE001 - the difference is then unknown
+    except Exception as error:  # noqa: BLE001 - the difference is then unknown
+        stop_if_out_of_memory(error, "replaying a call eagerly")
         return float("nan")
     traced = [verdict.compiled_values.get(f"output_{i}") for i in range(len(eager))]
     gaps = [float((e.double() - t.double()).abs().max()) for e, t in zip(eager, traced)

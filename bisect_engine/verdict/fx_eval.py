@@ -15,6 +15,8 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from ..search import stop_if_out_of_memory
+
 log = logging.getLogger(__name__)
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
@@ -194,6 +196,7 @@ class _EagerInterpreter(fx.Interpreter):
         try:  # a factory on the default dtype (``aten.ones`` without ``dtype``) widened too
             return to_fp64(self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs))))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
+            stop_if_out_of_memory(error, "in an op of the fp64 reference run")
             log.debug("fp64 failed for %s: %s", node.name, error)
             args = fx.node.map_arg(node.args, self._in_model_dtype)
             kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
@@ -472,6 +475,7 @@ def _insensitive(target: Any, args: Sequence[Any], kwargs: dict[str, Any], key: 
             as_given = target(*args, **kwargs)
             as_rounded = target(*changed_args, **changed_kwargs)
     except Exception as error:  # noqa: BLE001 - cannot ask the op: the scalar stays as written
+        stop_if_out_of_memory(error, "probing an op's scalar")
         log.debug("scalar probe failed for %s: %s", target, error)
         return False
     if not isinstance(as_given, torch.Tensor) or not isinstance(as_rounded, torch.Tensor):

@@ -38,6 +38,7 @@ import torch.fx as fx
 import torch.utils._pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..search import stop_if_out_of_memory
 from .compare import rounding_unit
 from .fx_eval import _fp64_kwargs, faithful_copy, mutates, to_fp64, value_bytes, watch_op, widened_bytes
 from .judgement import combined_scale
@@ -455,11 +456,13 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
     try:
         clean = _apply(node, clean_in)
     except Exception as error:  # noqa: BLE001 - no fp64 kernel: the op in the model's dtype
+        stop_if_out_of_memory(error, "in an op's noise run")
         log.debug("noise: %s has no fp64 run, judged in the model's dtype: %s", node.name, error)
         narrowed = True
         try:
             clean = _apply(node, _narrowed(clean_in, dtypes))
         except Exception as narrow_error:  # noqa: BLE001 - not even in the model's dtype: no floor
+            stop_if_out_of_memory(narrow_error, "in an op's noise run")
             log.debug("noise: %s has no run: %s", node.name, narrow_error)
             return None, None, 0.0
 
@@ -480,6 +483,7 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
         del clean_in
         once = rounded(apply(once_in), unit, generator)
     except Exception as error:  # noqa: BLE001 - perturbed inputs the op refuses: no floor
+        stop_if_out_of_memory(error, "in an op's perturbed run")
         log.debug("noise: %s refused perturbed inputs: %s", node.name, error)
         return clean, clean, 0.0
     return clean, noisy, floor_of(clean, once, unit)
@@ -635,6 +639,7 @@ def model_floors(noisy_run: Callable[[], Sequence[Any]], fp64: Sequence[Any], ea
         with Perturbed(unit):
             noisy = list(noisy_run())
     except Exception as error:  # noqa: BLE001 - no noisy run: no floor, the judgement as before
+        stop_if_out_of_memory(error, "in the perturbed fp64 run")
         log.debug("noise: the model's perturbed fp64 run failed: %s", error)
         return [0.0] * len(eager)
     if len(noisy) != len(fp64):

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 import torch
 import torch.fx as fx
 
+from ..search import stop_if_out_of_memory
 from .graphs import CapturedGraph, ReadOnlyInputWritten
 from .compare import (Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference,
                       same_bits, same_layout_and_bits, worst)
@@ -699,6 +700,7 @@ def _computed_upstream(candidate: fx.GraphModule | None, name: str) -> bool:
 
 
 def _crash(label: str, error: Exception) -> SubgraphVerdict:
+    stop_if_out_of_memory(error, f"compiling or running {label}")  # the run's memory, not a crash of the code
     log.debug("compile/run of %s crashed:\n%s", label, traceback.format_exc())
     return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..search import stop_if_out_of_memory
 from .compare import Outcome
 from .compiler import Compiler, run_compiled
 from .graphs import Subgraph, reference_inputs
@@ -43,6 +44,7 @@ def judge_sizes(context: GraphContext, subgraph: Subgraph, compiler: Compiler, s
         try:
             compiled = compiler.compile(subgraph.graph_module, reference_inputs(subgraph, context.eager_values), label=label)
         except Exception as error:  # a crash verdict (a budget cut is no Exception: it goes on)
+            stop_if_out_of_memory(error, "compiling a graph at another size")
             return SubgraphVerdict(Outcome.CRASH, error=f"{type(error).__name__}: {error}"), None
     outcomes = []
     for size in sizes:
@@ -50,6 +52,7 @@ def judge_sizes(context: GraphContext, subgraph: Subgraph, compiler: Compiler, s
             at_size = context_at(context, symbol, size)
             inputs = reference_inputs(subgraph, at_size.eager_values)
         except Exception as error:  # noqa: BLE001 - eager cannot run there: not a size to judge
+            stop_if_out_of_memory(error, "running eager at another size")
             log.debug("%s=%d: eager does not run (%s)", symbol, size, error)
             outcomes.append((size, "invalid"))
             continue
@@ -57,6 +60,7 @@ def judge_sizes(context: GraphContext, subgraph: Subgraph, compiler: Compiler, s
             torch.manual_seed(context.seed)
             outputs = run_compiled(compiled, inputs)
         except Exception as error:  # noqa: BLE001 - the compiled code fails at this size
+            stop_if_out_of_memory(error, "running the compiled code at another size")
             log.debug("%s=%d: compiled code raised %s", symbol, size, error)
             outcomes.append((size, Outcome.CRASH.value))
             continue

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..search import stop_if_out_of_memory
 from .fx_eval import scalar_arguments, scalars_as_eager, to_fp64
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
@@ -36,5 +37,6 @@ class Upcast(TorchDispatchMode):
             args, kwargs = scalars_as_eager(func, args, kwargs, args, kwargs)
         try:
             return func(*to_fp64(args), **_raised(to_fp64(kwargs)))
-        except Exception:  # noqa: BLE001 - no fp64 kernel: the op's own dtype stands in
+        except Exception as error:  # noqa: BLE001 - no fp64 kernel: the op's own dtype stands in
+            stop_if_out_of_memory(error, "in an fp64 op")
             return to_fp64(func(*args, **kwargs))
