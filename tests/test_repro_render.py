@@ -179,3 +179,23 @@ def test_the_repro_runs_at_the_programs_thread_count_where_a_fresh_process_would
     assert script.index("torch.set_num_threads(2)") < script.index("class Repro(torch.nn.Module)")
     assert "set_num_threads" not in render(_spec()).script
     compile(script, "repro.py", "exec")
+
+
+def test_every_module_a_repro_embeds_imports_the_tools_own_modules_only_inside_the_tool() -> None:
+    # a repro holds these modules' source verbatim and runs as a plain script: a relative import
+    # there ("from ..search import ...") is an ImportError in every repro (the tool's, when guarded
+    # by ``if __package__:``)
+    import ast
+
+    from bisect_engine.output import repro
+    from bisect_engine.verdict import frozen, judgement, precision, shapes
+
+    embedded = [compare, precision, judgement, fx_eval, recipes, shapes, frozen, repro_runtime]
+    assert Path(repro.__file__).read_text().count("_embedded(") - 1 == len(embedded)  # its definition, then each
+    for module in embedded:
+        tree = ast.parse(Path(module.__file__).read_text())
+        guarded = {id(node) for statement in tree.body if isinstance(statement, ast.If)
+                   and ast.unparse(statement.test) == "__package__" for node in ast.walk(statement)}
+        relative = [ast.unparse(node) for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.level > 0 and id(node) not in guarded]
+        assert relative == [], (module.__name__, relative)
