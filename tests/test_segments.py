@@ -147,3 +147,47 @@ def test_graphs_that_cannot_be_cut_say_why():
 
     symbolic, _ = capture(Stack(), [torch.randn(16, 32)], dynamic=True)
     assert segmentable(symbolic[0]) == "it has symbolic sizes"
+
+
+def test_identical_segments_compile_once_and_each_gets_its_own_values():
+    from bisect_engine.verdict.compiler import Compiler, reuse_key, run_compiled
+
+    graph = _graphs()["forward"]
+    plan = _cut(graph, 8 * _block_bytes())
+    segments = segment_graphs(graph, plan)
+    # blocks 1 and 2 alone: the same ops on the same shapes, under other node names
+    middle = [s for s in segments if s.segment.first == s.segment.last in ("blocks.1", "blocks.2")]
+    assert len(middle) == 2, [s.segment for s in segments]
+    one, other = middle
+    assert {n.name for n in one.graph_module.graph.nodes} != {n.name for n in other.graph_module.graph.nodes}
+    compiler = Compiler()
+    outputs = []
+    for segment in (one, other):
+        compiled = compiler.compile(segment.graph_module, segment.inputs, label=segment.name)
+        outputs.append((run_compiled(compiled, segment.inputs), run_graph(segment.graph_module, segment.inputs)))
+    assert (compiler.compiles, compiler.reused) == (1, 1)
+    for compiled_values, eager_values in outputs:  # the second runs the first's code on its own inputs
+        assert len(compiled_values) == len(eager_values)
+        for compiled_value, eager_value in zip(compiled_values, eager_values):
+            torch.testing.assert_close(compiled_value, eager_value, rtol=1e-4, atol=1e-5)
+    assert not torch.equal(outputs[0][0][-1], outputs[1][0][-1])  # two blocks' values, not one answer twice
+
+    def key(segment, inputs=None, **changed):
+        settings = {"shapes": "as_captured", "config_patches": None, "decompositions": None, "fallbacks": (),
+                    "aten_graph": True, **changed}
+        return reuse_key(segment.graph_module, segment.inputs if inputs is None else inputs, **settings)
+
+    assert key(one) == key(other)
+    # what the code depends on: another candidate's switch, other sizes, inputs that share a storage
+    assert key(one) != key(other, config_patches={"cpp.simdlen": 0})
+    assert key(one) != key(other, fallbacks=(torch.ops.aten.gelu.default,))
+    assert key(one) != key(other, shapes="static")
+    wider = [torch.cat([v, v]) if v.dim() == 2 and v.shape[0] == 16 else v for v in other.inputs]
+    assert key(one) != key(other, wider)
+    aliased = list(other.inputs)
+    aliased[1] = aliased[0]
+    assert key(one) != key(other, aliased)
+    # a graph that reads an attribute (a constant whose values the key cannot see): never reused
+    constant = make_fx(lambda x: x * torch.tensor([1.0, 2.0, 3.0, 4.0]))(torch.randn(4))
+    assert any(n.op == "get_attr" for n in constant.graph.nodes)
+    assert reuse_key(constant, [torch.randn(4)], "static", None, None, (), True) is None

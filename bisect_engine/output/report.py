@@ -370,6 +370,8 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
         "stats": {
             "compiles": result.compiler.compiles,
             "compiles_by_stage": dict(result.compiler.by_stage),
+            # compiles not made: a graph identical to one compiled before (a segment after its twin) ran its code
+            "compiles_reused": getattr(result.compiler, "reused", 0),
             "compile_seconds": round(result.compiler.seconds, 2),
             "seconds": round(result.seconds, 2),
             "graphs_captured": result.captured_count,

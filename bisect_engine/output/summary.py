@@ -291,7 +291,8 @@ def files_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  search stopped: {report['budget']}")
     stats = report["stats"]
     stages = ", ".join(f"{k} {v}" for k, v in stats.get("compiles_by_stage", {}).items())
-    lines.append(f"  stats:   {stats['compiles']} Inductor compiles ({stages}), {stats['seconds']} s")
+    reused = f"; {stats['compiles_reused']} reused for identical graphs" if stats.get("compiles_reused") else ""
+    lines.append(f"  stats:   {stats['compiles']} Inductor compiles ({stages}{reused}), {stats['seconds']} s")
     if report.get("html_path"):
         lines.append(f"  html:    {report['html_path']}")
     if report.get("bug_report_path"):

@@ -10,12 +10,14 @@ import copy
 import logging
 import os
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, cast
 
 import torch
 import torch.fx as fx
 import torch._functorch.config as functorch_config
+import torch.utils._pytree as pytree
 
 from ..search import Budget
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
@@ -33,6 +35,64 @@ log = logging.getLogger(__name__)
 # config, not on the decomposition table or forced fallbacks a candidate changes, so a cached
 # artifact could answer for a different candidate. (The C++ code cache stays: it keys on source.)
 NO_GRAPH_CACHES = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
+
+
+REUSED_KEPT = 8  # compiled graphs kept for reuse (:attr:`Compiler.reused`), the most recently used
+
+
+class _Input:
+    """A node's place among the graph's nodes, as a key writes it (its name left out)."""
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+
+    def __repr__(self) -> str:
+        return f"%{self.position}"
+
+
+def _holds_tensor(value: Any) -> bool:
+    return any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(value))
+
+
+def reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], shapes: str, config_patches: Any,
+              decompositions: Any, fallbacks: Sequence[Any], aten_graph: bool) -> str | None:
+    """What a compile of ``graph_module`` on ``inputs`` depends on, without the names of its nodes:
+    each node's op, target and arguments by position; each input's type, sizes, strides, dtype,
+    device, ``requires_grad`` and which inputs share a storage; the symbolic sizes it is compiled
+    with (``shapes``); the candidate's switch (config patches, decompositions, forced fallbacks);
+    Inductor's and AOT Autograd's config and the grad mode as they are now. Two graphs with one key
+    compile to the same code (a stack's identical blocks, segment after segment). None (never
+    reused): a graph that reads attributes (constants, submodules) or holds a tensor in its
+    arguments, whose values the key cannot see."""
+    position: dict[fx.Node, _Input] = {}
+    lines = []
+    for index, node in enumerate(graph_module.graph.nodes):
+        if node.op in ("get_attr", "call_module") or _holds_tensor((node.args, node.kwargs)):
+            return None
+        position[node] = _Input(index)
+        arguments = fx.node.map_arg((node.args, node.kwargs), lambda n: position[n])
+        lines.append(f"{node.op} {'' if node.op == 'placeholder' else node.target} {arguments!r}")
+    storages: dict[int, int] = {}
+    for index, value in enumerate(inputs):
+        if isinstance(value, torch.Tensor):
+            try:
+                shared = storages.setdefault(value.untyped_storage().data_ptr(), index)
+            except (RuntimeError, NotImplementedError):  # no plain storage (fake, nested): nothing to reuse
+                return None
+            lines.append(f"input {type(value).__name__} {tuple(value.shape)} {value.stride()} "
+                         f"{value.storage_offset()} {value.dtype} {value.device} {value.requires_grad} {shared}")
+        else:
+            lines.append(f"input {type(value).__name__} {value!r}")
+    import torch._inductor.config as inductor_config  # loaded by the compile about to happen anyway
+
+    signature = shape_signature(graph_module) if shapes == "as_captured" else None
+    lines += [f"shapes {shapes} {signature!r}", f"aten {aten_graph} grad {torch.is_grad_enabled()}",
+              f"patches {sorted((config_patches or {}).items())!r}",
+              f"decompositions {sorted((str(op), id(f)) for op, f in (decompositions or {}).items())!r}",
+              f"fallbacks {sorted(map(str, fallbacks))!r}",
+              f"inductor {sorted(inductor_config.get_config_copy().items(), key=lambda kv: kv[0])!r}",
+              f"functorch {sorted(functorch_config.get_config_copy().items(), key=lambda kv: kv[0])!r}"]
+    return "\n".join(lines)
 
 
 FUNCTORCH = "functorch."  # a switch's key for AOT Autograd's config (torch._functorch.config), not Inductor's
@@ -62,6 +122,11 @@ class Compiler:
     budget: Budget = field(default_factory=Budget)
     symbolic_compiles: int = 0  # compiles of graphs with symbolic sizes, compiled symbolically
     static_fallbacks: list[str] = field(default_factory=list)  # why a symbolic graph compiled static
+    # A graph compiled before under another graph's names (a segment of a stack of identical blocks
+    # after the one before it): its compiled code answers again (:func:`reuse_key`), the last
+    # :data:`REUSED_KEPT` only; ``reused``: the compiles so saved
+    reused: int = 0
+    _compiled: OrderedDict[str, Callable[..., Any]] = field(default_factory=OrderedDict, repr=False, compare=False)
 
     @property
     def stage(self) -> str:
@@ -114,6 +179,13 @@ class Compiler:
                                         config_patches=config_patches, decompositions=decompositions,
                                         fallbacks=fallbacks, aten_graph=aten_graph, output_code=output_code,
                                         shapes=shapes)
+        key = None if output_code is not None else reuse_key(graph_module, example_inputs, shapes, config_patches,
+                                                                 decompositions, fallbacks, aten_graph)
+        if key is not None and key in self._compiled:
+            self._compiled.move_to_end(key)
+            self.reused += 1
+            log.debug("compile of %s: the code of an identical graph compiled before answers", label)
+            return self._compiled[key]
         self.check_budget()
         example_inputs_list = list(example_inputs)
         example = self._example(graph_module, example_inputs_list, shapes)
@@ -145,6 +217,10 @@ class Compiler:
                 )
         finally:
             self.seconds += time.perf_counter() - start
+        if key is not None:
+            self._compiled[key] = compiled
+            while len(self._compiled) > REUSED_KEPT:
+                self._compiled.popitem(last=False)
         return cast(Callable[..., Any], compiled)  # compile_fx returns the compiled callable here
 
     def package(self, exported: Any, folder: str, *, label: str = "",
