@@ -72,13 +72,17 @@ def out_of_memory(error: BaseException | str | None) -> bool:
     itself or as the error Dynamo or Inductor wrapped (``inner_exception``, ``__cause__``); a string:
     an error as a worker process reports it (``"OutOfMemoryError: CUDA out of memory ..."``)."""
     if isinstance(error, str):
-        return error.startswith(("OutOfMemoryError", "MemoryError")) or any(w in error for w in OUT_OF_MEMORY_WORDS)
+        return error.startswith(("OutOfMemoryError", "MemoryError")) or (
+            error.startswith("RuntimeError") and any(w in error for w in OUT_OF_MEMORY_WORDS))
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         if isinstance(error, MemoryError) or any(c.__name__ == "OutOfMemoryError" for c in type(error).__mro__):
             return True
-        if isinstance(error, Exception) and any(word in str(error) for word in OUT_OF_MEMORY_WORDS):
+        # an allocator's words in torch's own error (never in one of ours: a worker that died "killed,
+        # out of memory or crashed" is not known to have run out of memory)
+        if (isinstance(error, RuntimeError) and not type(error).__module__.startswith(__package__ or "bisect_engine")
+                and any(word in str(error) for word in OUT_OF_MEMORY_WORDS)):
             return True
         error = getattr(error, "inner_exception", None) or error.__cause__
     return False

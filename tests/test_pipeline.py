@@ -350,8 +350,11 @@ def test_what_an_allocation_that_failed_looks_like() -> None:
     except ValueError as outer:
         assert out_of_memory(outer)
     assert out_of_memory("OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB")  # a worker's report
-    for other in (RuntimeError("planted compile error"), ValueError("shapes do not match"), "RuntimeError: bad"):
-        assert not out_of_memory(other)
+    from bisect_engine.errors import WorkerDied
+    died = WorkerDied("a worker process died (killed, out of memory or crashed) while compiling forward_0")
+    for other in (RuntimeError("planted compile error"), ValueError("shapes do not match"), "RuntimeError: bad",
+                  died, ValueError("the model ran out of memory"), f"WorkerDied: {died}"):
+        assert not out_of_memory(other), other
 
 
 def test_a_candidate_that_runs_out_of_memory_is_the_search_s_memory_cut() -> None:
