@@ -191,3 +191,25 @@ def test_identical_segments_compile_once_and_each_gets_its_own_values():
     constant = make_fx(lambda x: x * torch.tensor([1.0, 2.0, 3.0, 4.0]))(torch.randn(4))
     assert any(n.op == "get_attr" for n in constant.graph.nodes)
     assert reuse_key(constant, [torch.randn(4)], "static", None, None, (), True) is None
+
+
+def test_a_stack_is_cut_into_alike_chunks_that_compile_as_one():
+    # eight identical blocks where two fit a segment and three do not: the blocks go two by two, so
+    # every such chunk is the same graph under other names (one compile for all; packing as many as
+    # fit from the embedding on would make each segment unlike the others)
+    from bisect_engine.verdict.compiler import reuse_key
+
+    torch.manual_seed(0)
+    graphs, _ = capture(Stack(depth=8), [torch.randn(16, 32)], loss_fn=lambda output: output.square().mean())
+    for graph in graphs:
+        room = (12 if graph.kind == "forward" else 16) * _block_bytes()
+        plan = _cut(graph, room)
+        _cuts_between(graph, plan, fine=False)
+        segments = segment_graphs(graph, plan)
+        chunks = [s for s in segments if s.segment.first.startswith("blocks.") and s.segment.last.startswith("blocks.")]
+        assert len(chunks) == 4, (graph.kind, [s.segment for s in segments])
+        assert all(abs(int(s.segment.first[7:]) - int(s.segment.last[7:])) == 1 for s in chunks)
+        keys = {reuse_key(s.graph_module, s.inputs, "as_captured", None, None, (), True) for s in chunks}
+        assert len(keys) == 1 and None not in keys, graph.kind
+        for segment in segments:
+            assert 4 * storage_bytes(tensors_in([segment.inputs])) <= room, segment.segment

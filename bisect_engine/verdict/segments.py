@@ -114,6 +114,20 @@ def plan_segments(view: GraphView, input_bytes: dict[str, int], need_of: Callabl
     pieces: list[list[str]] = []
     for _unit, names in runs:  # a run too large alone: its submodules' runs instead
         pieces += [names] if need(names) <= room else [finer for _, finer in runs_of_units(view, backward, names, True)]
+    segments = _packed(pieces, need, room)
+    if segments is None or len(segments) < 2:
+        return None
+    # a stack cut into alike chunks where that compiles less than the plain packing: its full
+    # chunks compile once, each other segment once
+    aligned = _aligned(runs, need, room) if len(pieces) == len(runs) else None
+    if aligned is not None and aligned[1] < len(segments):
+        return aligned[0]
+    return [tuple(names) for names in segments]
+
+
+def _packed(pieces: Sequence[Sequence[str]], need: Callable[[Sequence[str]], int], room: int) -> list[list[str]] | None:
+    """Consecutive ``pieces`` packed into as few segments as fit ``room``, in order (None: a piece
+    does not fit alone)."""
     segments: list[list[str]] = []
     current: list[str] = []
     for names in pieces:
@@ -125,8 +139,55 @@ def plan_segments(view: GraphView, input_bytes: dict[str, int], need_of: Callabl
         if current:
             segments.append(current)
         current = list(names)
-    segments.append(current)
-    return [tuple(names) for names in segments] if len(segments) > 1 else None
+    if current:
+        segments.append(current)
+    return segments
+
+
+def _list_item(unit: str) -> str | None:
+    """The module list a unit is an item of (``transformer.h`` for ``transformer.h.7``), or None."""
+    match = re.fullmatch(r"(.+)\.\d+", unit)
+    return match.group(1) if match else None
+
+
+def _aligned(runs: Sequence[tuple[str, list[str]]], need: Callable[[Sequence[str]], int],
+             room: int) -> tuple[list[tuple[str, ...]], int] | None:
+    """The cut that makes a stack's segments alike: the longest run of items of one module list
+    (``blocks.0`` ... ``blocks.11``; in a backward, last to first) cut into chunks of the same number
+    of items, the most that fit, from its first item; what comes before it packed on its own, what
+    comes after it packed after the last chunk (into it where that one is short and it fits). Each
+    full chunk of a stack of identical blocks is then the same graph under other names, compiled
+    once (``verdict/compiler.reuse_key``). With the number of distinct segments (what it compiles);
+    None where it gives fewer than two full chunks (the stack fits in one segment, or nearly)."""
+    best: tuple[int, int] | None = None  # (start, length) of the longest run of one list's items
+    start = 0
+    while start < len(runs):
+        owner = _list_item(runs[start][0])
+        end = start + 1
+        while owner is not None and end < len(runs) and _list_item(runs[end][0]) == owner:
+            end += 1
+        if owner is not None and (best is None or end - start > best[1]):
+            best = (start, end - start)
+        start = end
+    if best is None or best[1] < 2:
+        return None
+    first, length = best
+    items = [names for _, names in runs[first:first + length]]
+    chunk = next((size for size in range(length, 0, -1)
+                  if all(need([n for names in items[i:i + size] for n in names]) <= room for i in range(0, length, size))),
+                 None)
+    if chunk is None or chunk == length or length // chunk < 2:
+        return None
+    chunks = [[n for names in items[i:i + chunk] for n in names] for i in range(0, length, chunk)]
+    before = _packed([names for _, names in runs[:first]], need, room)
+    after = [names for _, names in runs[first + length:]]
+    if after and len(items) % chunk and need([*chunks[-1], *after[0]]) <= room:  # a short last chunk is unlike the rest anyway
+        chunks[-1] = [*chunks[-1], *after.pop(0)]
+    rest = _packed(after, need, room)
+    if before is None or rest is None:
+        return None
+    full = length // chunk
+    return [tuple(names) for names in [*before, *chunks, *rest]], len(before) + 1 + (len(chunks) - full) + len(rest)
 
 
 def segment_graphs(graph: CapturedGraph, plan: Sequence[Sequence[str]]) -> list[CapturedGraph]:
