@@ -187,6 +187,12 @@ def test_identical_segments_compile_once_and_each_gets_its_own_values():
     aliased = list(other.inputs)
     aliased[1] = aliased[0]
     assert key(one) != key(other, aliased)
+    precision, before = torch.get_float32_matmul_precision(), key(one)
+    try:  # a program that flips a switch between two compiles gets its own
+        torch.set_float32_matmul_precision("high" if precision != "high" else "highest")
+        assert before != key(other)
+    finally:
+        torch.set_float32_matmul_precision(precision)
     # a graph that reads an attribute (a constant whose values the key cannot see): never reused
     constant = make_fx(lambda x: x * torch.tensor([1.0, 2.0, 3.0, 4.0]))(torch.randn(4))
     assert any(n.op == "get_attr" for n in constant.graph.nodes)

@@ -60,7 +60,8 @@ def reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], shapes: str, 
     each node's op, target and arguments by position; each input's type, sizes, strides, dtype,
     device, ``requires_grad`` and which inputs share a storage; the symbolic sizes it is compiled
     with (``shapes``); the candidate's switch (config patches, decompositions, forced fallbacks);
-    Inductor's and AOT Autograd's config and the grad mode as they are now. Two graphs with one key
+    Inductor's and AOT Autograd's config, the grad mode, and torch's matmul precision, TF32, default
+    dtype and deterministic switches, as they are now. Two graphs with one key
     compile to the same code (a stack's identical blocks, segment after segment). None (never
     reused): a graph that reads attributes (constants, submodules) or holds a tensor in its
     arguments, whose values the key cannot see."""
@@ -87,6 +88,9 @@ def reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], shapes: str, 
 
     signature = shape_signature(graph_module) if shapes == "as_captured" else None
     lines += [f"shapes {shapes} {signature!r}", f"aten {aten_graph} grad {torch.is_grad_enabled()}",
+              # torch's own switches a compile reads (a program may flip them between two compiles)
+              f"torch {torch.get_float32_matmul_precision()} {torch.backends.cuda.matmul.allow_tf32} "
+              f"{torch.backends.cudnn.allow_tf32} {torch.get_default_dtype()} {torch.are_deterministic_algorithms_enabled()}",
               f"patches {sorted((config_patches or {}).items())!r}",
               f"decompositions {sorted((str(op), id(f)) for op, f in (decompositions or {}).items())!r}",
               f"fallbacks {sorted(map(str, fallbacks))!r}",
