@@ -636,6 +636,23 @@ def test_a_compile_that_raises_is_a_crash_and_the_program_sees_its_exception(
         in script_summary(report)
 
 
+def _runs_out_of_memory(_graph_module: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable[..., Any]:
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")  # autotuning on a full device
+
+
+def test_a_compile_that_runs_out_of_memory_is_not_checked_never_a_crash_and_the_program_sees_it(
+        session_factory: Callable[..., Session]) -> None:
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="CUDA out of memory"):
+            torch.compile(_function, backend=_runs_out_of_memory)(torch.zeros(4))
+    report = session.finish(1)
+    assert report["verdict"] == "incomplete", report["verdict"]  # never crash, clean or divergent
+    graph = report["script"]["graphs"][0]
+    assert graph["outcome"] == "not_checked" and any("ran out of memory" in note for note in graph.get("notes", [])), graph
+    assert report.get("crash") is None and report["script"]["first_divergence_call"] is None
+
+
 def test_calls_on_fake_tensors_are_the_compilers_not_the_programs(session_factory: Callable[..., Session]) -> None:
     """DDPOptimizer calls each compiled bucket piece on fake tensors while it compiles the split
     graph: no value to check there (checking one failed with DataDependentOutputException)."""

@@ -36,6 +36,7 @@ import torch
 import torch.fx as fx
 
 from ..errors import Interrupted, NativeCrash, isolating
+from ..search import out_of_memory
 from ..verdict.compare import Outcome
 from ..verdict.fx_eval import clone_value
 from ..verdict.judgement import Oracle
@@ -62,6 +63,8 @@ from .processes import (cover, cover_root, process_lines, process_reports, proce
                         written_since)
 
 log = logging.getLogger(__name__)
+# a graph whose compile in the program ran out of memory (an allocation failed: a device's, the host's)
+COMPILE_OUT_OF_MEMORY = "its compile ran out of memory (the program saw that exception): not checked, no finding"
 
 INTERNAL_ERROR_LOG = "internal-error.log"
 COMPILED_AUTOGRAD = ("a backward graph of compiled autograd (torch._dynamo.config.compiled_autograd) that reads its "
@@ -731,6 +734,11 @@ class Session:
         """The user's compile of ``record``'s graph raised: the first finding is a crash, localised
         (levels 3-4, Inductor) on the graph's example inputs as the model-file search does (the
         nodes that crash alone); the caller re-raises ``error`` into the program."""
+        if out_of_memory(error):  # the program's compile ran out of memory: its exception, never a compiler crash
+            record.outcome, record.detail = "not_checked", {"error": _one_line(error)}
+            record.notes.append(COMPILE_OUT_OF_MEMORY)
+            log.warning("compiling %s with %s ran out of memory: %s", record.name, record.backend, record.detail["error"])
+            return
         record.outcome, record.detail = "crash", {"error": _one_line(error)}
         log.warning("compiling %s with %s raised %s", record.name, record.backend, record.detail["error"])
         if self._busy:  # compiled inside the tool's own work: no verdict of the program's, never a match
