@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ContextManager, Generic, Literal, Protocol, TypeVar
 
@@ -103,6 +103,17 @@ def stop_if_out_of_memory(error: BaseException | str, doing: str = "") -> None:
     eager standing in for fp64, no noise floor)."""
     if out_of_memory(error):
         raise memory_stop(error, doing)
+
+
+@contextlib.contextmanager
+def memory_cuts(doing: str = "") -> Iterator[None]:
+    """An allocation that fails inside is the run's memory cut (:func:`memory_stop`); any other error
+    goes on as it is: for the places that catch the run's cuts (``except BudgetExhausted``)."""
+    try:
+        yield
+    except Exception as error:
+        stop_if_out_of_memory(error, doing)
+        raise
 
 
 @dataclass
@@ -295,11 +306,8 @@ class Search(Generic[C, V]):
             self.budget.check(self._cost())
         verdict = self.ahead.take(candidate) if self.ahead is not None else None
         if verdict is None:
-            try:
+            with memory_cuts():  # an allocation that failed on the way up: the run's memory cut
                 verdict = self._evaluate(candidate)
-            except Exception as error:  # an allocation that failed on the way up: the run's memory cut
-                stop_if_out_of_memory(error)
-                raise
         self._verdicts[candidate_key] = verdict
         self.history.append((candidate_key, verdict))
         logger.debug("evaluation %d: %r -> %r", self.calls, candidate_key, verdict)

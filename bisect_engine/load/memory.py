@@ -132,15 +132,14 @@ def device_free_bytes() -> list[tuple[str, int, int]]:
 
 
 def device_reserve_bytes(total: int) -> int:
-    """Memory kept free on a device of ``total`` bytes: 5 % of it, between 512 MiB and 2 GiB (a
-    compiled kernel's workspace, cuBLAS's, autotuning's trial runs)."""
+    """Memory kept free of ``total`` bytes (the machine's, a device's: a compiled kernel's workspace,
+    cuBLAS's, autotuning's trial runs there): 5 % of it, between 512 MiB and 2 GiB."""
     return min(max(total // 20, 512 << 20), 2 * GIB)
 
 
 def reserve_bytes() -> int:
-    """Memory kept free on the machine: 5 % of it, between 512 MiB and 2 GiB."""
-    total = _meminfo("MemTotal") or 0
-    return min(max(total // 20, 512 << 20), 2 * GIB)
+    """Memory kept free on the machine (:func:`device_reserve_bytes` of its total)."""
+    return device_reserve_bytes(_meminfo("MemTotal") or 0)
 
 
 @dataclass

@@ -38,7 +38,7 @@ from ..load.capture import BackendRun, capture, capture_through_backend
 from ..load.model_file import ModelSpec, user_backend
 from ..load.memory import peak_rss_bytes, run_offload
 from ..verdict import offload
-from ..search import ALLOCATION_FAILED, BudgetExhausted, Reporter, memory_stop, out_of_memory
+from ..search import ALLOCATION_FAILED, BudgetExhausted, Reporter, memory_cuts
 from ..verdict.compiler import Compiler
 from ..verdict.graphs import CapturedGraph
 from .drive import SAME_DRAWS, Driver, model_candidate
@@ -110,14 +110,10 @@ def run_captured(spec: ModelSpec, captured: list[CapturedGraph], options: Engine
     policy = offload.running() or run_offload(options.memory_budget_bytes, None, "no output folder given to the engine",
                                               judge.compiler.budget.require)
     try:
-        with offload.using(policy):
+        with offload.using(policy), memory_cuts():  # an allocation that failed where no step made it a cut
             driver.run_plan(RUN_PLAN)
     except BudgetExhausted as exhausted:
         driver.note(budget=budget_message(exhausted, options, search))
-    except Exception as error:  # an allocation that failed where no step turned it into a memory cut
-        if not out_of_memory(error):
-            raise
-        driver.note(budget=budget_message(memory_stop(error), options, search))
     except Interrupted as interrupt:  # what was learned so far is the result; the caller re-raises
         driver.note(interrupted={"signal": interrupt.name, "signum": interrupt.signum, "stage": search.stage})
     finally:

@@ -18,7 +18,7 @@ from ..strategies.departures import EAGER_ROUNDING, backward_consequence, saved_
 from ..strategies.pregrad import localise_backend_rewrite, localise_capture_decomposition, localise_pre_grad
 from ..strategies.sizes import headline, static_shapes_verdict, sweep_sizes
 from ..strategies.subsystems import MODEL_PASSES, Attribution, attribute, attribute_model, config_workaround
-from ..search import BudgetExhausted, memory_stop, out_of_memory, stop_if_out_of_memory
+from ..search import BudgetExhausted, memory_cuts, stop_if_out_of_memory
 from ..verdict.compare import Outcome
 from ..verdict.graphs import CapturedGraph
 from ..verdict.judgement import ulp_rule_only
@@ -51,17 +51,12 @@ def _graphs(run: RunFinding, driver: Driver) -> RunFinding:
         # stops the run before it (a memory cut, exit 4)
         pieces, cut = graph_pieces(captured, driver), None
         try:
-            found = _judge_pieces(pieces, driver, judged)
+            with memory_cuts(f"judging {captured.name}"):  # one outside a candidate (an fp64 run of a step) too
+                found = _judge_pieces(pieces, driver, judged)
         except BudgetExhausted as error:
             if pieces != [captured]:
                 raise
             cut = _let_go_of(error)
-        except Exception as error:  # an allocation that failed outside a candidate (an fp64 run of a step)
-            if not out_of_memory(error):
-                raise
-            cut = _let_go_of(memory_stop(error, f"judging {captured.name}"))
-            if pieces != [captured]:
-                raise cut from None
         if cut is not None:
             # judged whole, yet memory stopped it inside (a step or an op of its fp64 or noise run
             # that the estimate, 4x what it reads, let through): judged again in segments where it can be cut

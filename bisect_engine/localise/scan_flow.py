@@ -16,7 +16,7 @@ import torch
 
 from ..errors import ModelError, UsageError
 from ..load.model_file import ModelSpec
-from ..search import BudgetExhausted, memory_stop, out_of_memory
+from ..search import BudgetExhausted, memory_cuts
 from .judge import RunSearch, judge_of
 from .options import EngineOptions
 from .pipeline import RunResult, budget_message, run
@@ -47,16 +47,13 @@ def run_scanned(spec: ModelSpec, options: EngineOptions, search: RunSearch, on_d
     batches = _batches(spec)
     training = spec.get_optimizer is not None and spec.loss_fn is not None
     try:
-        if training:
-            result = _steps(spec, batches, options, search, on_divergence)
-        else:
-            result = _batches_flow(spec, batches, options, search, on_divergence)
+        with memory_cuts():  # an allocation that failed where no step made it a cut
+            if training:
+                result = _steps(spec, batches, options, search, on_divergence)
+            else:
+                result = _batches_flow(spec, batches, options, search, on_divergence)
     except BudgetExhausted as exhausted:
         result = dataclasses.replace(_clean(spec, search, {}), budget=budget_message(exhausted, options, search))
-    except Exception as error:  # an allocation that failed where no step turned it into a memory cut
-        if not out_of_memory(error):
-            raise
-        result = dataclasses.replace(_clean(spec, search, {}), budget=budget_message(memory_stop(error), options, search))
     return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 

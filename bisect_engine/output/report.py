@@ -371,7 +371,7 @@ def build_report(result: RunResult, extra: dict[str, Any] | None = None) -> dict
             "compiles": result.compiler.compiles,
             "compiles_by_stage": dict(result.compiler.by_stage),
             # compiles not made: a graph identical to one compiled before (a segment after its twin) ran its code
-            "compiles_reused": getattr(result.compiler, "reused", 0),
+            "compiles_reused": result.compiler.reused,
             "compile_seconds": round(result.compiler.seconds, 2),
             "seconds": round(result.seconds, 2),
             "graphs_captured": result.captured_count,
