@@ -898,3 +898,32 @@ def test_a_per_node_checks_compiled_values_equal_to_eagers_are_held_as_eagers() 
     assert verdict.outcome.value == "mismatch" and verdict.failing_outputs == [relu]
     assert verdict.compiled_values[tanh] is context.eager_values[tanh]
     assert verdict.compiled_values[relu] is not context.eager_values[relu]
+
+
+def test_an_allocation_that_fails_while_capturing_is_a_memory_stop_with_a_report_never_the_models_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Our capture runs the step under torch.compile with copies of its inputs; an allocation that
+    fails there (here: copying the inputs, as torch's CPU allocator fails) is the run's memory, not
+    the model's: exit 4, ``incomplete``, a report whose ``budget`` says what failed where, the step
+    never run eagerly again to compare (it was exit 2, "the model raised while being captured")."""
+    from bisect_engine.load import capture
+
+    def copies_fail(inputs: Any) -> Any:
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                           "memory: you tried to allocate 4503599627370496 bytes. Error code 12 (Cannot allocate memory)")
+
+    monkeypatch.setattr(capture, "fresh_inputs", copies_fail)
+    monkeypatch.setattr(capture, "_in_eager_too", lambda *a: pytest.fail("run eagerly again after an allocation failed"))
+    path = tmp_path / "model.py"
+    path.write_text("import torch\n"
+                    "def get_model():\n    torch.manual_seed(0)\n    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())\n"
+                    "def get_inputs():\n    return (torch.randn(4, 8),)\n"
+                    "def loss_fn(output):\n    return output.square().mean()\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(path), "--out", str(out), "-q", "--verify-runs", "0"])
+    assert result.exit_code == 4, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert (report["verdict"], report["culprit"], report["graphs"]) == ("incomplete", None, []), report
+    assert report["budget"].startswith("memory: an allocation failed while capturing the model"), report["budget"]
+    assert "can't allocate memory" in report["budget"] and report["budget"].endswith(
+        "during the capture stage; more free memory (or smaller inputs) for a complete answer"), report["budget"]

@@ -653,6 +653,30 @@ def test_a_compile_that_runs_out_of_memory_is_not_checked_never_a_crash_and_the_
     assert report.get("crash") is None and report["script"]["first_divergence_call"] is None
 
 
+def test_our_check_of_a_call_that_runs_out_of_memory_is_not_checked_and_named_so(
+        session_factory: Callable[..., Session], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An allocation that fails in the tool's own check of a call (its fp64 references here): the call
+    is not checked, never a match or a finding, and the report says it was our memory (it said only
+    "checking it failed"); the program gets its compiled result all the same."""
+    from bisect_engine.script import session as session_module
+
+    def references_run_short(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(session_module, "reference_outputs", references_run_short)
+    session = session_factory(level=Level.CHECK)
+    with compiles_routed_through(session.wrap_backend):
+        result = torch.compile(_function, backend="aot_eager")(torch.ones(4))
+    assert torch.equal(result, _function(torch.ones(4)))
+    report = session.finish(0)
+    assert report["verdict"] == "incomplete", report["verdict"]
+    graph = report["script"]["graphs"][0]
+    assert graph["outcome"] == "error" and not graph["checked"], graph
+    assert session_module.CHECK_OUT_OF_MEMORY in graph.get("notes", []), graph
+    unseen = report["script"]["graphs_unseen"]
+    assert list(unseen) == ["graph_0"] and unseen["graph_0"].startswith("checking it ran out of memory"), unseen
+
+
 def test_calls_on_fake_tensors_are_the_compilers_not_the_programs(session_factory: Callable[..., Session]) -> None:
     """DDPOptimizer calls each compiled bucket piece on fake tensors while it compiles the split
     graph: no value to check there (checking one failed with DataDependentOutputException)."""

@@ -26,6 +26,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..errors import ModelError
+from ..search import stop_if_out_of_memory
 from ..verdict.frozen import freezing_on
 from ..verdict.fx_eval import fresh_inputs, mutates
 from ..verdict.graphs import CapturedGraph
@@ -441,6 +442,11 @@ def _backward(loss: torch.Tensor) -> None:
         raise ModelError(f"the backward pass of loss_fn(output) raised: {type(error).__name__}: {error}") from error
 
 
+# An allocation that fails while the model runs under our capture (its graphs run eagerly, with copies of
+# their inputs held for judging) is the run's memory cut (exit 4, a report), never the model's error (exit 2).
+CAPTURING = "while capturing the model (its step run under torch.compile with our backend)"
+
+
 def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Callable[[Any], Any] | None,
                   backend: Callable[..., Any], dynamic: bool | None = None) -> Any:
     torch._dynamo.reset()
@@ -452,9 +458,11 @@ def _run_compiled(model: Callable[..., Any], inputs: Sequence[Any], loss_fn: Cal
             raise ModelError(f"the model's output holds no tensor ({type(output).__name__}): nothing to compare")
         if loss_fn is not None:
             _backward(_loss(loss_fn, output))
-    except ModelError:
+    except ModelError as error:  # the loss or the backward: an allocation that failed is our memory, not the model's
+        stop_if_out_of_memory(error, CAPTURING)
         raise
     except Exception as error:
+        stop_if_out_of_memory(error, CAPTURING)  # never run eagerly again to compare: it would allocate as much
         raise ModelError(f"the model raised while being captured: {type(error).__name__}: {error}"
                          f"{_in_eager_too(model, inputs, loss_fn, error)}") from error
     finally:

@@ -56,12 +56,29 @@ def run(spec: ModelSpec, options: EngineOptions, search: RunSearch,
     """Capture the model through torch.compile, then search the captured graphs with the run's search."""
     started = time.perf_counter()
     torch.manual_seed(options.seed)
-    with search.progress.step("capture"):
-        captured, backend_run = _capture(spec, options.seed)
+    stage, search.stage = search.stage, "capture"
+    try:
+        with search.progress.step("capture"):
+            captured, backend_run = _capture(spec, options.seed)
+    except BudgetExhausted as exhausted:  # an allocation failed under our capture: exit 4 with a report, nothing judged
+        return _stopped_at_capture(spec, options, search, exhausted, started)
+    finally:
+        search.stage = stage
     if not captured:
         raise ModelError(why_nothing_compiled(spec, options.seed))
     return run_captured(spec, captured, options, search.progress, started, on_divergence=on_divergence,
                         backend_run=backend_run, search=search)
+
+
+def _stopped_at_capture(spec: ModelSpec, options: EngineOptions, search: RunSearch, exhausted: BudgetExhausted,
+                        started: float) -> RunFinding:
+    """The run's finding when its memory ran short while capturing: no graph captured or judged, the
+    run ``incomplete`` with ``budget`` saying what failed where (never the model's error: eager runs it)."""
+    judge = begin_subject(search, spec, options)
+    driver = Driver(RunFinding(spec, (), judge.compiler, 0.0, [], search=search), judge, options, None)
+    driver.note(budget=budget_message(exhausted, options, search), seconds=time.perf_counter() - started,
+                peak_rss_bytes=peak_rss_bytes())
+    return driver.finding
 
 
 def _capture(spec: ModelSpec, seed: int) -> tuple[list[CapturedGraph], BackendRun | None]:

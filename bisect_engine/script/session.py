@@ -65,6 +65,11 @@ from .processes import (cover, cover_root, process_lines, process_reports, proce
 log = logging.getLogger(__name__)
 # a graph whose compile in the program ran out of memory (an allocation failed: a device's, the host's)
 COMPILE_OUT_OF_MEMORY = "its compile ran out of memory (the program saw that exception): not checked, no finding"
+# An allocation that failed in the tool's own check of a call (its references, fp64 values, copies): our
+# harness ran short, not the program or the compiler; the call is not checked, the run incomplete.
+CHECK_OUT_OF_MEMORY = ("checking it ran out of memory (the tool's own work on a call: references, fp64 values, copies; "
+                       "not the program's or the compiler's): not checked, no finding; more free memory (or smaller "
+                       "inputs) for a complete answer")
 
 INTERNAL_ERROR_LOG = "internal-error.log"
 COMPILED_AUTOGRAD = ("a backward graph of compiled autograd (torch._dynamo.config.compiled_autograd) that reads its "
@@ -121,6 +126,8 @@ class GraphRecord:
         """Why no call of this graph was judged; None when one was."""
         if self.checked:
             return None
+        if self.outcome == "error" and CHECK_OUT_OF_MEMORY in self.notes:
+            return f"{CHECK_OUT_OF_MEMORY} ({(self.detail or {}).get('error')})"
         if self.outcome == "error":
             return f"checking it failed ({(self.detail or {}).get('error')}): not checked, never a match"
         if self.outcome == "not_checked":
@@ -620,6 +627,8 @@ class Session:
         except Exception as error:  # noqa: BLE001 - recorded in the report and the log
             record.outcome = "error"
             record.detail = {"error": f"{type(error).__name__}: {error}"}
+            if out_of_memory(error) and CHECK_OUT_OF_MEMORY not in record.notes:  # our memory, named as such
+                record.notes.append(CHECK_OUT_OF_MEMORY)
             log.warning("checking %s failed: %s: %s", record.name, type(error).__name__, error)
             log.debug("%s", traceback.format_exc())
             return None
