@@ -219,3 +219,63 @@ def test_a_stack_is_cut_into_alike_chunks_that_compile_as_one():
         assert len(keys) == 1 and None not in keys, graph.kind
         for segment in segments:
             assert 4 * storage_bytes(tensors_in([segment.inputs])) <= room, segment.segment
+
+
+def test_an_inner_graph_compiled_before_with_its_inputs_in_another_order_runs_that_code_in_its_order():
+    """The model-level check's inference graph, after AOT Autograd, is our whole-graph compile's graph
+    with its inputs in another order (the data before or after the parameters): one inner compile, the
+    second graph's inputs handed to the first's code in its order (outputs right for both); another
+    switch or other sizes compile again."""
+    from bisect_engine.verdict.compiler import Compiler, run_compiled
+
+    def step(x, weight, bias):
+        return torch.tanh(torch.nn.functional.linear(x, weight, bias)) * 2
+
+    x, weight, bias = torch.randn(8, 16), torch.randn(4, 16), torch.randn(4)
+    data_first = make_fx(step)(x, weight, bias)
+    data_last = make_fx(lambda w, b, x: step(x, w, b))(weight, bias, x)
+    compiler = Compiler()
+    first = compiler.compile(data_first, [x, weight, bias])
+    second = compiler.compile(data_last, [weight, bias, x])
+    assert (compiler.compiles, compiler.reused) == (1, 1)
+    expected = step(x, weight, bias)
+    torch.testing.assert_close(run_compiled(first, [x, weight, bias])[0], expected)
+    torch.testing.assert_close(run_compiled(second, [weight, bias, x])[0], expected)
+    other_x = torch.randn(8, 16)  # the order holds for any values, not only those compiled with
+    torch.testing.assert_close(run_compiled(second, [weight, bias, other_x])[0], step(other_x, weight, bias))
+    compiler.compile(data_last, [weight, bias, x], config_patches={"cpp.simdlen": 1})
+    compiler.compile(make_fx(step)(torch.randn(4, 16), weight, bias), [torch.randn(4, 16), weight, bias])
+    assert (compiler.compiles, compiler.reused) == (3, 1)
+
+
+def test_a_clean_inference_run_compiles_each_graph_once_and_a_planted_bug_still_reaches_the_model_check(
+        tmp_path, monkeypatch):
+    """The model-level check's compile of an inference model is the whole-graph compile's code: a clean
+    run compiles its graph once (``model_check`` none, one reused), its check still a match; with
+    Inductor's relu planted wrong, the check still sees the model's outputs differ."""
+    import json
+
+    import torch._inductor.config as inductor_config
+    from click.testing import CliRunner
+
+    from bisect_engine.cli import main
+
+    monkeypatch.setattr(inductor_config.cpp, "inject_relu_bug_TESTING_ONLY", None)  # put back after the planted run
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    reports = {}
+    for name, plant in (("clean", ""), ("planted", "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'\n")):
+        path = tmp_path / f"{name}.py"
+        path.write_text("import torch\nimport torch._inductor.config\n" + plant +
+                        "def get_model():\n    torch.manual_seed(0)\n"
+                        "    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))\n"
+                        "def get_inputs():\n    return (torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)\n")
+        out = tmp_path / f"out-{name}"
+        result = CliRunner().invoke(main, ["run", str(path), "--out", str(out), "-q", "--verify-runs", "0",
+                                           "--stage", "localise"])
+        reports[name] = (result.exit_code, json.loads((out / "report.json").read_text()))
+    code, clean = reports["clean"]
+    assert (code, clean["verdict"], clean["model_level"]) == (0, "clean", "match"), clean
+    assert clean["stats"]["compiles_by_stage"] == {"localise": 1} and clean["stats"]["compiles_reused"] == 1, clean["stats"]
+    code, planted = reports["planted"]
+    assert (code, planted["verdict"], planted["culprit"]["op"]) == (1, "divergent", "aten.relu.default"), planted
+    assert planted["model_level"] == "mismatch", planted["model_level"]

@@ -99,6 +99,104 @@ def reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], shapes: str, 
     return "\n".join(lines)
 
 
+# Inductor config read only before AOT Autograd traces (the torch-level graph's passes): an inner compile's
+# graph already holds what they did, so they are not part of what its code depends on.
+PRE_AOT_CONFIG = ("use_pre_grad_passes", "pre_grad_")
+
+
+def inner_reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], options: dict[str, Any],
+                    decompositions: Any, fallbacks: Sequence[Any]) -> tuple[str, tuple[int, ...]] | None:
+    """What an inner compile (``compile_fx_inner``: the graph AOT Autograd traced, decomposed) depends
+    on, without node names and without the order of its inputs: the graph with each input named by
+    where it is first read, the inputs' layouts and shared storages in that order, the compile's
+    options (``is_inference``, ``is_backward``, static inputs, cudagraphs), the candidate's
+    decompositions and forced fallbacks, Inductor's config less what runs before AOT Autograd, AOT
+    Autograd's config and torch's switches; with that order (``order[j]``: the position of the j-th
+    input so read). The model-level check's compile of an inference graph is, after AOT Autograd, the
+    graph our whole-graph compile compiled with its inputs in another order (parameters before or
+    after the data): its code answers, called with the inputs in its order. None (never reused): symbolic
+    sizes, attributes or tensors in arguments, an input that is not a tensor, or CUDA graphs."""
+    nodes = list(graph_module.graph.nodes)
+    placeholders = [node for node in nodes if node.op == "placeholder"]
+    if len(placeholders) != len(inputs) or not all(isinstance(v, torch.Tensor) for v in inputs):
+        return None
+    if any(isinstance(d, torch.SymInt) for v in inputs for d in (*v.shape, *v.stride())):
+        return None
+    # each input by the first node that reads it and where among that node's arguments (unread: last, as given)
+    first_read = {node: (len(nodes) + index, 0) for index, node in enumerate(placeholders)}
+    for index, node in enumerate(nodes):
+        for place, used in enumerate(node.all_input_nodes):
+            if used.op == "placeholder" and first_read[used][0] >= len(nodes):
+                first_read[used] = (index, place)
+    order = tuple(sorted(range(len(placeholders)), key=lambda i: first_read[placeholders[i]]))
+    position: dict[fx.Node, _Input] = {placeholders[i]: _Input(j) for j, i in enumerate(order)}
+    lines = []
+    for node in nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op in ("get_attr", "call_module") or _holds_tensor((node.args, node.kwargs)):
+            return None
+        position[node] = _Input(len(position))
+        arguments = fx.node.map_arg((node.args, node.kwargs), lambda n: position[n])
+        lines.append(f"{node.op} {node.target} {arguments!r}")
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    storages: dict[Any, int] = {}
+    for j, i in enumerate(order):
+        value = inputs[i]
+        shared = storages.setdefault(StorageWeakRef(value.untyped_storage()), j)
+        lines.append(f"input {type(value).__name__} {tuple(value.shape)} {value.stride()} {value.storage_offset()} "
+                     f"{value.dtype} {value.device} {value.requires_grad} {shared}")
+    import torch._inductor.config as inductor_config  # loaded: this is inside an Inductor compile
+
+    canonical = {i: j for j, i in enumerate(order)}
+    static = sorted(canonical[i] for i in options.get("static_input_idxs") or ())
+    boxed = {name: getattr(options.get(name), "value", options.get(name))
+             for name in ("cudagraphs", "boxed_forward_device_index")}
+    if boxed["cudagraphs"]:  # a CUDA graph holds its static inputs' addresses: its code is one caller's alone
+        return None
+    inductor = [(k, v) for k, v in inductor_config.get_config_copy().items() if not k.startswith(PRE_AOT_CONFIG)]
+    lines += [f"options inference {options.get('is_inference')} backward {options.get('is_backward')} static {static} "
+              f"{boxed!r} region {options.get('compile_region_name')!r} "
+              f"decomposition table {getattr(options.get('get_decomp_fn'), '__qualname__', None)}",
+              # (no grad mode: Inductor reads it only before AOT Autograd, in pre-grad passes and the choice
+              # to freeze, torch 2.13; a frozen graph's constants are attributes, never reused)
+              f"torch {torch.get_float32_matmul_precision()} {torch.backends.cuda.matmul.allow_tf32} "
+              f"{torch.backends.cudnn.allow_tf32} {torch.get_default_dtype()} {torch.are_deterministic_algorithms_enabled()}",
+              f"decompositions {sorted((str(op), id(f)) for op, f in (decompositions or {}).items())!r}",
+              f"fallbacks {sorted(map(str, fallbacks))!r}",
+              f"inductor {sorted(inductor, key=lambda kv: kv[0])!r}",
+              f"functorch {sorted(functorch_config.get_config_copy().items(), key=lambda kv: kv[0])!r}"]
+    return "\n".join(lines), order
+
+
+class _InOtherOrder:
+    """An inner compile's code called with the inputs of an identical graph whose inputs come in
+    another order (boxed, as AOT Autograd calls it; every other attribute is the code's own)."""
+
+    _boxed_call = True
+
+    def __init__(self, compiled: Any, take: tuple[int, ...]) -> None:
+        self._compiled, self._take = compiled, take
+
+    def __call__(self, args: list[Any]) -> Any:
+        moved = [args[i] for i in self._take]
+        args.clear()  # boxed: the callee owns the inputs now
+        return self._compiled(moved)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._compiled, name)
+
+
+def in_order(compiled: Any, stored: tuple[int, ...], order: tuple[int, ...]) -> Any:
+    """``compiled`` (whose j-th first-read input was its ``stored[j]``-th) called with inputs whose
+    j-th first-read input is the ``order[j]``-th."""
+    take = [0] * len(order)
+    for s, o in zip(stored, order):
+        take[s] = o
+    return compiled if take == list(range(len(order))) else _InOtherOrder(compiled, tuple(take))
+
+
 FUNCTORCH = "functorch."  # a switch's key for AOT Autograd's config (torch._functorch.config), not Inductor's
 
 
@@ -131,6 +229,8 @@ class Compiler:
     # :data:`REUSED_KEPT` only; ``reused``: the compiles so saved
     reused: int = 0
     _compiled: OrderedDict[str, Callable[..., Any]] = field(default_factory=OrderedDict, repr=False, compare=False)
+    # the same for inner compiles (:func:`inner_reuse_key`), with the order their inputs were read in
+    _inner: OrderedDict[str, tuple[Any, tuple[int, ...]]] = field(default_factory=OrderedDict, repr=False, compare=False)
 
     @property
     def stage(self) -> str:
@@ -201,11 +301,22 @@ class Compiler:
         patches = {**NO_GRAPH_CACHES, **({"use_pre_grad_passes": False} if aten_graph else {}),
                    **(provenance_patch() if output_code is not None else {}), **inductor_patches}
 
-        def counting_inner_compile(*args: Any, **kwargs: Any) -> Any:
+        def counting_inner_compile(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
+            inner = None if output_code is not None else inner_reuse_key(graph, inputs, kwargs, decompositions, fallbacks)
+            if inner is not None and inner[0] in self._inner:  # compiled before (the model-level check's graph)
+                self._inner.move_to_end(inner[0])
+                self.reused += 1
+                log.debug("inner compile of %s: the code of an identical graph compiled before answers", label)
+                done, stored = self._inner[inner[0]]
+                return in_order(done, stored, inner[1])
             self.count(1, label)
-            compiled = compile_fx_inner(*args, **kwargs)
+            compiled = compile_fx_inner(graph, inputs, **kwargs)
             if output_code is not None:
                 output_code.append(output_code_of(compiled))
+            if inner is not None:
+                self._inner[inner[0]] = (compiled, inner[1])
+                while len(self._inner) > REUSED_KEPT:
+                    self._inner.popitem(last=False)
             return compiled
 
         start = time.perf_counter()
