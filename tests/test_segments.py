@@ -253,16 +253,28 @@ def test_a_clean_inference_run_compiles_each_graph_once_and_a_planted_bug_still_
     """The model-level check's compile of an inference model is the whole-graph compile's code: a clean
     run compiles its graph once (``model_check`` none, one reused), its check still a match; with
     Inductor's relu planted wrong, the check still sees the model's outputs differ."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    reports = {}
+    with inductor_config.patch({"cpp.inject_relu_bug_TESTING_ONLY": None}):  # put back after the planted run
+        _two_runs(tmp_path, reports)
+    assert inductor_config.cpp.inject_relu_bug_TESTING_ONLY is None
+    code, clean = reports["clean"]
+    assert (code, clean["verdict"], clean["model_level"]) == (0, "clean", "match"), clean
+    assert clean["stats"]["compiles_by_stage"] == {"localise": 1} and clean["stats"]["compiles_reused"] == 1, clean["stats"]
+    code, planted = reports["planted"]
+    assert (code, planted["verdict"], planted["culprit"]["op"]) == (1, "divergent", "aten.relu.default"), planted
+    assert planted["model_level"] == "mismatch", planted["model_level"]
+
+
+def _two_runs(tmp_path, reports):
     import json
 
-    import torch._inductor.config as inductor_config
     from click.testing import CliRunner
 
     from bisect_engine.cli import main
 
-    monkeypatch.setattr(inductor_config.cpp, "inject_relu_bug_TESTING_ONLY", None)  # put back after the planted run
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    reports = {}
     for name, plant in (("clean", ""), ("planted", "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'\n")):
         path = tmp_path / f"{name}.py"
         path.write_text("import torch\nimport torch._inductor.config\n" + plant +
@@ -273,9 +285,3 @@ def test_a_clean_inference_run_compiles_each_graph_once_and_a_planted_bug_still_
         result = CliRunner().invoke(main, ["run", str(path), "--out", str(out), "-q", "--verify-runs", "0",
                                            "--stage", "localise"])
         reports[name] = (result.exit_code, json.loads((out / "report.json").read_text()))
-    code, clean = reports["clean"]
-    assert (code, clean["verdict"], clean["model_level"]) == (0, "clean", "match"), clean
-    assert clean["stats"]["compiles_by_stage"] == {"localise": 1} and clean["stats"]["compiles_reused"] == 1, clean["stats"]
-    code, planted = reports["planted"]
-    assert (code, planted["verdict"], planted["culprit"]["op"]) == (1, "divergent", "aten.relu.default"), planted
-    assert planted["model_level"] == "mismatch", planted["model_level"]

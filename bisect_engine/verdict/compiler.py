@@ -188,6 +188,18 @@ class _InOtherOrder:
         return getattr(self._compiled, name)
 
 
+def hand_output_strides(inputs: Sequence[Any], compiled: Any) -> None:
+    """What an inner compile hands its caller beside its code (``CompiledFxGraph.post_compile``): the
+    strides of its outputs, through Dynamo's tracing context, where one asks (the model-level check's
+    compile); the same outputs in the same order for a graph reused."""
+    from torch._inductor.utils import set_tracing_context_output_strides
+
+    context = torch._guards.TracingContext.try_get()
+    if context is not None and context.output_strides is not None and not context.output_strides \
+            and getattr(compiled, "output_strides", None) is not None:
+        set_tracing_context_output_strides(inputs, compiled)
+
+
 def in_order(compiled: Any, stored: tuple[int, ...], order: tuple[int, ...]) -> Any:
     """``compiled`` (whose j-th first-read input was its ``stored[j]``-th) called with inputs whose
     j-th first-read input is the ``order[j]``-th."""
@@ -308,6 +320,7 @@ class Compiler:
                 self.reused += 1
                 log.debug("inner compile of %s: the code of an identical graph compiled before answers", label)
                 done, stored = self._inner[inner[0]]
+                hand_output_strides(inputs, done)
                 return in_order(done, stored, inner[1])
             self.count(1, label)
             compiled = compile_fx_inner(graph, inputs, **kwargs)
