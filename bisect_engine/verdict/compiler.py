@@ -19,7 +19,7 @@ import torch.fx as fx
 import torch._functorch.config as functorch_config
 import torch.utils._pytree as pytree
 
-from ..search import Budget
+from ..search import Budget, stop_if_out_of_memory
 from .inductor_adapter import aoti_load_package, forced_fallbacks, output_code_of, provenance_patch
 from .compare import integer_bits
 from .fx_eval import clone_value, copy_keeps_layout
@@ -170,6 +170,18 @@ def inner_reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], options
     return "\n".join(lines), order
 
 
+def _inner_key_or_none(graph: fx.GraphModule, inputs: Sequence[Any], options: dict[str, Any], decompositions: Any,
+                       fallbacks: Sequence[Any]) -> tuple[str, tuple[int, ...]] | None:
+    """:func:`inner_reuse_key`, or None where it cannot be made (an input whose storage cannot be named,
+    say): the graph is then compiled, never failed for a key."""
+    try:
+        return inner_reuse_key(graph, inputs, options, decompositions, fallbacks)
+    except Exception as error:  # noqa: BLE001 - no reuse, nothing else
+        stop_if_out_of_memory(error, "keying an inner compile")
+        log.debug("no reuse key for an inner compile: %s: %s", type(error).__name__, error)
+        return None
+
+
 class _InOtherOrder:
     """An inner compile's code called with the inputs of an identical graph whose inputs come in
     another order (boxed, as AOT Autograd calls it; every other attribute is the code's own)."""
@@ -314,7 +326,7 @@ class Compiler:
                    **(provenance_patch() if output_code is not None else {}), **inductor_patches}
 
         def counting_inner_compile(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
-            inner = None if output_code is not None else inner_reuse_key(graph, inputs, kwargs, decompositions, fallbacks)
+            inner = None if output_code is not None else _inner_key_or_none(graph, inputs, kwargs, decompositions, fallbacks)
             if inner is not None and inner[0] in self._inner:  # compiled before (the model-level check's graph)
                 self._inner.move_to_end(inner[0])
                 self.reused += 1
