@@ -12,7 +12,7 @@ import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import torch
 import torch.fx as fx
@@ -65,14 +65,9 @@ def reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], shapes: str, 
     compile to the same code (a stack's identical blocks, segment after segment). None (never
     reused): a graph that reads attributes (constants, submodules) or holds a tensor in its
     arguments, whose values the key cannot see."""
-    position: dict[fx.Node, _Input] = {}
-    lines = []
-    for index, node in enumerate(graph_module.graph.nodes):
-        if node.op in ("get_attr", "call_module") or _holds_tensor((node.args, node.kwargs)):
-            return None
-        position[node] = _Input(index)
-        arguments = fx.node.map_arg((node.args, node.kwargs), lambda n: position[n])
-        lines.append(f"{node.op} {'' if node.op == 'placeholder' else node.target} {arguments!r}")
+    lines = _graph_lines(graph_module.graph.nodes, {})
+    if lines is None:
+        return None
     storages: dict[int, int] = {}
     for index, value in enumerate(inputs):
         if isinstance(value, torch.Tensor):
@@ -84,19 +79,41 @@ def reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], shapes: str, 
                          f"{value.storage_offset()} {value.dtype} {value.device} {value.requires_grad} {shared}")
         else:
             lines.append(f"input {type(value).__name__} {value!r}")
-    import torch._inductor.config as inductor_config  # loaded by the compile about to happen anyway
-
     signature = shape_signature(graph_module) if shapes == "as_captured" else None
     lines += [f"shapes {shapes} {signature!r}", f"aten {aten_graph} grad {torch.is_grad_enabled()}",
-              # torch's own switches a compile reads (a program may flip them between two compiles)
-              f"torch {torch.get_float32_matmul_precision()} {torch.backends.cuda.matmul.allow_tf32} "
-              f"{torch.backends.cudnn.allow_tf32} {torch.get_default_dtype()} {torch.are_deterministic_algorithms_enabled()}",
-              f"patches {sorted((config_patches or {}).items())!r}",
-              f"decompositions {sorted((str(op), id(f)) for op, f in (decompositions or {}).items())!r}",
-              f"fallbacks {sorted(map(str, fallbacks))!r}",
-              f"inductor {sorted(inductor_config.get_config_copy().items(), key=lambda kv: kv[0])!r}",
-              f"functorch {sorted(functorch_config.get_config_copy().items(), key=lambda kv: kv[0])!r}"]
+              f"patches {sorted((config_patches or {}).items())!r}", *_context_lines(decompositions, fallbacks)]
     return "\n".join(lines)
+
+
+def _graph_lines(nodes: Iterable[fx.Node], position: dict[fx.Node, _Input]) -> list[str] | None:
+    """Each node's op, target and arguments, the nodes it reads by their place (``position``: the
+    inputs already placed, skipped; every other node takes the next place). None: a node reads an
+    attribute or holds a tensor in its arguments, values a key cannot see."""
+    lines = []
+    for node in nodes:
+        if node in position:
+            continue
+        if node.op in ("get_attr", "call_module") or _holds_tensor((node.args, node.kwargs)):
+            return None
+        position[node] = _Input(len(position))
+        arguments = fx.node.map_arg((node.args, node.kwargs), lambda n: position[n])
+        lines.append(f"{node.op} {'' if node.op == 'placeholder' else node.target} {arguments!r}")
+    return lines
+
+
+def _context_lines(decompositions: Any, fallbacks: Sequence[Any], skipped: tuple[str, ...] = ()) -> list[str]:
+    """What a compile reads beside its graph, as it is now: torch's own switches (a program may flip
+    them between two compiles), the candidate's decompositions and forced fallbacks, Inductor's config
+    (less the keys starting with ``skipped``) and AOT Autograd's."""
+    import torch._inductor.config as inductor_config  # loaded by the compile about to happen anyway
+
+    inductor = [(k, v) for k, v in inductor_config.get_config_copy().items() if not (skipped and k.startswith(skipped))]
+    return [f"torch {torch.get_float32_matmul_precision()} {torch.backends.cuda.matmul.allow_tf32} "
+            f"{torch.backends.cudnn.allow_tf32} {torch.get_default_dtype()} {torch.are_deterministic_algorithms_enabled()}",
+            f"decompositions {sorted((str(op), id(f)) for op, f in (decompositions or {}).items())!r}",
+            f"fallbacks {sorted(map(str, fallbacks))!r}",
+            f"inductor {sorted(inductor, key=lambda kv: kv[0])!r}",
+            f"functorch {sorted(functorch_config.get_config_copy().items(), key=lambda kv: kv[0])!r}"]
 
 
 # Inductor config read only before AOT Autograd traces (the torch-level graph's passes): an inner compile's
@@ -129,16 +146,9 @@ def inner_reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], options
             if used.op == "placeholder" and first_read[used][0] >= len(nodes):
                 first_read[used] = (index, place)
     order = tuple(sorted(range(len(placeholders)), key=lambda i: first_read[placeholders[i]]))
-    position: dict[fx.Node, _Input] = {placeholders[i]: _Input(j) for j, i in enumerate(order)}
-    lines = []
-    for node in nodes:
-        if node.op == "placeholder":
-            continue
-        if node.op in ("get_attr", "call_module") or _holds_tensor((node.args, node.kwargs)):
-            return None
-        position[node] = _Input(len(position))
-        arguments = fx.node.map_arg((node.args, node.kwargs), lambda n: position[n])
-        lines.append(f"{node.op} {node.target} {arguments!r}")
+    lines = _graph_lines(nodes, {placeholders[i]: _Input(j) for j, i in enumerate(order)})
+    if lines is None:
+        return None
     from torch.multiprocessing.reductions import StorageWeakRef
 
     storages: dict[Any, int] = {}
@@ -147,26 +157,18 @@ def inner_reuse_key(graph_module: fx.GraphModule, inputs: Sequence[Any], options
         shared = storages.setdefault(StorageWeakRef(value.untyped_storage()), j)
         lines.append(f"input {type(value).__name__} {tuple(value.shape)} {value.stride()} {value.storage_offset()} "
                      f"{value.dtype} {value.device} {value.requires_grad} {shared}")
-    import torch._inductor.config as inductor_config  # loaded: this is inside an Inductor compile
-
     canonical = {i: j for j, i in enumerate(order)}
     static = sorted(canonical[i] for i in options.get("static_input_idxs") or ())
     boxed = {name: getattr(options.get(name), "value", options.get(name))
              for name in ("cudagraphs", "boxed_forward_device_index")}
     if boxed["cudagraphs"]:  # a CUDA graph holds its static inputs' addresses: its code is one caller's alone
         return None
-    inductor = [(k, v) for k, v in inductor_config.get_config_copy().items() if not k.startswith(PRE_AOT_CONFIG)]
+    # (no grad mode: Inductor reads it only before AOT Autograd, in pre-grad passes and the choice to
+    # freeze, torch 2.13; a frozen graph's constants are attributes, never reused)
     lines += [f"options inference {options.get('is_inference')} backward {options.get('is_backward')} static {static} "
               f"{boxed!r} region {options.get('compile_region_name')!r} "
               f"decomposition table {getattr(options.get('get_decomp_fn'), '__qualname__', None)}",
-              # (no grad mode: Inductor reads it only before AOT Autograd, in pre-grad passes and the choice
-              # to freeze, torch 2.13; a frozen graph's constants are attributes, never reused)
-              f"torch {torch.get_float32_matmul_precision()} {torch.backends.cuda.matmul.allow_tf32} "
-              f"{torch.backends.cudnn.allow_tf32} {torch.get_default_dtype()} {torch.are_deterministic_algorithms_enabled()}",
-              f"decompositions {sorted((str(op), id(f)) for op, f in (decompositions or {}).items())!r}",
-              f"fallbacks {sorted(map(str, fallbacks))!r}",
-              f"inductor {sorted(inductor, key=lambda kv: kv[0])!r}",
-              f"functorch {sorted(functorch_config.get_config_copy().items(), key=lambda kv: kv[0])!r}"]
+              *_context_lines(decompositions, fallbacks, skipped=PRE_AOT_CONFIG)]
     return "\n".join(lines), order
 
 
@@ -180,6 +182,13 @@ def _inner_key_or_none(graph: fx.GraphModule, inputs: Sequence[Any], options: di
         stop_if_out_of_memory(error, "keying an inner compile")
         log.debug("no reuse key for an inner compile: %s: %s", type(error).__name__, error)
         return None
+
+
+def _keep(kept: OrderedDict[str, Any], key: str, value: Any) -> None:
+    """``value`` kept under ``key``, the least recently used let go past :data:`REUSED_KEPT`."""
+    kept[key] = value
+    while len(kept) > REUSED_KEPT:
+        kept.popitem(last=False)
 
 
 class _InOtherOrder:
@@ -261,6 +270,12 @@ class Compiler:
         """The stage compiles are counted under: the run's search sets it (``Search.stage``)."""
         return self.budget.stage
 
+    def _reuse(self, kept: OrderedDict[str, Any], key: str) -> Any:
+        """What ``kept`` holds under ``key``, now its most recently used; one compile saved."""
+        kept.move_to_end(key)
+        self.reused += 1
+        return kept[key]
+
     def check_budget(self) -> None:
         """Raise :class:`~bisect_engine.search.BudgetExhausted` when the run's budget has no room
         for one more compile."""
@@ -310,10 +325,8 @@ class Compiler:
         key = None if output_code is not None else reuse_key(graph_module, example_inputs, shapes, config_patches,
                                                                  decompositions, fallbacks, aten_graph)
         if key is not None and key in self._compiled:
-            self._compiled.move_to_end(key)
-            self.reused += 1
             log.debug("compile of %s: the code of an identical graph compiled before answers", label)
-            return self._compiled[key]
+            return self._reuse(self._compiled, key)
         self.check_budget()
         example_inputs_list = list(example_inputs)
         example = self._example(graph_module, example_inputs_list, shapes)
@@ -328,10 +341,8 @@ class Compiler:
         def counting_inner_compile(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
             inner = None if output_code is not None else _inner_key_or_none(graph, inputs, kwargs, decompositions, fallbacks)
             if inner is not None and inner[0] in self._inner:  # compiled before (the model-level check's graph)
-                self._inner.move_to_end(inner[0])
-                self.reused += 1
                 log.debug("inner compile of %s: the code of an identical graph compiled before answers", label)
-                done, stored = self._inner[inner[0]]
+                done, stored = self._reuse(self._inner, inner[0])
                 hand_output_strides(inputs, done)
                 return in_order(done, stored, inner[1])
             self.count(1, label)
@@ -339,9 +350,7 @@ class Compiler:
             if output_code is not None:
                 output_code.append(output_code_of(compiled))
             if inner is not None:
-                self._inner[inner[0]] = (compiled, inner[1])
-                while len(self._inner) > REUSED_KEPT:
-                    self._inner.popitem(last=False)
+                _keep(self._inner, inner[0], (compiled, inner[1]))
             return compiled
 
         start = time.perf_counter()
@@ -358,9 +367,7 @@ class Compiler:
         finally:
             self.seconds += time.perf_counter() - start
         if key is not None:
-            self._compiled[key] = compiled
-            while len(self._compiled) > REUSED_KEPT:
-                self._compiled.popitem(last=False)
+            _keep(self._compiled, key, compiled)
         return cast(Callable[..., Any], compiled)  # compile_fx returns the compiled callable here
 
     def package(self, exported: Any, folder: str, *, label: str = "",
