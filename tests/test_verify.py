@@ -247,3 +247,21 @@ torch.compile(lambda x: torch.relu(x) + 1)(torch.randn(64))
 after = codecache._precompile_header.cache_info()
 print("headers", before.currsize, after.currsize, "hits", after.hits)
 """
+
+
+@pytest.mark.parametrize("users", [None, "ACTIVE"])
+def test_the_verifying_runs_let_openmp_threads_sleep_while_they_wait_unless_the_user_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users: str | None) -> None:
+    """The runs go at once (three by default) beside the search: spinning threads would take the
+    cores the others need. In script mode the tool's process is the program's, so this is where it is set."""
+    if users is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", users)
+    script = tmp_path / "policy.py"
+    script.write_text("import os, sys\nprint('repro: REPRODUCED: policy', os.environ.get('OMP_WAIT_POLICY'))\n"
+                      "sys.exit(1)\n")
+    check = verify_repro(script, runs=1, preload=())
+    assert check.status == "REPRODUCED", check.runs
+    assert f"policy {users or 'PASSIVE'}" in check.runs[0]["output_tail"]
+    assert os.environ.get("OMP_WAIT_POLICY") == users  # this process's own left as it was

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from ..verdict import frozen as frozen_module
 from ..verdict import shapes as shapes_module
 from ..verdict.shapes import data_dependent, shape_signature, static_signature, symbols_of
 from ..verdict.inductor_adapter import WARM_KERNEL, cpu_isa_detected, toolchain_warming
+from ..environ import with_quiet_waits
 from . import repro_runtime
 from .integrity import die_with_parent_code, private_folder, sweep_stale_folders
 from .repro_modules import init_code, subgraph_classes
@@ -615,7 +617,8 @@ class Interpreters:
         bootstrap = die_with_parent_code() + _BOOTSTRAP.replace("PRELOAD", repr(self.preload)).replace(
             "WARM_CONFIG", repr(self.warm_config if warm else None)).replace("WARM_KERNEL", repr(WARM_KERNEL))
         return subprocess.Popen([sys.executable, "-c", bootstrap], cwd=self.cwd, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=with_quiet_waits(os.environ))  # the runs go at once
 
     def start(self) -> None:
         if self.started or self.count <= 0:
