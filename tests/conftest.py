@@ -16,14 +16,6 @@ from typing import Any, Callable
 
 import pytest
 
-# OpenMP threads that wait for work sleep at once instead of spinning (GNU OpenMP spins first by
-# default). The suite runs two background jobs beside its own tests on 2 cores, each process with a
-# thread per core: spinning threads burned CPU the others needed (three tool runs at once: 57 CPU-s
-# spinning, 45 sleeping, the same verdicts). Waiting is all it changes: not the thread count, not
-# the values. Set before any test process loads torch (this one included: pytest's plugins here
-# are torch-free), inherited by every process a test starts; a value set outside is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 # The suite's compiled kernels, in one folder every test process's Inductor cache links to
 # (``seeded_cache_dir``). Inductor names a compiled kernel (and its ISA probes, and the wrapper code)
 # by the hash of its own source and compile command, and builds it under a file lock: a kernel a
