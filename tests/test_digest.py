@@ -215,3 +215,52 @@ def test_digests_of_views_and_repeats_equal_each_ones_own_digest(monkeypatch: py
     got.append(digests(written))
     assert got == expected
     assert hashed == [(6, 10), (10, 6), (5, 10), (6, 3), (5,), (3,), (4,), (0,), (5,)]
+
+
+@pytest.mark.parametrize("tensor", [
+    torch.randn(4, 256, 3072, generator=torch.Generator().manual_seed(3)),  # a GPT-2 activation's shape
+    torch.randn(300001, generator=torch.Generator().manual_seed(4))[1:],  # an offset flat slice: a copy first
+    torch.randn(700, 300, generator=torch.Generator().manual_seed(5)).t(),  # transposed: hashed in logical order
+    torch.randint(-128, 127, (200003,), dtype=torch.int8, generator=torch.Generator().manual_seed(6)),  # odd bytes
+    torch.randn(100000, dtype=torch.float64, generator=torch.Generator().manual_seed(7)),
+    torch.tensor([math.nan, -0.0, math.inf, 1.0] * 40000, dtype=torch.bfloat16),
+    torch.rand(300000, generator=torch.Generator().manual_seed(8)) > 0.5,
+])
+def test_a_large_host_tensors_bit_hash_is_the_same_in_numpy_as_in_torch(tensor: torch.Tensor,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from bisect_engine.verdict import digest as digest_module
+
+    pytest.importorskip("numpy")
+    folds: list[int] = []
+    fold = digest_module._numpy_fold
+    monkeypatch.setattr(digest_module, "_numpy_fold", lambda raw: folds.append(raw.size) or fold(raw))
+    in_numpy = bit_hash(tensor)
+    assert folds, "a host tensor of more than a chunk is hashed in numpy"
+    assert in_numpy == bit_hash(tensor, chunk=1 << 12) == bit_hash(tensor, chunk=(1 << 14) + 3)  # torch's chunks
+    other = tensor.contiguous().clone()  # the same bits in the same logical order
+    assert bit_hash(other) == in_numpy
+    flat = other.view(-1)
+    flat[-1] = ~flat[-1] if other.dtype == torch.bool else (flat[0] if flat[-1] != flat[0] else flat[0] + 1)
+    assert bit_hash(other) != in_numpy  # its last word counts
+
+
+def test_digests_widened_into_one_reused_buffer_are_the_plain_digests_bit_for_bit() -> None:
+    """:class:`Digests` widens every value's pieces into one fp64 buffer laid out as ``to(float64)``
+    lays them out: the same sums in the same order, so the same L1 norms to the last bit."""
+    from bisect_engine.verdict.digest import L1_PIECE, Digests
+
+    generator = torch.Generator().manual_seed(9)
+    base = torch.randn(64, 96, 40, generator=generator)
+    values = [
+        torch.randn(4, 256, 3072, generator=generator),
+        base.permute(2, 0, 1),  # dense, not row-major: summed in its memory order
+        base[:, ::3, 1:],  # not dense: widened row-major, as ``to`` does
+        torch.randn(L1_PIECE + 12345, generator=generator) * 1e30,  # two pieces, the buffer reused
+        torch.randn(3000, 1500, generator=generator).t()[::2],  # pieces along its longest dimension
+        torch.tensor([math.nan, math.inf, -math.inf, -0.0, 2.5] * 1000),  # counted and zeroed
+        torch.randn(5000, dtype=torch.float16, generator=generator),
+        torch.randn(5000, dtype=torch.float64, generator=generator),
+    ]
+    digests = Digests()
+    for value in values:
+        assert digests(value) == digest(value)

@@ -12,6 +12,11 @@ from typing import Any, Iterator
 
 import torch
 
+try:  # the bit hash of a host tensor: the same arithmetic in numpy, where there is numpy (torch's CPU wheel needs none)
+    import numpy as _numpy
+except ImportError:  # pragma: no cover - numpy is there wherever transformers is
+    _numpy = None  # type: ignore[assignment]
+
 _MASK_62 = (1 << 62) - 1
 # 32-bit words hashed at a time: two int64 buffers of 128 KB, in cache, and below torch's grain size
 # (32,768 elements), so each op runs in the calling thread (measured on a 38.6 M-element fp32 value
@@ -45,9 +50,28 @@ class TensorDigest:
         }
 
 
-def digest(tensor: torch.Tensor, known_bit_hash: str | None = None) -> TensorDigest:
+class Widened:
+    """One fp64 buffer the L1 norms of many values widen their pieces into, reused (:class:`Digests`):
+    a fresh 32 MB copy per value was faulted in page by page (the CLI hands freed memory back), three
+    times the time of the sum itself."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[torch.device, torch.Tensor] = {}
+
+    def like(self, piece: torch.Tensor) -> torch.Tensor:
+        """An fp64 tensor laid out as ``piece.to(torch.float64)`` lays it out (``empty_like``'s
+        strides, asked of the meta device: no memory): the sum then adds in the same order, to the
+        same bits."""
+        buffer = self._buffers.get(piece.device)
+        if buffer is None or buffer.numel() < piece.numel():
+            buffer = self._buffers[piece.device] = torch.empty(piece.numel(), dtype=torch.float64, device=piece.device)
+        layout = torch.empty_like(piece, dtype=torch.float64, device="meta")
+        return buffer[:piece.numel()].as_strided(piece.shape, layout.stride())
+
+
+def digest(tensor: torch.Tensor, known_bit_hash: str | None = None, widened: Widened | None = None) -> TensorDigest:
     """Digest one tensor (any dtype, any device); ``known_bit_hash``: its :func:`bit_hash`, taken
-    already (:class:`Digests`)."""
+    already; ``widened``: the buffer its pieces are widened into (:class:`Digests`)."""
     tensor = tensor.detach()
     if tensor.is_floating_point():
         # |x| in fp64, a piece at a time (:func:`_pieces`: a widened copy of a piece, never of the
@@ -55,9 +79,12 @@ def digest(tensor: torch.Tensor, known_bit_hash: str | None = None) -> TensorDig
         # |x| as from x, and the sum adds the same values)
         l1_norm, nan_count, inf_count = 0.0, 0, 0
         for piece in _pieces(tensor):
-            as64 = piece.to(torch.float64)
-            magnitude = as64.abs_() if as64 is not piece else as64.abs()
-            del as64
+            if widened is not None:
+                magnitude = widened.like(piece).copy_(piece).abs_()
+            else:
+                as64 = piece.to(torch.float64)
+                magnitude = as64.abs_() if as64 is not piece else as64.abs()
+                del as64
             part = float(magnitude.sum())
             if not math.isfinite(part):
                 # a NaN or Inf here (an fp64 sum of widened floats cannot overflow): counted, and
@@ -124,6 +151,7 @@ class Digests:
         self._digests: dict[tuple[Any, ...], TensorDigest] = {}
         self._bit_hashes: dict[tuple[Any, ...], str] = {}
         self._held: list[torch.Tensor] = []  # the values keyed by address stay alive while keyed
+        self._widened = Widened()
 
     def __call__(self, tensor: torch.Tensor) -> TensorDigest:
         tensor = tensor.detach()
@@ -135,7 +163,7 @@ class Digests:
         if whole in self._digests:
             return self._digests[whole]
         flat = (*memory, tensor.numel()) if tensor.is_contiguous() else None
-        taken = digest(tensor, self._bit_hashes.get(flat) if flat is not None else None)
+        taken = digest(tensor, self._bit_hashes.get(flat) if flat is not None else None, self._widened)
         self._digests[whole] = taken
         if flat is not None:
             self._bit_hashes[flat] = taken.bit_hash
@@ -149,7 +177,8 @@ def bit_hash(tensor: torch.Tensor, chunk: int = CHUNK_WORDS) -> str:
     The tensor's bytes (in logical order, zero-padded to whole 32-bit words) as words ``w_i``, each
     mixed with its position ``i`` (1-based) and summed modulo 2**64; computed ``chunk`` words at a
     time (a sum modulo 2**64 is the same in any grouping: the same hash, without whole-tensor
-    temporaries in int64), in two int64 buffers of a chunk each, reused."""
+    temporaries in int64), in two int64 buffers of a chunk each, reused; a host tensor of more than a
+    chunk (at the default ``chunk``) in numpy where there is numpy (:func:`_numpy_fold`: the same value)."""
     flat = tensor.detach().reshape(-1)
     if flat.dtype == torch.bool:
         flat = flat.to(torch.uint8)
@@ -158,6 +187,8 @@ def bit_hash(tensor: torch.Tensor, chunk: int = CHUNK_WORDS) -> str:
     if flat.numel() > 0 and (flat.stride(0) != 1 or flat.storage_offset() * flat.element_size() % 4):
         flat = flat.clone(memory_format=torch.contiguous_format)
     raw = flat.view(torch.uint8) if flat.numel() else flat.new_zeros(0, dtype=torch.uint8)
+    if chunk == CHUNK_WORDS and raw.device.type == "cpu" and _numpy is not None and raw.numel() > 4 * chunk:
+        return f"{_numpy_fold(raw.numpy()) & _MASK_62:016x}"
     step = 4 * max(int(chunk), 1)  # bytes per chunk: whole words
     words_per_chunk = min(step, raw.numel() + 3) // 4
     # position j of a chunk times the position multiplier; a chunk starting at word s adds s times it
@@ -181,6 +212,40 @@ def bit_hash(tensor: torch.Tensor, chunk: int = CHUNK_WORDS) -> str:
         word.bitwise_xor_(torch.bitwise_right_shift(word, 31, out=spare))
         folded += int(word.sum())
     return f"{folded & _MASK_62:016x}"
+
+
+# Words hashed at a time in numpy: its ops never split into threads and cost a microsecond each
+# where torch's cost tens (a 4 x 256 x 3072 fp32 value: 10-13 ms against 33; the run's digests of
+# every value of a graph were a tenth of a clean GPT-2 small check).
+NUMPY_CHUNK_WORDS = 1 << 16
+
+
+def _numpy_fold(raw: Any) -> int:
+    """:func:`bit_hash`'s sum (before its mask) of a host tensor's bytes, ``raw`` (numpy uint8): the
+    same int64 arithmetic (wrapping products, arithmetic right shifts), the same value."""
+    step = 4 * NUMPY_CHUNK_WORDS
+    words_per_chunk = min(step, raw.size + 3) // 4
+    offsets = _numpy.arange(1, words_per_chunk + 1, dtype=_numpy.int64) * _numpy.int64(_POSITION)
+    mixed = _numpy.empty(words_per_chunk, dtype=_numpy.int64)
+    shifted = _numpy.empty(words_per_chunk, dtype=_numpy.int64)
+    folded = 0
+    with _numpy.errstate(over="ignore"):
+        for start in range(0, raw.size, step):
+            part = raw[start:start + step]
+            padding = (-part.size) % 4
+            if padding or part.ctypes.data % 4:
+                part = _numpy.concatenate([part, _numpy.zeros(padding, dtype=_numpy.uint8)])
+            words = part.view(_numpy.uint32)  # as torch's int32 words masked to 32 bits
+            word, spare = mixed[:words.size], shifted[:words.size]
+            word[...] = words
+            _numpy.multiply(word, _numpy.int64(0x9E3779B1), out=word)
+            _numpy.add(word, offsets[:words.size], out=word)
+            _numpy.add(word, _numpy.int64(_wrapped((start // 4) * _POSITION)), out=word)
+            _numpy.bitwise_xor(word, _numpy.right_shift(word, 29, out=spare), out=word)
+            _numpy.multiply(word, _numpy.int64(0x27D4EB2F165667C5), out=word)
+            _numpy.bitwise_xor(word, _numpy.right_shift(word, 31, out=spare), out=word)
+            folded += int(word.sum(dtype=_numpy.int64))
+    return folded
 
 
 def _wrapped(value: int) -> int:
