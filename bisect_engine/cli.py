@@ -177,12 +177,8 @@ def _run_command(model_file: Path, script_args: tuple[str, ...], out_dir: Path, 
         click.echo(f"bisect-accuracy: error: {model_file.name} is a model file; extra arguments "
                    f"{' '.join(script_args)!r} are only for plain scripts", err=True)
         sys.exit(EXIT_USAGE)
-    from .environ import QUIET_WAITS
     from .errors import UsageError
     from .verdict.inductor_adapter import check_cache_dir
-
-    for name, value in QUIET_WAITS.items():  # our own process (a script's is the program's): before torch loads
-        os.environ.setdefault(name, value)
 
     try:
         check_cache_dir()  # before anything imports Inductor, which creates its cache folder on import

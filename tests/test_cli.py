@@ -68,33 +68,6 @@ def test_bad_input_exits_2_with_a_message_and_no_traceback(tmp_path: Path, sourc
     assert "Traceback" not in result.stderr + result.stdout
 
 
-@pytest.mark.parametrize("users", [None, "ACTIVE"])
-def test_a_model_files_run_lets_openmp_threads_sleep_while_they_wait_unless_the_user_says(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users: str | None) -> None:
-    """Our own process (the model file's run; a script's process is the program's): set before torch
-    loads, so its threads and every process it starts (the repro's runs) wait without spinning."""
-    if users is None:
-        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    else:
-        monkeypatch.setenv("OMP_WAIT_POLICY", users)
-    cache = tmp_path / "cache"
-    cache.write_text("a file where the cache folder should be")  # the run stops right after, exit 2
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
-    result = _in_process(tmp_path, GOOD_INPUTS + "def get_model():\n    return torch.nn.ReLU()\n")
-    assert result.returncode == 2 and "is not writable" in result.stderr, result.stderr
-    assert os.environ.get("OMP_WAIT_POLICY") == (users or "PASSIVE")
-
-
-def test_a_scripts_process_is_left_as_the_program_had_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bisect_engine.cli as cli
-
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    seen: list[str | None] = []
-    monkeypatch.setattr(cli, "_run_script", lambda *args: seen.append(os.environ.get("OMP_WAIT_POLICY")) or 0)
-    result = _in_process(tmp_path, "print('a plain script')\n")
-    assert result.returncode == 0 and seen == [None], result.stdout + result.stderr
-
-
 def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
     result = _run(tmp_path, GOOD_INPUTS + "def get_model():\n    return torch.nn.ReLU()\n", "--stage", "nowhere")
     assert result.returncode == 2 and "Invalid value for '--stage'" in result.stderr
