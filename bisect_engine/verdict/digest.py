@@ -187,7 +187,8 @@ def bit_hash(tensor: torch.Tensor, chunk: int = CHUNK_WORDS) -> str:
     if flat.numel() > 0 and (flat.stride(0) != 1 or flat.storage_offset() * flat.element_size() % 4):
         flat = flat.clone(memory_format=torch.contiguous_format)
     raw = flat.view(torch.uint8) if flat.numel() else flat.new_zeros(0, dtype=torch.uint8)
-    if chunk == CHUNK_WORDS and raw.device.type == "cpu" and _numpy is not None and raw.numel() > 4 * chunk:
+    if chunk == CHUNK_WORDS and type(raw) is torch.Tensor and raw.device.type == "cpu" and _numpy is not None \
+            and raw.numel() > 4 * chunk:  # a plain host tensor (a subclass keeps torch's ops)
         return f"{_numpy_fold(raw.numpy()) & _MASK_62:016x}"
     step = 4 * max(int(chunk), 1)  # bytes per chunk: whole words
     words_per_chunk = min(step, raw.numel() + 3) // 4
