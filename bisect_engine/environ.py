@@ -9,10 +9,10 @@ from typing import Iterator, Mapping
 
 # GNU OpenMP (torch's CPU threads) lets a thread that waits for work spin a while before it sleeps.
 # The repro's verifying runs go at once, each with a thread per core: spinning threads take the cores
-# the others need (three runs at once on 2 cores: 57 CPU-s spinning, 45 sleeping, 20 % less wall
-# time). Waiting is all it changes: not the thread count, not a value. Not for a process that runs
-# alone: there the wake-ups cost (a GPT-2 small eager training step: 1.45 s spinning, 1.67-1.78 s
-# sleeping). A policy the user set is kept.
+# the others need (three tool runs at once on 2 cores: 54-67 CPU-s spinning, 36-48 sleeping, a
+# third less wall time). Waiting is all it changes: not the thread count, not a value. Not for a
+# process that runs alone: there the wake-ups cost (a GPT-2 small eager training step: 1.24 s
+# spinning, 1.46-1.51 s sleeping). A policy the user set is kept. benchmarks/omp_waits.py
 QUIET_WAITS = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
