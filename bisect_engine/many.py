@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from .environ import with_quiet_waits
 from .errors import UsageError
 from .load.contract import defines_model_contract
 from .verdicts import FINDINGS
@@ -96,9 +97,13 @@ def read_report(path: Path) -> dict[str, Any] | None:
 
 
 def local_executor(jobs: int) -> Callable[[Sequence[tuple[str, str]], Sequence[str]], list[ModelRun]]:
+    """``jobs`` runs at a time on this machine; two or more at once let OpenMP's waiting threads sleep
+    (``environ.QUIET_WAITS``: each run has a thread per core, and spinning ones take the others' cores)."""
+    environment = with_quiet_waits(os.environ) if jobs > 1 else None
+
     def execute(work: Sequence[tuple[str, str]], options: Sequence[str]) -> list[ModelRun]:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            return list(pool.map(lambda item: run_one(item[0], item[1], options), work))
+            return list(pool.map(lambda item: run_one(item[0], item[1], options, environment), work))
     return execute
 
 

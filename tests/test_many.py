@@ -155,3 +155,26 @@ def test_an_out_summary_not_ours_is_refused(folder: Path, tmp_path: Path) -> Non
     result = _run([str(folder), "--out", str(tmp_path / "o")], folder)
     assert result.returncode == 2 and "was not written by bisect-accuracy" in result.stderr
     assert (tmp_path / "o" / "summary.json").read_text() == '{"mine": true}'
+
+
+@pytest.mark.parametrize(("jobs", "users", "seen"), [(2, None, "PASSIVE"), (2, "ACTIVE", "ACTIVE"), (1, None, None)])
+def test_runs_at_once_let_openmp_threads_sleep_while_they_wait_unless_the_user_says(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, jobs: int, users: str | None, seen: str | None) -> None:
+    """Several of our processes at once spin on each other's cores (benchmarks/omp_waits.py); one at a
+    time keeps OpenMP's default, which is faster alone."""
+    import bisect_engine.many as many
+
+    if users is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", users)
+    policies: list[str | None] = []
+
+    def run(command: list[str], env: dict[str, str] | None = None, **_: object) -> subprocess.CompletedProcess[str]:
+        policies.append((env if env is not None else os.environ).get("OMP_WAIT_POLICY"))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(many.subprocess, "run", run)
+    many.local_executor(jobs)([(str(tmp_path / "a.py"), str(tmp_path / "a")), (str(tmp_path / "b.py"), str(tmp_path / "b"))], [])
+    assert policies == [seen, seen]
+    assert os.environ.get("OMP_WAIT_POLICY") == users  # this process's own left as it was
