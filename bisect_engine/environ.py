@@ -8,11 +8,12 @@ import os
 from typing import Iterator, Mapping
 
 # GNU OpenMP (torch's CPU threads) lets a thread that waits for work spin a while before it sleeps.
-# The repro's verifying runs go at once, each with a thread per core: spinning threads take the cores
-# the others need (three tool runs at once on 2 cores: 54-67 CPU-s spinning, 36-48 sleeping, a
-# third less wall time). Waiting is all it changes: not the thread count, not a value. Not for a
-# process that runs alone: there the wake-ups cost (a GPT-2 small eager training step: 1.24 s
-# spinning, 1.46-1.51 s sleeping). A policy the user set is kept. benchmarks/omp_waits.py
+# Some of our processes run at once (the repro's verifying runs; `many`'s jobs), each with a thread
+# per core: spinning threads take the cores the others need (three tool runs at once on 2 cores:
+# 54-67 CPU-s spinning, 36-48 sleeping, a third less wall time). Waiting is all it changes: not the
+# thread count, not a value. Not for a process that runs alone: there the wake-ups cost (a GPT-2
+# small eager training step: 1.24 s spinning, 1.46-1.51 s sleeping). A policy the user set is kept.
+# benchmarks/omp_waits.py
 QUIET_WAITS = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
