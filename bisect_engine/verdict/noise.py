@@ -31,7 +31,7 @@ import logging
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.fx as fx
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 CANCELLED = 16.0  # noise above 16 ulps of the value (RMS(noise) / u > 16 RMS(value)): four bits or more lost to cancellation
 SEED = 0x5EED
-KINDS = ("carried", "own")  # the floors noise_floors computes by default: both
 
 
 @dataclass(frozen=True)
@@ -261,16 +260,11 @@ def _clean_exact(clean: Any, noisy: Any) -> Any:
 
 
 def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Mapping[str, Any],
-                 fixed: Mapping[str, Any] = {}, names: Collection[str] | None = None,
-                 kinds: Collection[str] = KINDS) -> NoiseFloors:
+                 fixed: Mapping[str, Any] = {}) -> NoiseFloors:
     """The own and carried floors of every floating value of ``graph_module`` run on ``inputs``.
 
     ``dtypes``: the dtype (or a value of it) each node computes in, by name (eager's values);
-    ``fixed``: values taken as given on both runs (random draws, by name). ``names`` and
-    ``kinds`` (a departure's listing: ``strategies/departures.py``): only the values ``names``
-    read are run, and only the floors of ``kinds`` computed (``"carried"``: no op-alone run;
-    ``"own"``: no noisy run). The same rule, another draw (the generator serves fewer values):
-    floors for what a judgement never reads.
+    ``fixed``: values taken as given on both runs (random draws, by name).
 
     Streamed as the plain fp64 reference is (:func:`~bisect_engine.verdict.fx_eval.stream_graph`):
     the clean and noisy values live by liveness, and an input (a placeholder, an attribute, a
@@ -283,16 +277,11 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
     own: dict[str, Any] = {}
     carried: dict[str, Any] = {}
     remaining = list(inputs)
-    needed = _read_by(graph_module, names) if names is not None else None
-    last_use = _last_uses(graph_module, needed)
+    last_use = _last_uses(graph_module)
     with torch.no_grad():
         for node in graph_module.graph.nodes:
             if node.op == "output":
                 break
-            if needed is not None and node not in needed:
-                if node.op == "placeholder" and remaining:
-                    remaining.pop(0)
-                continue
             unit = _unit_of(node, dtypes)
             if node.name in fixed:
                 if node.op == "placeholder" and remaining:
@@ -307,7 +296,7 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
                 # twin and its copy rounded once (a 1 GB weight's ~6 GB)
                 watch_op(node, 2 * value_bytes(node, True)
                          + 3 * widened_bytes([runs.given(source) for source in node.all_input_nodes]))
-                clean, noisy = _computed(node, runs, unit, dtypes, own, kinds)
+                clean, noisy = _computed(node, runs, unit, dtypes, own)
                 runs.clean_env[node], runs.noisy_env[node] = clean, noisy
                 carried[node.name] = floor_of(clean, noisy, unit) if noisy is not clean else 0.0
             for done in last_use.get(node, ()):  # values no later node reads: freed (two fp64 copies)
@@ -392,7 +381,7 @@ def _advance(generator: torch.Generator, count: int) -> None:
 
 
 def _computed(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
-              own: dict[str, Any], kinds: Collection[str] = KINDS) -> tuple[Any, Any]:
+              own: dict[str, Any]) -> tuple[Any, Any]:
     """A computed node's clean and noisy values (its own floor into ``own``)."""
     if node.op == "call_function" and node.target is operator.getitem:
         source = node.args[0]
@@ -405,33 +394,20 @@ def _computed(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
             own[node.name] = producer_own[node.args[1]]
         return _getitem(node.args[1], clean), _getitem(node.args[1], noisy)
     if node.op == "call_function":
-        clean, noisy, own[node.name] = _run_op(node, runs, unit, dtypes, kinds)
+        clean, noisy, own[node.name] = _run_op(node, runs, unit, dtypes)
         return clean, noisy
     return None, None  # call_module / call_method do not occur in aten graphs; no noise claimed
 
 
-def _read_by(graph_module: fx.GraphModule, names: Collection[str]) -> set[fx.Node]:
-    """The nodes named and every node they read, directly or not."""
-    frontier = [node for node in graph_module.graph.nodes if node.name in names and node.op != "output"]
-    found: set[fx.Node] = set()
-    while frontier:
-        node = frontier.pop()
-        if node not in found:
-            found.add(node)
-            frontier.extend(node.all_input_nodes)
-    return found
-
-
-def _last_uses(graph_module: fx.GraphModule, among: set[fx.Node] | None = None) -> dict[fx.Node, list[fx.Node]]:
-    """For each node, the values whose last reader it is (the output node reads none here);
-    ``among``: only these nodes run."""
+def _last_uses(graph_module: fx.GraphModule) -> dict[fx.Node, list[fx.Node]]:
+    """For each node, the values whose last reader it is (the output node reads none here)."""
     last: dict[fx.Node, fx.Node] = {}
     for node in graph_module.graph.nodes:
-        if node.op != "output" and (among is None or node in among):
+        if node.op != "output":
             for source in node.all_input_nodes:
                 last[source] = node
     for node in graph_module.graph.nodes:  # a value nothing reads is freed at once
-        if node not in last and (among is None or node in among):
+        if node not in last:
             last[node] = node
     uses: dict[fx.Node, list[fx.Node]] = {}
     for value, reader in last.items():
@@ -439,16 +415,13 @@ def _last_uses(graph_module: fx.GraphModule, among: set[fx.Node] | None = None) 
     return uses
 
 
-def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
-            kinds: Collection[str] = KINDS) -> tuple[Any, Any, Any]:
+def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """The op on fp64 inputs: clean, on the noisy run's inputs (then rounded), and on the clean
     inputs rounded once (its own floor). An op without an fp64 kernel runs in the model's dtype
     on inputs narrowed to it, as the fp64 reference falls back
     (:class:`~bisect_engine.verdict.fx_eval._EagerInterpreter`), its results widened again: the
     values after it still get floors (one that refuses that too claims no floor, nor do the values
-    computed from it). Inputs held as given are widened here, for this op only. ``kinds``: the runs
-    made besides the clean one (without ``"carried"`` the noisy value is the clean one; without
-    ``"own"`` no floor of its own)."""
+    computed from it). Inputs held as given are widened here, for this op only."""
     target = node.target
     assert callable(target)
     clean_in = {n: runs.clean(n) for n in node.all_input_nodes}
@@ -470,15 +443,12 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any],
         return _apply(node, _narrowed(values, dtypes) if narrowed else values)
 
     try:
-        generator, noisy = runs.generator, clean
-        if "carried" in kinds:
-            noisy_in = {n: runs.noisy(n, value) for n, value in clean_in.items()}
-            noisy = apply(noisy_in)
-            del noisy_in
-            noisy = _clean_exact(clean, rounded(noisy, unit, generator))
-            noisy = _with_order_noise(node, runs, clean, noisy, unit, generator)
-        if "own" not in kinds:
-            return clean, noisy, 0.0
+        generator = runs.generator
+        noisy_in = {n: runs.noisy(n, value) for n, value in clean_in.items()}
+        noisy = apply(noisy_in)
+        del noisy_in
+        noisy = _clean_exact(clean, rounded(noisy, unit, generator))
+        noisy = _with_order_noise(node, runs, clean, noisy, unit, generator)
         once_in = {n: perturb(value, _unit_of(n, dtypes), generator) for n, value in clean_in.items()}
         del clean_in
         once = rounded(apply(once_in), unit, generator)

@@ -371,21 +371,6 @@ class GraphContext:
                 fixed[name] = value
         return fixed
 
-    def listing_floors(self, names: Sequence[str], carried: bool) -> dict[str, float]:
-        """The noise floors of ``names`` (carried, else their ops' own) for what is only listed,
-        never judged (``strategies/departures.is_noise``): the graph's noise model where a
-        judgement already ran it, else one run over what ``names`` read, of that kind alone
-        (``noise_floors(names=, kinds=)``: the same rule on another draw). Kept nowhere a
-        judgement reads (:attr:`noise` is not set): no verdict can depend on them."""
-        if "noise" in self.__dict__ or not names:
-            return {name: self.noise_floor(name, carried) for name in names}
-        carried = carried and self.oracle.reference == "fp64"
-        dtypes = {name: value.dtype for name, value in self.eager_values.items() if isinstance(value, torch.Tensor)}
-        self.captured.check_inputs()
-        floors = noise_floors(self.captured.graph_module, self.captured.inputs, dtypes, self._undrawn(), names=set(names),
-                              kinds=("carried",) if carried else ("own",))
-        return {name: floors.floor(name, carried) for name in names}
-
     def noise_floor(self, name: str, carried: bool = True) -> float:
         """The scale ``name``'s rounding noise lives at where it cancelled (0: it did not): what
         it inherits from upstream (``carried``, against the fp64 reference only: against eager,
