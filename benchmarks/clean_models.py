@@ -74,12 +74,13 @@ bisect_file(sys.argv[1], EngineOptions(divergence_known=sys.argv[3] == "1"), Out
 """
 
 
-def run_once(model: Path, order: str, timeout: float) -> dict[str, Any]:
-    """One engine run in a fresh process and fresh caches; what its report says."""
+def run_once(model: Path, order: str, timeout: float, code: Path = ROOT) -> dict[str, Any]:
+    """One engine run in a fresh process and fresh caches; what its report says. ``code``: where the
+    engine's code is imported from (a checkout of another commit: its "before")."""
     sandbox = Path(tempfile.mkdtemp(prefix=f"clean-{model.stem}-{order}-"))
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "TORCH_COMPILE"))}
-        env.update(PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(sandbox / "cache"), TMPDIR=str(sandbox / "tmp"),
+        env.update(PYTHONPATH=str(code), TORCHINDUCTOR_CACHE_DIR=str(sandbox / "cache"), TMPDIR=str(sandbox / "tmp"),
                    PYTHONDONTWRITEBYTECODE="1")
         (sandbox / "tmp").mkdir()
         if compare_minifier.TOOLCHAIN is not None:  # --warm-toolchain: the probes and the precompiled header
@@ -101,7 +102,9 @@ def run_once(model: Path, order: str, timeout: float) -> dict[str, Any]:
                 # outputs that differ materially, ops wrong alone below tolerance
                 "ended_by": [g.get("ended_by") for g in report["graphs"]],
                 "material": [g.get("material_outputs") for g in report["graphs"]],
-                "below_tolerance": [f.get("op") for f in report.get("findings") or []]}
+                "below_tolerance": [f.get("op") for f in report.get("findings") or []],
+                # the values listed as compiled clearly closer to fp64 than eager (their ops)
+                "differences": [d.get("op") for d in report.get("differences") or []]}
     finally:
         shutil.rmtree(sandbox, ignore_errors=True)
 
@@ -151,6 +154,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per order (the table shows the median seconds)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--results", type=Path, default=None, help="write every run as JSON here")
+    parser.add_argument("--pythonpath", type=Path, default=ROOT,
+                        help="run the engine's code from this checkout (another commit's: a before/after of code, "
+                             "not of orders); the models are this one's")
     args = parser.parse_args()
     if args.warm_toolchain:
         compare_minifier.TOOLCHAIN = compare_minifier.build_toolchain()
@@ -166,7 +172,7 @@ def main() -> int:
         runs = results[model.stem]
         for _ in range(args.repeat):
             for order in orders:  # interleaved: a load change hits both orders alike
-                measured = run_once(model, order, args.timeout)
+                measured = run_once(model, order, args.timeout, args.pythonpath)
                 with lock:
                     runs[order].append(measured)
                     print(f"[{time.strftime('%H:%M:%S')}] {model.stem} {order}: {measured}", file=sys.stderr, flush=True)
