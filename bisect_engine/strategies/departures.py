@@ -328,7 +328,7 @@ def clearly_closer(away: Any, toward: Any, value: Any, ratio: float) -> bool:
     if not _same_kind(away, value):
         return False
     departure = closer_to_fp64(away, toward, value, BITWISE)
-    return departure is not None and departure.compiled_rms_ulps * ratio <= departure.eager_rms_ulps
+    return departure is not None and clearly_departs(departure, ratio)
 
 
 def _equal(a: Any, b: Any) -> bool:
