@@ -50,6 +50,116 @@ def test_guard_stops_when_a_device_the_run_holds_memory_on_runs_short() -> None:
     assert cut.value.reason == "memory" and "left on cuda:0" in str(cut.value)
 
 
+def test_a_device_room_is_its_free_memory_less_what_is_kept_free_and_unknown_where_the_run_holds_nothing() -> None:
+    from bisect_engine.load.memory import device_room
+
+    # injected figures, as above: 2 GiB kept free of an 80 GiB device, 512 MiB of an 8 GiB one
+    devices = lambda: [("cuda:0", 20 * GIB, 80 * GIB), ("cuda:1", GIB, 8 * GIB)]  # noqa: E731
+    assert device_room(torch.device("cuda:0"), devices) == 18 * GIB
+    assert device_room(torch.device("cuda:1"), devices) == GIB // 2
+    assert device_room(torch.device("cuda:2"), devices) is None  # nothing held there: not asked
+    assert device_room(torch.device("cuda:0"), lambda: []) is None
+
+
+def _fake_device_graph(device: str = "cuda") -> Any:
+    """A graph recorded on a CUDA device (fake tensors: no device is needed to record it), with a
+    factory op told to make its value there: what an fp64 run moved to the host must make on the host;
+    a sum that cancels its terms' rounding (a noise floor)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def program(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return ((torch.mm(torch.relu(x), w) * torch.arange(w.shape[1], device=x.device)).sum(0) + 1e7) - 1e7
+
+    with FakeTensorMode():
+        graph = make_fx(program)(torch.empty(64, 512, device=device), torch.empty(512, 1024, device=device))
+    assert str(next(n for n in graph.graph.nodes if n.target == torch.ops.aten.arange.default).kwargs["device"]) \
+        .startswith(device)
+    return graph
+
+
+def test_an_fp64_run_its_device_cannot_take_goes_on_on_the_host_and_stops_where_the_host_cannot_either() -> None:
+    """Issue 34: "On CUDA, an fp64 reference that does not fit the device runs on the host." The
+    run's watch weighs each op of an fp64 or noise run recorded on a device against that device's
+    room (figures injected: this machine has no device): where the device cannot take it and the
+    host can, the run moves to the host (its values, and a factory op's device) and its values are
+    fp64's; where neither can, the run stops before the op (a memory cut, never an allocation failure)."""
+    from bisect_engine.verdict import fx_eval, noise, offload
+
+    graph = _fake_device_graph()
+    # the graph's inputs as the run holds them (on this machine's host: they stand in for the device's)
+    x, w = torch.randn(64, 512), torch.randn(512, 1024)
+    expected = ((torch.mm(torch.relu(x.double()), w.double()) * torch.arange(1024, dtype=torch.float64)).sum(0)
+                + 1e7) - 1e7
+    dtypes = {n.name: torch.float32 for n in graph.graph.nodes}
+
+    def policy(device_room: int, host_room: int | None = None) -> offload.Offload:
+        budget = Budget(room_left=lambda: host_room)
+        return offload.Offload(require=budget.require, device_room=lambda device: device_room,
+                               memory_room=lambda: host_room)
+
+    full = policy(device_room=0)
+    with offload.using(full):
+        (fp64,) = fx_eval.run_graph(graph, [x, w], upcast=True)
+    assert fp64.dtype == torch.float64 and fp64.device.type == "cpu"
+    torch.testing.assert_close(fp64, expected, rtol=1e-12, atol=1e-9)
+    assert full.to_host == 1 and full.to_json()["fp64_on_host"] == 1
+    full = policy(device_room=0)  # a fresh watch: its first op is asked whatever its size
+    with offload.using(full):
+        floors = noise.noise_floors(graph, [x, w], dtypes)
+    assert full.to_host == 1
+    # the noise model's floors on the host: those of the same graph recorded on the host
+    assert floors.carried and floors == noise.noise_floors(_fake_device_graph("cpu"), [x, w], dtypes)
+    # the device takes it: the run stays there (a CPU-only torch cannot make the graph's CUDA values;
+    # a CUDA one refuses this host's inputs beside them): the host is what made it run above
+    with offload.using(policy(device_room=1 << 40)), pytest.raises((RuntimeError, AssertionError)):
+        fx_eval.run_graph(graph, [x, w], upcast=True)
+    with offload.using(policy(device_room=0, host_room=1 << 10)), pytest.raises(BudgetExhausted) as cut:
+        fx_eval.run_graph(graph, [x, w], upcast=True)
+    assert cut.value.reason == "memory" and "evaluating node relu (aten.relu.default) on the host " \
+        "(cuda:0 has 0 MiB left) needs about" in str(cut.value), str(cut.value)
+
+
+def test_the_model_level_fp64_model_goes_to_the_host_where_its_device_cannot_take_it() -> None:
+    """The model-level check's fp64 model and run (``model_check._results_wait``): weighed against the
+    model's device first (``Offload.weigh_on``): there where it fits, else on the host (in memory or
+    on disk, as on the host), else the run stops. The host's run is the device's, op for op (``OnHost``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from bisect_engine.localise import model_check
+    from bisect_engine.verdict import offload
+
+    asked: list[tuple[int, str]] = []
+    policy = offload.Offload(require=lambda need, what: asked.append((need, what)), device_room=lambda d: 100 << 20,
+                             memory_room=lambda: GIB)
+    device = torch.device("cuda:0")
+    assert policy.weigh_on(device, 50 << 20, "the check") == (False, False)
+    assert asked == [(0, "the check")]  # on the device: only the guard's stops asked of the host
+    asked.clear()
+    assert policy.weigh_on(device, 500 << 20, "the check", 200 << 20, "on disk") == (True, False)
+    assert asked == [(500 << 20, "the check on the host (cuda:0 has 100 MiB left)")]
+    asked.clear()
+    assert policy.weigh_on(device, 2 * GIB, "the check", 200 << 20, "on disk")[0] is True
+    assert asked == [(200 << 20, "on disk on the host (cuda:0 has 100 MiB left)")] or not policy.on_disk()
+    assert policy.weigh_on(None, 500 << 20, "the check") == (False, False)
+    on_device = torch.nn.Linear(4, 4)
+    with FakeTensorMode():
+        on_device.register_buffer("mask", torch.empty(4, device="cuda"))
+    assert model_check.model_device(on_device) == torch.device("cuda:0")
+    assert model_check.model_device(torch.nn.Linear(4, 4)) is None
+
+    # the host's fp64 run: the same values and gradients as the fp64 run where the model is
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    x = torch.randn(8, 16, requires_grad=True)
+    loss = lambda out: out.square().mean()  # noqa: E731
+    runs = [model_check._forward_and_grads(model_check._fp64_copy(model, host=host),
+                                           model_check._fp64_inputs((x,), host), loss, 0, host=host)
+            for host in (False, True)]
+    assert len(runs[0]) == len(runs[1]) == 1 + 1 + 4 + 1  # output, loss, 4 parameter gradients, x's gradient
+    for there, here in zip(*runs):
+        assert here.dtype == torch.float64 and torch.equal(there, here)
+
+
 def test_budget_cut_for_memory_is_a_budget_exhausted() -> None:
     short = iter([None, "memory: short"])
     budget = Budget(max_compiles=10, memory=lambda: next(short))
@@ -358,9 +468,10 @@ def test_a_graph_memory_stops_inside_its_judgement_is_judged_again_in_segments(
     from bisect_engine.verdict import offload
     from bisect_engine.verdict.fx_eval import value_bytes
 
-    def watch(self: Any, node: Any, need: int) -> None:  # an fp64 or noise run's op (eager's weighs its value)
+    def watch(self: Any, node: Any, need: int, device: Any = None) -> bool:  # an fp64 or noise run's op (eager's weighs its value)
         if need > value_bytes(node, False) and sum(n.target is torch.ops.aten.tanh.default for n in node.graph.nodes) >= 3:
             self.require(1 << 50, f"evaluating node {node.name} ({node.target})")
+        return False
 
     monkeypatch.setattr(offload.Offload, "watch", watch)
     # the stopped judgement's values are let go before the segments are planned (its context is

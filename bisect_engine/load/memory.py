@@ -131,6 +131,20 @@ def device_free_bytes() -> list[tuple[str, int, int]]:
     return devices
 
 
+def device_room(device: torch.device,
+                devices: Callable[[], list[tuple[str, int, int]]] = device_free_bytes) -> int | None:
+    """Bytes ``device`` (a CUDA one) can still take before the memory kept free of it
+    (:func:`device_reserve_bytes`); None where this process holds nothing there (not asked)."""
+    listed = devices()
+    if not listed:
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    for name, free, total in listed:
+        if name == f"{device.type}:{index}":
+            return free - device_reserve_bytes(total)
+    return None
+
+
 def device_reserve_bytes(total: int) -> int:
     """Memory kept free of ``total`` bytes (the machine's, a device's: a compiled kernel's workspace,
     cuBLAS's, autotuning's trial runs there): 5 % of it, between 512 MiB and 2 GiB."""
@@ -318,5 +332,5 @@ def run_offload(budget: int | None, folder: str | None, fallback: str | None = N
     free memory leave; without one at every spill point, so that the run stays near 3x eager's peak
     whatever the machine has free (GPT-2 small's clean step: 3.2x held in memory, 3.0-3.1x with them moved)."""
     return Offload(room=MemoryGuard(budget).room if budget is not None else (lambda: 0), folder=folder, fallback=fallback,
-                   require=require, memory_room=MemoryGuard(budget).room)
+                   require=require, memory_room=MemoryGuard(budget).room, device_room=device_room)
 

@@ -29,13 +29,13 @@ from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, clearly_above_eager, worst
 from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs, with_run_floors
 from ..verdict.compiler import Compiler, cause_of, split_patches
-from ..verdict.fx_eval import fresh_inputs, to_fp64
+from ..verdict.fx_eval import HOST, fresh_inputs, on_host, to_fp64
 from ..verdict.model_state import ModelRuns
 from ..verdict.noise import model_floors
 from ..verdict.oracle import SubgraphVerdict, over_runs
 from ..verdict.precision import allowed_units
 from ..verdict.offload import MIN_BYTES, current, page_out, tensors_in
-from ..verdict.upcast import Upcast
+from ..verdict.upcast import OnHost, Upcast
 
 log = logging.getLogger(__name__)
 # An fp64 run of the model (the reference; the noise model's, the same again) adds about this many
@@ -45,12 +45,26 @@ log = logging.getLogger(__name__)
 NOISE_COPIES = 8
 
 
+@dataclasses.dataclass(frozen=True)
+class Fp64Place:
+    """Where the model-level check's fp64 model and its run go (:func:`_results_wait`): ``on_disk``,
+    its large parameters in memory-mapped files; ``host``, on the host for a model on a device
+    that cannot take them (CUDA)."""
+
+    on_disk: bool = False
+    host: bool = False
+
+
 def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_fn: Any, seed: int,
-                       upcast: bool = False, on_disk: bool = False) -> list[Any]:
+                       upcast: bool = False, on_disk: bool = False, host: bool = False) -> list[Any]:
     """The model's outputs and (with ``loss_fn``) its loss and gradients, from a fresh copy of the
     inputs. ``on_disk`` (an fp64 model on disk, :func:`_fp64_copy`): each gradient goes to disk as
     soon as it is accumulated, and a module's parameters leave memory once it has run (and once
-    their gradients are taken): the run holds its activations, not the model."""
+    their gradients are taken): the run holds its activations, not the model. ``host`` (an fp64
+    model on the host, its device too small): every op on the host (``OnHost``)."""
+    if host:
+        with OnHost():
+            return _forward_and_grads(model, on_host(inputs), loss_fn, seed, upcast, on_disk)
     if on_disk and isinstance(model, torch.nn.Module):
         with _paged_out_as_used(model):
             return _forward_and_grads(model, inputs, loss_fn, seed, upcast)
@@ -84,26 +98,30 @@ def _forward_and_grads(model: Callable[..., Any], inputs: tuple[Any, ...], loss_
     return [v.detach().clone() if v._is_view() or isinstance(v, torch.nn.Parameter) else v.detach() for v in values]
 
 
-def _fp64_inputs(inputs: tuple[Any, ...]) -> Any:
-    """The inputs in fp64, each still requiring grad where the user's did (its gradient is compared)."""
+def _fp64_inputs(inputs: tuple[Any, ...], host: bool = False) -> Any:
+    """The inputs in fp64 (``host``: on the host), each still requiring grad where the user's did
+    (its gradient is compared)."""
     def upcast(tensor: torch.Tensor) -> torch.Tensor:
-        wide = to_fp64(tensor)
+        wide = to_fp64(on_host(tensor.detach()) if host else tensor)
         return wide.requires_grad_() if tensor.requires_grad and wide.is_floating_point() else wide
 
     return pytree.tree_map_only(torch.Tensor, upcast, inputs)
 
 
-def _fp64_copy(model: torch.nn.Module, on_disk: bool = False) -> torch.nn.Module:
+def _fp64_copy(model: torch.nn.Module, on_disk: bool = False, host: bool = False) -> torch.nn.Module:
     """``copy.deepcopy(model).to(torch.float64)`` without the fp32 copy in between, nor a copy of
     the gradients (the fp64 run resets them): each floating parameter and buffer copied straight to
     fp64 (tied parameters stay tied: one copy each). ``on_disk``: each into a memory-mapped file of
     its own (``Offload.disk_copy``, the output folder's scratch), never whole in memory: a model
-    whose fp64 copy and run would not fit (w8192's 8.6 GB of fp64 parameters)."""
+    whose fp64 copy and run would not fit (w8192's 8.6 GB of fp64 parameters). ``host``: on the host
+    (a model on a device too small for its fp64 copy and run), each copied there straight to fp64."""
     policy = current()
 
     def wide(tensor: torch.Tensor) -> torch.Tensor:  # a small one stays in memory (a mapping each costs more)
-        mapped = policy.disk_copy(tensor, torch.float64) if on_disk and tensor.numel() * 8 >= MIN_BYTES else None
-        return mapped if mapped is not None else tensor.detach().to(torch.float64)
+        tensor = tensor.detach()
+        mapped = policy.disk_copy(on_host(tensor), torch.float64) \
+            if on_disk and tensor.numel() * 8 >= MIN_BYTES and (host or tensor.device.type == "cpu") else None
+        return mapped if mapped is not None else tensor.to(HOST if host else tensor.device, torch.float64)
 
     memo: dict[int, Any] = {}
     for parameter in model.parameters():
@@ -112,7 +130,8 @@ def _fp64_copy(model: torch.nn.Module, on_disk: bool = False) -> torch.nn.Module
     for buffer in model.buffers():
         if type(buffer) is torch.Tensor and buffer.is_floating_point():
             memo[id(buffer)] = wide(buffer)
-    return copy.deepcopy(model, memo).to(torch.float64)
+    copied = copy.deepcopy(model, memo)
+    return copied.to(HOST, torch.float64) if host else copied.to(torch.float64)
 
 
 @contextlib.contextmanager
@@ -152,19 +171,19 @@ def _noise_floors(spec: ModelSpec, seed: int, fp64: list[Any], eager: list[Any],
     (``noise.model_floors``): the floors are taken with the fp64 results read back."""
     if fp64 is eager or not isinstance(spec.model, torch.nn.Module):
         return [0.0] * len(eager)
-    on_disk = _results_wait(spec, model_runs, eager, fp64, beside,  # the noisy run reads none of them
-                            what="the model-level check's noise model (a second fp64 run)")
-    held = [model_runs.run(lambda: _fp64_copy(spec.model, on_disk))]
+    place = _results_wait(spec, model_runs, eager, fp64, beside,  # the noisy run reads none of them
+                          what="the model-level check's noise model (a second fp64 run)")
+    held = [model_runs.run(lambda: _fp64_copy(spec.model, place.on_disk, place.host))]
 
     def noisy_run() -> list[Any]:
         # the fp64 model lives as long as its run: its parameters go before the floors are taken
-        return _forward_and_grads(held.pop(), _fp64_inputs(spec.inputs), spec.loss_fn, seed,
-                                  upcast=spec.loss_fn is None, on_disk=on_disk)
+        return _forward_and_grads(held.pop(), _fp64_inputs(spec.inputs, place.host), spec.loss_fn, seed,
+                                  upcast=spec.loss_fn is None, on_disk=place.on_disk, host=place.host)
 
     return model_floors(noisy_run, fp64, eager)
 
 
-def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: str | None = None) -> bool:
+def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: str | None = None) -> Fp64Place:
     """Before an fp64 run of an fp64 copy of ``spec.model`` (the reference, the noise model's):
     the runs' ``results``, which it does not read, wait on disk where memory asks
     (``offload.offload``). Eager's gradients are held twice, as results and by ``model_runs`` (the
@@ -176,16 +195,31 @@ def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: s
     True: :func:`_fp64_copy` and :func:`_forward_and_grads` with ``on_disk``), and the run needs
     only its largest parameter's share in memory at once. Where even that would not fit, or no disk
     can take it, the run stops before it (``Offload.require``: a memory cut, exit 4, what was learned
-    reported), never in it by the OOM killer."""
+    reported), never in it by the OOM killer. A model on a device (CUDA) is weighed against that
+    device's room first (``Offload.weigh_on``): where its fp64 copy and run do not fit there, they
+    go to the host (in memory or on disk, weighed as above; ``stats.offload.fp64_on_host``)."""
     model = spec.model
     if not isinstance(model, torch.nn.Module):  # a plain function: no fp64 copy is made of it
-        return False
+        return Fp64Place()
     parameters = [*model.parameters(), *model.buffers()]
     need = NOISE_COPIES * tensor_bytes([*parameters, *spec.inputs]) + fp64_activation_bytes(spec)
     policy = current()
     policy.spill(tensors_in(results) + model_runs.results_held(),
                  [*parameters, *tensors_in([spec.inputs])], need=need)
-    return what is not None and policy.weigh(need, what, fp64_run_on_disk_need(spec), f"{what}, its fp64 model on disk")
+    if what is None:
+        return Fp64Place()
+    host, on_disk = policy.weigh_on(model_device(model), need, what, fp64_run_on_disk_need(spec),
+                                    f"{what}, its fp64 model on disk")
+    policy.to_host += host
+    return Fp64Place(on_disk, host)
+
+
+def model_device(model: torch.nn.Module) -> torch.device | None:
+    """The device other than the host that ``model``'s parameters or buffers lie on (CUDA), else None."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.device.type not in ("cpu", "meta"):
+            return tensor.device
+    return None
 
 
 def fp64_run_on_disk_need(spec: ModelSpec) -> int:
@@ -253,11 +287,12 @@ def _check(spec: ModelSpec, compiler: Compiler, oracle: Oracle, seed: int, switc
     eager = model_runs.run(lambda: _forward_and_grads(spec.model, spec.inputs, spec.loss_fn, seed))
     fp64 = eager
     if isinstance(spec.model, torch.nn.Module):
-        on_disk = _results_wait(spec, model_runs, eager,  # the fp64 run, the check's peak, reads none of them
-                                what="the model-level check's fp64 reference (an fp64 copy of the model, its run)")
-        model64 = model_runs.run(lambda: _fp64_copy(spec.model, on_disk))
-        fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs), spec.loss_fn, seed, upcast=spec.loss_fn is None,
-                                  on_disk=on_disk)
+        place = _results_wait(spec, model_runs, eager,  # the fp64 run, the check's peak, reads none of them
+                              what="the model-level check's fp64 reference (an fp64 copy of the model, its run)")
+        model64 = model_runs.run(lambda: _fp64_copy(spec.model, place.on_disk, place.host))
+        fp64 = _forward_and_grads(model64, _fp64_inputs(spec.inputs, place.host), spec.loss_fn, seed,
+                                  upcast=spec.loss_fn is None,
+                                  on_disk=place.on_disk, host=place.host)
         del model64  # its parameters go; the gradients judged stay
     elif spec.loss_fn is None:  # a plain function: every floating op in fp64, its constants included
         fp64 = model_runs.run(lambda: _forward_and_grads(spec.model, to_fp64(spec.inputs), None, seed, upcast=True))

@@ -35,7 +35,7 @@ from ..verdict.offload import PagedOut, attributes_of, current, offload, storage
 from ..verdict.fx_eval import mutates
 from ..verdict.oracle import GraphContext, SubgraphVerdict
 from .drive import Driver
-from .model_check import fp64_activation_bytes, fp64_run_on_disk_need
+from .model_check import fp64_activation_bytes, fp64_run_on_disk_need, model_device
 from .records import GraphFinding
 
 log = logging.getLogger(__name__)
@@ -313,8 +313,9 @@ def room_for_model_check(driver: Driver, what: str) -> None:
     stops before it (exit 4) where neither fits."""
     spec, need = driver.finding.spec, model_check_need(driver.finding.spec)
     spill_run_values(driver, need)
-    current().weigh(need, what, model_check_need_on_disk(spec) if isinstance(spec.model, torch.nn.Module) else None,
-                    f"{what}, its fp64 model on disk")
+    module = isinstance(spec.model, torch.nn.Module)
+    current().weigh_on(model_device(spec.model) if module else None, need, what,
+                       model_check_need_on_disk(spec) if module else None, f"{what}, its fp64 model on disk")
 
 
 def spill_run_values(driver: Driver, need: int, captured_inputs: bool = True, what: str | None = None) -> int:

@@ -25,15 +25,19 @@ log = logging.getLogger(__name__)
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 
-# Asked before each op a run here evaluates, with the node and about how many bytes the op will add
-# (its value, and the fp64 copies of what it reads where the run widens): the tool's memory watch,
-# which stops its run before an op that cannot fit (``verdict/offload.using`` sets it). A repro sets none.
-_WATCH: contextvars.ContextVar[Callable[[fx.Node, int], None] | None] = contextvars.ContextVar(
-    "bisect_node_watch", default=None)
+# Asked before each op a run here evaluates, with the node, about how many bytes the op will add
+# (its value, and the fp64 copies of what it reads where the run widens) and the device it adds them
+# on where that is not the host (an fp64 run's op on a CUDA device; None: the host): the tool's
+# memory watch, which stops its run before an op that cannot fit, and answers True where the device
+# cannot take the op and the host can (the fp64 run goes on on the host; ``verdict/offload.using``
+# sets it). A repro sets none.
+Watch = Callable[[fx.Node, int, "torch.device | None"], "bool | None"]
+_WATCH: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("bisect_node_watch", default=None)
+HOST = torch.device("cpu")
 
 
 @contextlib.contextmanager
-def watching(watch: Callable[[fx.Node, int], None] | None) -> Iterator[None]:
+def watching(watch: Watch | None) -> Iterator[None]:
     """``watch`` is asked before every op evaluated inside the block (None: nothing asked)."""
     token = _WATCH.set(watch)
     try:
@@ -42,11 +46,44 @@ def watching(watch: Callable[[fx.Node, int], None] | None) -> Iterator[None]:
         _WATCH.reset(token)
 
 
-def watch_op(node: fx.Node, need: int) -> None:
-    """Ask the watch set by :func:`watching` (if any) whether ``node``, adding ``need`` bytes, may run."""
+def watch_op(node: fx.Node, need: int, device: torch.device | None = None) -> bool:
+    """Ask the watch set by :func:`watching` (if any) whether ``node``, adding ``need`` bytes on
+    ``device`` (None: the host), may run: it stops the run where it cannot; True where ``device``
+    cannot take it and the host can (the caller moves its run there)."""
     watch = _WATCH.get()
-    if watch is not None:
-        watch(node, need)
+    return bool(watch(node, need, device)) if watch is not None else False
+
+
+def recorded_device(node: fx.Node) -> torch.device | None:
+    """The device ``node``'s value was recorded on where that is not the host (a CUDA device), else None."""
+    for value in pytree.tree_leaves(node.meta.get("val", node.meta.get("example_value"))):
+        if isinstance(value, torch.Tensor) and value.device.type not in ("cpu", "meta"):
+            return value.device
+    return None
+
+
+def on_host(value: Any) -> Any:
+    """``value`` with every tensor and device in it on the host (an fp64 run moved there: its
+    values, and the device a factory op is told to make its result on)."""
+    if isinstance(value, torch.Tensor):
+        return value if value.device.type in ("cpu", "meta") else value.to(HOST)
+    if isinstance(value, torch.device):
+        return value if value.type in ("cpu", "meta") else HOST
+    if isinstance(value, (tuple, list)):
+        return type(value)(on_host(v) for v in value)
+    if isinstance(value, dict):
+        return {k: on_host(v) for k, v in value.items()}
+    return value
+
+
+def device_bytes(values: Any) -> int:
+    """The bytes of the distinct storages under ``values`` that lie on a device other than the host."""
+    seen: dict[tuple[torch.device, int], int] = {}
+    for value in pytree.tree_leaves(values):
+        if isinstance(value, torch.Tensor) and value.layout == torch.strided and value.device.type not in ("cpu", "meta"):
+            storage = value.untyped_storage()
+            seen[(value.device, storage.data_ptr())] = storage.nbytes()
+    return sum(seen.values())
 
 
 def value_bytes(node: fx.Node, wide: bool) -> int:
@@ -165,6 +202,10 @@ class _EagerInterpreter(fx.Interpreter):
         super().__init__(graph_module, garbage_collect_values=garbage_collect_values)
         self.upcast = upcast
         self.overrides = overrides
+        # an fp64 run whose device could not take an op goes on on the host from that op on (the
+        # tool's watch decides, :func:`watch_op`): its values move there, and every value it reads
+        # after, and a factory op's device is the host's. An eager run never moves.
+        self.host = False
 
     def widen(self, node: fx.Node) -> bool:
         """Whether an input is made fp64 as it is read (else each op widens its arguments itself)."""
@@ -174,15 +215,30 @@ class _EagerInterpreter(fx.Interpreter):
         if node.op == "placeholder":  # always consume the positional input, even when overridden
             result = super().run_node(node)
             wide = to_fp64(result) if self.upcast and self.widen(node) else result
-            return self.overrides.get(node.name, wide)
+            return self._placed(self.overrides.get(node.name, wide))
         if node.name in self.overrides:
-            return self.overrides[node.name]
+            return self._placed(self.overrides[node.name])
         if node.op == "call_function" and _WATCH.get() is not None:
             read = [self.env.get(source) for source in node.all_input_nodes] if self.upcast else []
-            watch_op(node, value_bytes(node, self.upcast) + widened_bytes(read))
+            need = value_bytes(node, self.upcast) + widened_bytes(read)
+            device = recorded_device(node) if self.upcast and not self.host else None
+            if watch_op(node, need, device):
+                self._to_host(node, need)
         if self.upcast and node.op == "call_function":
             return self._run_fp64(node)
-        return super().run_node(node)
+        return self._placed(super().run_node(node))
+
+    def _placed(self, value: Any) -> Any:
+        """``value`` where the run is: on the host once it moved there."""
+        return on_host(value) if self.host else value
+
+    def _to_host(self, node: fx.Node, need: int) -> None:
+        """The run goes on on the host from ``node`` on: the host is asked for the op and the values
+        the run holds on the device (the watch stops the run where it cannot take them), then they move."""
+        watch_op(node, need + device_bytes(list(self.env.values())))
+        for source, value in list(self.env.items()):
+            self.env[source] = on_host(value)
+        self.host = True
 
     @staticmethod
     def _target(node: fx.Node) -> Callable[..., Any]:
@@ -197,13 +253,14 @@ class _EagerInterpreter(fx.Interpreter):
             model_args = fx.node.map_arg(node.args, self._in_model_dtype)
             model_kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
             args, kwargs = scalars_as_eager(node.target, model_args, model_kwargs, args, kwargs)
+        args, kwargs = self._placed(args), self._placed(kwargs)
         try:  # a factory on the default dtype (``aten.ones`` without ``dtype``) widened too
             return to_fp64(self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs))))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
             stop_if_out_of_memory(error, "in an op of the fp64 reference run")
             log.debug("fp64 failed for %s: %s", node.name, error)
-            args = fx.node.map_arg(node.args, self._in_model_dtype)
-            kwargs = fx.node.map_arg(node.kwargs, self._in_model_dtype)
+            args = self._placed(fx.node.map_arg(node.args, self._in_model_dtype))
+            kwargs = self._placed(fx.node.map_arg(node.kwargs, self._in_model_dtype))
             return to_fp64(self._target(node)(*args, **kwargs))
 
     @staticmethod

@@ -60,7 +60,7 @@ if __package__:  # imported by the tool; inside a repro these names are defined 
     from .compare import (BITWISE, Difference, Outcome, Tolerance, TensorVerdict, compare_random_draw,
                           compare_values, exact_float, exact_integer, exact_zero_sign, rounding_unit,
                           MATERIAL_ULPS)
-    from .fx_eval import jumps_with_a_rounded_scalar
+    from .fx_eval import jumps_with_a_rounded_scalar, on_host
     from .precision import MATMUL_OPERANDS, Precision, allowed_precision, op_base_name
 
 GRAPH, EAGER, PROGRAM, MODEL, SCAN = "graph", "eager", "program", "model", "scan"
@@ -197,11 +197,18 @@ def upstream_same(eager: Any, compiled: Any, fp64: Any, floors: Sequence[float] 
         return False
     floors = list(floors) if len(floors) == len(eager) else [0.0] * len(eager)
     try:
-        return all(same(*at_own_scale(one, other, exact, floor), tol=torch._dynamo.config.repro_tolerance,
-                        equal_nan=True, log_error=lambda *args, **kwargs: None)
+        return all(same(*at_own_scale(*_on_one_device(one, other, exact), floor=floor),
+                        tol=torch._dynamo.config.repro_tolerance, equal_nan=True, log_error=lambda *args, **kwargs: None)
                    for one, other, exact, floor in zip(eager, compiled, fp64, floors))
     except Exception:  # noqa: BLE001 - values upstream cannot compare: no pass, so the tool's rule stands
         return False
+
+
+def _on_one_device(*values: Any) -> "tuple[Any, Any, Any]":
+    """``values`` as they are where their tensors lie on one device, else each on the host (an fp64
+    reference its device could not take was computed there: ``fx_eval.watch_op``)."""
+    devices = {value.device for value in values if isinstance(value, torch.Tensor)}
+    return values if len(devices) <= 1 else tuple(on_host(value) for value in values)  # type: ignore[return-value]
 
 
 def at_own_scale(eager: Any, compiled: Any, fp64: Any, floor: float = 0.0) -> "tuple[Any, Any, Any]":

@@ -40,7 +40,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..search import stop_if_out_of_memory
 from .compare import rounding_unit
-from .fx_eval import _fp64_kwargs, faithful_copy, mutates, to_fp64, value_bytes, watch_op, widened_bytes
+from .fx_eval import (_fp64_kwargs, device_bytes, faithful_copy, mutates, on_host, recorded_device, to_fp64,
+                      value_bytes, watch_op, widened_bytes)
 from .judgement import combined_scale
 from .precision import op_base_name
 
@@ -143,6 +144,8 @@ def floor_of(clean: Any, noisy: Any, unit: Any) -> Any:
         return tuple(floor_of(c, n, u) for c, n, u in zip(clean, noisy, unit_list))
     if not (_floating(clean) and _floating(noisy) and isinstance(unit, float)) or clean.shape != noisy.shape:
         return 0.0
+    if clean.device != noisy.device:  # one fp64 run went on on the host, its device full (``fx_eval.watch_op``)
+        clean, noisy = on_host(clean), on_host(noisy)
     difference = noisy - clean
     if not math.isfinite(float(difference.sum())):  # judge the entries finite on both runs
         both = torch.isfinite(clean) & torch.isfinite(noisy)
@@ -294,8 +297,11 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
             else:
                 # the clean and noisy values, and of each input it widens: its fp64 copy, its noisy
                 # twin and its copy rounded once (a 1 GB weight's ~6 GB)
-                watch_op(node, 2 * value_bytes(node, True)
-                         + 3 * widened_bytes([runs.given(source) for source in node.all_input_nodes]))
+                need = 2 * value_bytes(node, True) + 3 * widened_bytes([runs.given(s) for s in node.all_input_nodes])
+                if watch_op(node, need, None if runs.host else recorded_device(node)):
+                    # the device cannot take the op and the host can: both runs go on on the host
+                    watch_op(node, need + device_bytes([list(runs.clean_env.values()), list(runs.noisy_env.values())]))
+                    runs.to_host()
                 clean, noisy = _computed(node, runs, unit, dtypes, own)
                 runs.clean_env[node], runs.noisy_env[node] = clean, noisy
                 carried[node.name] = floor_of(clean, noisy, unit) if noisy is not clean else 0.0
@@ -323,6 +329,15 @@ class _Runs:
     clean_env: dict[fx.Node, Any] = field(default_factory=dict)
     noisy_env: dict[fx.Node, Any] = field(default_factory=dict)
     held: dict[fx.Node, _Held] = field(default_factory=dict)
+    # both runs moved to the host (their device could not take an op, ``fx_eval.watch_op``): their
+    # values are there, an input held as given is widened there, a factory op makes its value there
+    host: bool = False
+
+    def to_host(self) -> None:
+        for env in (self.clean_env, self.noisy_env):
+            for node, value in list(env.items()):
+                env[node] = on_host(value)
+        self.host = True
 
     def hold(self, node: fx.Node, value: Any, unit: Any, draw: bool) -> Any:
         """Keep an input as given and advance the generator past its draw; its carried floor
@@ -341,7 +356,9 @@ class _Runs:
 
     def clean(self, node: fx.Node) -> Any:
         held = self.held.get(node)
-        return to_fp64(held.value) if held is not None else self.clean_env[node]
+        if held is None:
+            return self.clean_env[node]
+        return to_fp64(on_host(held.value) if self.host else held.value)
 
     def noisy(self, node: fx.Node, clean: Any) -> Any:
         """``node``'s noisy value (``clean``: its clean one, already widened)."""
@@ -427,20 +444,20 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) ->
     clean_in = {n: runs.clean(n) for n in node.all_input_nodes}
     narrowed = False
     try:
-        clean = _apply(node, clean_in)
+        clean = _apply(node, clean_in, runs.host)
     except Exception as error:  # noqa: BLE001 - no fp64 kernel: the op in the model's dtype
         stop_if_out_of_memory(error, "in an op's noise run")
         log.debug("noise: %s has no fp64 run, judged in the model's dtype: %s", node.name, error)
         narrowed = True
         try:
-            clean = _apply(node, _narrowed(clean_in, dtypes))
+            clean = _apply(node, _narrowed(clean_in, dtypes), runs.host)
         except Exception as narrow_error:  # noqa: BLE001 - not even in the model's dtype: no floor
             stop_if_out_of_memory(narrow_error, "in an op's noise run")
             log.debug("noise: %s has no run: %s", node.name, narrow_error)
             return None, None, 0.0
 
     def apply(values: dict[fx.Node, Any]) -> Any:
-        return _apply(node, _narrowed(values, dtypes) if narrowed else values)
+        return _apply(node, _narrowed(values, dtypes) if narrowed else values, runs.host)
 
     try:
         generator = runs.generator
@@ -459,11 +476,12 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) ->
     return clean, noisy, floor_of(clean, once, unit)
 
 
-def _apply(node: fx.Node, values: Mapping[fx.Node, Any]) -> Any:
-    """``node``'s op on ``values`` (its inputs by node), in fp64 (:func:`_call`)."""
+def _apply(node: fx.Node, values: Mapping[fx.Node, Any], host: bool = False) -> Any:
+    """``node``'s op on ``values`` (its inputs by node), in fp64 (:func:`_call`); ``host``: a
+    device it is told to make its value on is the host's (the runs moved there)."""
     assert callable(node.target)
-    return _call(node.target, fx.node.map_arg(node.args, values.__getitem__),
-                 dict(fx.node.map_arg(node.kwargs, values.__getitem__)))
+    args, kwargs = fx.node.map_arg(node.args, values.__getitem__), dict(fx.node.map_arg(node.kwargs, values.__getitem__))
+    return _call(node.target, *((on_host(args), on_host(kwargs)) if host else (args, kwargs)))
 
 
 def _narrowed(values: Mapping[fx.Node, Any], dtypes: Mapping[str, Any]) -> dict[fx.Node, Any]:

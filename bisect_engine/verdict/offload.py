@@ -254,6 +254,10 @@ class Offload:
     moves: int = 0  # calls that moved something
     asked: int = 0  # calls made (moves or not)
     disk_copies: int = 0  # tensors copied straight to disk (an fp64 model on disk: :meth:`disk_copy`)
+    # bytes a device can still take before its reserve (``load/memory.device_room``; None: not known,
+    # not asked): what :meth:`watch` weighs an op of an fp64 run on that device against
+    device_room: Callable[[torch.device], int | None] = lambda device: None
+    to_host: int = 0  # fp64 or noise runs moved to the host because their device could not take an op
     watched_at: float = float("-inf")  # when :meth:`watch` last asked :attr:`require`
 
     def wanted(self, need: int) -> bool:
@@ -280,6 +284,22 @@ class Offload:
     def on_disk(self) -> bool:
         """Whether values can go to a file here (:attr:`folder` is on a disk, not in memory)."""
         return scratch_on_disk(self.folder or tempfile.gettempdir())
+
+    def weigh_on(self, device: torch.device | None, need: int, what: str, need_on_disk: int | None = None,
+                 what_on_disk: str = "") -> tuple[bool, bool]:
+        """A step adding ``need`` bytes on ``device`` (a CUDA one; None: the host), as :meth:`weigh`:
+        on the device where its room (:attr:`device_room`) takes it (the guard's stops asked), else on
+        the host, weighed there by :meth:`weigh` (in memory or on disk; the run stops before it
+        where neither fits). ``(on the host, on disk)``."""
+        if device is not None and device.type not in ("cpu", "meta"):
+            room = self.device_room(device)
+            if room is None or need <= room:
+                if self.require is not None:
+                    self.require(0, what)
+                return False, False
+            where = f" on the host ({device} has {max(room, 0) >> 20} MiB left)"
+            return True, self.weigh(need, what + where, need_on_disk, what_on_disk + where)
+        return False, self.weigh(need, what, need_on_disk, what_on_disk)
 
     def weigh(self, need: int, what: str, need_on_disk: int | None = None, what_on_disk: str = "") -> bool:
         """A step adding ``need`` bytes in memory (``what``), or ``need_on_disk`` with its large values
@@ -324,22 +344,41 @@ class Offload:
         self.moves += bool(moved)
         return moved
 
-    def watch(self, node: Any, need: int) -> None:
+    def watch(self, node: Any, need: int, device: torch.device | None = None) -> bool:
         """Before an op of an fp64 or noise run (``fx_eval.watch_op``): :attr:`require` asked whether
         its ``need`` still fits, so that a run stops before the op that cannot fit (exit 4, with what
-        it learned), never in it by the OOM killer. Ops under :data:`WATCH_BYTES` are let through
-        for :data:`WATCH_EVERY_S` after the last ask (each ask reads /proc: ~0.1 ms)."""
+        it learned), never in it by the OOM killer. An op on a device (``device``, a CUDA one) is
+        weighed against that device's room (:attr:`device_room`) instead: where it cannot take the op
+        and the host can, the answer is True and the run goes on on the host (an fp64 reference too
+        large for the device computed on the host, counted in :attr:`to_host`; its caller asks the
+        host again with what it moves); where neither can, the run stops. Ops under
+        :data:`WATCH_BYTES` are let through for :data:`WATCH_EVERY_S` after the last ask (each ask
+        reads /proc: ~0.1 ms)."""
         if self.require is None:
-            return
+            return False
         now = time.monotonic()
         if need < WATCH_BYTES and now - self.watched_at < WATCH_EVERY_S:
-            return
+            return False
         self.watched_at = now
-        self.require(need, f"evaluating node {node.name} ({node.target})")
+        what = f"evaluating node {node.name} ({node.target})"
+        if device is None or device.type in ("cpu", "meta"):
+            self.require(need, what)
+            return False
+        room = self.device_room(device)
+        if room is None or need <= room:
+            self.require(0, what)  # the guard's own stops (the machine's, each device's reserve)
+            return False
+        if not self.fits(need):  # the host cannot take it either: the stop names the device
+            self.require(need, f"{what} on the host ({device} has {max(room, 0) >> 20} MiB left)")
+        self.to_host += 1
+        log.info("offload: %s needs %d MiB and %s has %d MiB left: the fp64 run goes on on the host",
+                 what, need >> 20, device, max(room, 0) >> 20)
+        return True
 
     def to_json(self) -> dict[str, Any]:
         return {"moved_mb": self.moved >> 20, "moves": self.moves, "asked": self.asked,
                 **({"disk_copies": self.disk_copies} if self.disk_copies else {}),
+                **({"fp64_on_host": self.to_host} if self.to_host else {}),
                 "folder": "system_temp" if self.folder is None else "output_scratch",
                 **({"fallback": self.fallback} if self.fallback else {})}
 

@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..search import stop_if_out_of_memory
-from .fx_eval import scalar_arguments, scalars_as_eager, to_fp64
+from .fx_eval import on_host, scalar_arguments, scalars_as_eager, to_fp64
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -26,6 +26,16 @@ def _raised(kwargs: dict[str, Any]) -> dict[str, Any]:
     if kwargs.get("dtype") in _FLOATING:
         return {**kwargs, "dtype": torch.float64}
     return kwargs
+
+
+class OnHost(TorchDispatchMode):
+    """Every op on the host: an fp64 model reference too large for its device, run on the host. Its
+    parameters and inputs are moved there before; a tensor the model holds otherwise (a cached
+    mask), or one a factory op is told to make on the device (``torch.arange(n, device="cuda")``),
+    is moved or made there as each op reads it."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        return func(*on_host(args), **on_host(kwargs or {}))
 
 
 class Upcast(TorchDispatchMode):
