@@ -674,3 +674,23 @@ def test_material_difference_widened_in_chunks_gives_the_bits_of_whole_tensors(c
     material = max_abs > max(MATERIAL_ULPS * unit, MATERIAL_FRACTION) * scale
     assert got == Difference(material, differing, eager.numel(), max_abs / (unit * scale), max_abs,
                              "scale" if material else "")
+
+
+@pytest.mark.parametrize("where", ["eager nan", "compiled nan", "eager inf", "compiled -inf", "eager fill", "none"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_chunked_material_rule_leaves_every_nonfinite_or_filled_value_to_the_masks(where: str, dtype: torch.dtype,
+                                                                                       monkeypatch) -> None:
+    """``compare._in_chunks`` takes only values whose entries are all finite, and none of eager's a
+    fill (its extremes read in the values' own dtypes): a NaN, an infinity or a ``finfo.min`` fill
+    in any chunk, its last included, on either side, sends the value to the masks (None)."""
+    from bisect_engine.verdict import compare
+
+    monkeypatch.setattr(compare, "CHUNK", 100)
+    eager = torch.randn(1050, generator=torch.Generator().manual_seed(0)).to(dtype)
+    compiled = eager.clone()
+    side, kind = where.split() if where != "none" else ("", "")
+    target = eager if side == "eager" else compiled
+    target[1049 if kind != "fill" else 333] = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
+                                               "fill": torch.finfo(dtype).min, "": 0.0}[kind]
+    chunked = compare._in_chunks(eager, compiled, dtype)
+    assert (chunked is None) == (where != "none"), chunked

@@ -198,7 +198,7 @@ def _compare_floating(
     # Widened into row-major memory: the flat views below are then views, never copies (the same
     # elements in the same order as a non-contiguous value flattened or indexed by a mask).
     ref = _widened(fp64).reshape(eager.shape)
-    if eager.numel() and _all_finite(ref) and not _any_saturated(ref, eager.dtype):
+    if eager.numel() and _usable_throughout(ref, eager.dtype):
         # The common case, every entry usable: no masks (what the masks below would find, in a few
         # reductions instead of some thirty passes over the values), and one fp64 buffer beside the
         # reference (a large value's peak: an embedding's gradient).
@@ -302,6 +302,14 @@ def _all_finite(*values: torch.Tensor) -> bool:
     """Every entry of every value finite. A sum is NaN or infinite wherever an entry is; a sum
     that overflows a finite fp64 range only sends the caller to the masks, which decide exactly."""
     return all(value.numel() and math.isfinite(float(value.sum())) for value in values)
+
+
+def _usable_throughout(value: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Every entry of ``value`` finite and none at a fill's magnitude (``saturation(dtype)``), read
+    from its extremes alone (one reduction: ``aminmax`` is NaN where an entry is, infinite where one is)."""
+    limit = saturation(dtype)
+    low, high = (float(v) for v in torch.aminmax(value))
+    return -limit < low <= high < limit
 
 
 def _any_saturated(ref: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -542,11 +550,13 @@ def _in_chunks(eager: torch.Tensor, compiled: torch.Tensor,
     limit = saturation(value_dtype)
     bounds = [(start, min(start + CHUNK, total)) for start in range(0, total, CHUNK)]
     for start, stop in bounds:
-        a, b = x[start:stop].to(torch.float64), y[start:stop].to(torch.float64)
-        if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
+        # in their own dtypes, unwidened (widening is exact: the same extremes), one reduction each:
+        # the extremes are NaN where an entry is (aminmax propagates it) and infinite where one is
+        low, high = (float(v) for v in torch.aminmax(x[start:stop]))
+        if not -limit < low <= high < limit:
             return None
-        low, high = torch.aminmax(a)
-        if float(high) >= limit or float(low) <= -limit:
+        low, high = (float(v) for v in torch.aminmax(y[start:stop]))
+        if not (math.isfinite(low) and math.isfinite(high)):
             return None
     work = torch.empty(total, dtype=torch.float64)
     scales = []
