@@ -61,6 +61,15 @@ def test_a_device_room_is_its_free_memory_less_what_is_kept_free_and_unknown_whe
     assert device_room(torch.device("cuda:0"), lambda: []) is None
 
 
+def test_the_device_room_hook_says_every_devices_room_for_a_gpu_sessions_check(monkeypatch) -> None:
+    from bisect_engine.load.memory import DEVICE_ROOM_FOR_TESTS, device_room
+
+    monkeypatch.setenv(DEVICE_ROOM_FOR_TESTS, "0")
+    assert device_room(torch.device("cuda:3"), lambda: []) == 0
+    monkeypatch.setenv(DEVICE_ROOM_FOR_TESTS, "5")
+    assert device_room(torch.device("cuda:0"), lambda: [("cuda:0", 20 * GIB, 80 * GIB)]) == 5 << 20
+
+
 def _fake_device_graph(device: str = "cuda") -> Any:
     """A graph recorded on a CUDA device (fake tensors: no device is needed to record it), with a
     factory op told to make its value there: what an fp64 run moved to the host must make on the host;
@@ -158,6 +167,105 @@ def test_the_model_level_fp64_model_goes_to_the_host_where_its_device_cannot_tak
     assert len(runs[0]) == len(runs[1]) == 1 + 1 + 4 + 1  # output, loss, 4 parameter gradients, x's gradient
     for there, here in zip(*runs):
         assert here.dtype == torch.float64 and torch.equal(there, here)
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: run where one is lent "
+                          "(BISECT_TEST_DEVICE=cuda pytest tests/test_memory.py -k cuda)")
+
+
+@CUDA
+def test_cuda_an_fp64_reference_its_device_cannot_take_is_computed_on_the_host_to_the_devices_values() -> None:
+    """On a real device: the fp64 reference and noise model of a graph recorded on CUDA, with its
+    device said to be full, run on the host (their values there, a factory op made there) and give
+    the device's fp64 values (to fp64's rounding: the host's matmul sums in another order)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict import fx_eval, noise, offload
+
+    def program(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return ((torch.mm(torch.relu(x), w) * torch.arange(w.shape[1], device=x.device)).sum(0) + 1e7) - 1e7
+
+    x, w = torch.randn(64, 512, device="cuda"), torch.randn(512, 1024, device="cuda")
+    graph = make_fx(program, tracing_mode="fake")(x, w)
+    dtypes = {n.name: torch.float32 for n in graph.graph.nodes}
+
+    def policy(room: int) -> offload.Offload:
+        return offload.Offload(require=Budget().require, device_room=lambda device: room)
+
+    with offload.using(policy(1 << 40)):
+        (there,) = fx_eval.run_graph(graph, [x, w], upcast=True)
+    full = policy(0)
+    with offload.using(full):
+        (here,) = fx_eval.run_graph(graph, [x, w], upcast=True)
+    assert (there.device.type, here.device.type, here.dtype, full.to_host) == ("cuda", "cpu", torch.float64, 1)
+    torch.testing.assert_close(here, there.cpu(), rtol=1e-12, atol=1e-6)
+    full = policy(0)
+    with offload.using(full):
+        floors = noise.noise_floors(graph, [x, w], dtypes)
+    assert full.to_host == 1 and set(floors.carried) == {"sub"}
+
+
+@CUDA
+def test_cuda_the_model_level_fp64_model_on_the_host_gives_the_devices_fp64_values() -> None:
+    """On a real device: the model-level check's fp64 model copied to the host (``host``) and run
+    there under ``OnHost`` (a tensor the forward makes on the device made on the host) gives the
+    outputs, loss and gradients of the fp64 model on the device."""
+    from bisect_engine.localise import model_check
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up, self.down = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            shift = torch.ones(32, device="cuda")  # made on the device whatever the parameters' device
+            return self.down(torch.nn.functional.gelu(self.up(x)) + shift)
+
+    torch.manual_seed(0)
+    model = Model().cuda()
+    x = torch.randn(8, 16, device="cuda", requires_grad=True)
+    assert model_check.model_device(model) == torch.device("cuda:0")
+    loss = lambda out: out.square().mean()  # noqa: E731
+    there, here = (model_check._forward_and_grads(model_check._fp64_copy(model, host=host),
+                                                  model_check._fp64_inputs((x,), host), loss, 0, host=host)
+                   for host in (False, True))
+    assert len(there) == len(here) == 1 + 1 + 4 + 1
+    for on_device, on_host in zip(there, here):
+        assert (on_device.device.type, on_host.device.type, on_host.dtype) == ("cuda", "cpu", torch.float64)
+        torch.testing.assert_close(on_host, on_device.cpu(), rtol=1e-10, atol=1e-12)
+
+
+@CUDA
+@pytest.mark.parametrize("planted", [False, True])
+def test_cuda_a_run_whose_device_takes_no_fp64_run_judges_on_the_host_and_names_the_same_op(
+        tmp_path: Path, planted: bool) -> None:
+    """End to end on a real device, every fp64 run said not to fit it (``BISECT_TESTING_DEVICE_ROOM=0``):
+    the references, noise runs and the model-level fp64 model go to the host (counted in
+    ``stats.offload.fp64_on_host``), and the verdict is the device's own: a clean training step
+    clean, a planted relu lowering (Triton's and C++'s) named."""
+    import os
+    import subprocess
+    import sys
+
+    model = tmp_path / "model.py"
+    model.write_text("import torch\nimport torch._inductor.config as c\n"
+                     + ("c.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'\n"
+                        "c.triton.inject_relu_bug_TESTING_ONLY = 'accuracy'\n" if planted else "")
+                     + "def get_model():\n    torch.manual_seed(0)\n"
+                     "    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64))\n"
+                     "def get_inputs():\n    torch.manual_seed(1)\n    return (torch.randn(32, 64),)\n"
+                     "def loss_fn(output):\n    return output.square().mean()\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "BISECT_TESTING_DEVICE_ROOM": "0", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "bisect_engine.cli", "run", str(model), "--device", "cuda",
+                           "--out", str(out), "-q", "--verify-runs", "1"], env=env, capture_output=True, text=True)
+    report = json.loads((out / "report.json").read_text())
+    assert report["stats"]["offload"].get("fp64_on_host", 0) >= 1, report["stats"]
+    if planted:
+        assert (done.returncode, report["verdict"]) == (1, "divergent"), done.stderr[-3000:]
+        assert "aten.relu" in json.dumps(report["culprit"]), report["culprit"]
+    else:
+        assert (done.returncode, report["verdict"]) == (0, "clean"), done.stderr[-3000:]
 
 
 def test_budget_cut_for_memory_is_a_budget_exhausted() -> None:

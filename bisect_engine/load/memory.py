@@ -22,6 +22,7 @@ import contextlib
 import copy
 import ctypes
 import logging
+import os
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -131,10 +132,19 @@ def device_free_bytes() -> list[tuple[str, int, int]]:
     return devices
 
 
+# Tests only (a GPU session's check of the host fallback on every CUDA case of the corpus): the MiB
+# every device is said to have room for, whatever it has (0: no fp64 run fits a device).
+DEVICE_ROOM_FOR_TESTS = "BISECT_TESTING_DEVICE_ROOM"
+
+
 def device_room(device: torch.device,
                 devices: Callable[[], list[tuple[str, int, int]]] = device_free_bytes) -> int | None:
     """Bytes ``device`` (a CUDA one) can still take before the memory kept free of it
-    (:func:`device_reserve_bytes`); None where this process holds nothing there (not asked)."""
+    (:func:`device_reserve_bytes`); None where this process holds nothing there (not asked). A
+    testing hook may set it (:data:`DEVICE_ROOM_FOR_TESTS`)."""
+    forced = os.environ.get(DEVICE_ROOM_FOR_TESTS)
+    if forced:
+        return int(forced) << 20
     listed = devices()
     if not listed:
         return None
