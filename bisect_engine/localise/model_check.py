@@ -29,7 +29,7 @@ from ..verdict.candidate import Switch, compile_arguments
 from ..verdict.compare import Outcome, clearly_above_eager, worst
 from ..verdict.judgement import MODEL, Oracle, OutputFacts, judge_outputs, with_run_floors
 from ..verdict.compiler import Compiler, cause_of, split_patches
-from ..verdict.fx_eval import HOST, fresh_inputs, on_host, to_fp64
+from ..verdict.fx_eval import HOST, fresh_inputs, off_host, on_host, to_fp64
 from ..verdict.model_state import ModelRuns
 from ..verdict.noise import model_floors
 from ..verdict.oracle import SubgraphVerdict, over_runs
@@ -217,7 +217,7 @@ def _results_wait(spec: ModelSpec, model_runs: ModelRuns, *results: Any, what: s
 def model_device(model: torch.nn.Module) -> torch.device | None:
     """The device other than the host that ``model``'s parameters or buffers lie on (CUDA), else None."""
     for tensor in (*model.parameters(), *model.buffers()):
-        if tensor.device.type not in ("cpu", "meta"):
+        if off_host(tensor.device):
             return tensor.device
     return None
 

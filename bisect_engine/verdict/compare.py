@@ -547,13 +547,11 @@ def _in_chunks(eager: torch.Tensor, compiled: torch.Tensor,
     total = x.numel()
     if total == 0 or y.numel() != total:
         return None
-    limit = saturation(value_dtype)
     bounds = [(start, min(start + CHUNK, total)) for start in range(0, total, CHUNK)]
     for start, stop in bounds:
         # in their own dtypes, unwidened (widening is exact: the same extremes), one reduction each:
         # the extremes are NaN where an entry is (aminmax propagates it) and infinite where one is
-        low, high = (float(v) for v in torch.aminmax(x[start:stop]))
-        if not -limit < low <= high < limit:
+        if not _usable_throughout(x[start:stop], value_dtype):
             return None
         low, high = (float(v) for v in torch.aminmax(y[start:stop]))
         if not (math.isfinite(low) and math.isfinite(high)):

@@ -54,10 +54,15 @@ def watch_op(node: fx.Node, need: int, device: torch.device | None = None) -> bo
     return bool(watch(node, need, device)) if watch is not None else False
 
 
+def off_host(device: torch.device | None) -> bool:
+    """Whether ``device`` is one other than the host (a CUDA device; ``meta`` holds nothing)."""
+    return device is not None and device.type not in ("cpu", "meta")
+
+
 def recorded_device(node: fx.Node) -> torch.device | None:
     """The device ``node``'s value was recorded on where that is not the host (a CUDA device), else None."""
     for value in pytree.tree_leaves(node.meta.get("val", node.meta.get("example_value"))):
-        if isinstance(value, torch.Tensor) and value.device.type not in ("cpu", "meta"):
+        if isinstance(value, torch.Tensor) and off_host(value.device):
             return value.device
     return None
 
@@ -66,9 +71,9 @@ def on_host(value: Any) -> Any:
     """``value`` with every tensor and device in it on the host (an fp64 run moved there: its
     values, and the device a factory op is told to make its result on)."""
     if isinstance(value, torch.Tensor):
-        return value if value.device.type in ("cpu", "meta") else value.to(HOST)
+        return value.to(HOST) if off_host(value.device) else value
     if isinstance(value, torch.device):
-        return value if value.type in ("cpu", "meta") else HOST
+        return HOST if off_host(value) else value
     if isinstance(value, (tuple, list)):
         return type(value)(on_host(v) for v in value)
     if isinstance(value, dict):
@@ -80,10 +85,20 @@ def device_bytes(values: Any) -> int:
     """The bytes of the distinct storages under ``values`` that lie on a device other than the host."""
     seen: dict[tuple[torch.device, int], int] = {}
     for value in pytree.tree_leaves(values):
-        if isinstance(value, torch.Tensor) and value.layout == torch.strided and value.device.type not in ("cpu", "meta"):
+        if isinstance(value, torch.Tensor) and value.layout == torch.strided and off_host(value.device):
             storage = value.untyped_storage()
             seen[(value.device, storage.data_ptr())] = storage.nbytes()
     return sum(seen.values())
+
+
+def move_to_host(node: fx.Node, need: int, *envs: dict[Any, Any]) -> None:
+    """An fp64 run goes on on the host from ``node`` on (its device cannot take it, :func:`watch_op`
+    said): the host is asked for the op's ``need`` and the values the run holds on the device (the
+    watch stops the run where it cannot take them), then every value of ``envs`` moves there."""
+    watch_op(node, need + device_bytes([list(env.values()) for env in envs]))
+    for env in envs:
+        for key, value in list(env.items()):
+            env[key] = on_host(value)
 
 
 def value_bytes(node: fx.Node, wide: bool) -> int:
@@ -223,7 +238,8 @@ class _EagerInterpreter(fx.Interpreter):
             need = value_bytes(node, self.upcast) + widened_bytes(read)
             device = recorded_device(node) if self.upcast and not self.host else None
             if watch_op(node, need, device):
-                self._to_host(node, need)
+                move_to_host(node, need, self.env)
+                self.host = True
         if self.upcast and node.op == "call_function":
             return self._run_fp64(node)
         return self._placed(super().run_node(node))
@@ -231,14 +247,6 @@ class _EagerInterpreter(fx.Interpreter):
     def _placed(self, value: Any) -> Any:
         """``value`` where the run is: on the host once it moved there."""
         return on_host(value) if self.host else value
-
-    def _to_host(self, node: fx.Node, need: int) -> None:
-        """The run goes on on the host from ``node`` on: the host is asked for the op and the values
-        the run holds on the device (the watch stops the run where it cannot take them), then they move."""
-        watch_op(node, need + device_bytes(list(self.env.values())))
-        for source, value in list(self.env.items()):
-            self.env[source] = on_host(value)
-        self.host = True
 
     @staticmethod
     def _target(node: fx.Node) -> Callable[..., Any]:

@@ -40,7 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..search import stop_if_out_of_memory
 from .compare import rounding_unit
-from .fx_eval import (_fp64_kwargs, device_bytes, faithful_copy, mutates, on_host, recorded_device, to_fp64,
+from .fx_eval import (_fp64_kwargs, faithful_copy, move_to_host, mutates, on_host, recorded_device, to_fp64,
                       value_bytes, watch_op, widened_bytes)
 from .judgement import combined_scale
 from .precision import op_base_name
@@ -300,8 +300,8 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
                 need = 2 * value_bytes(node, True) + 3 * widened_bytes([runs.given(s) for s in node.all_input_nodes])
                 if watch_op(node, need, None if runs.host else recorded_device(node)):
                     # the device cannot take the op and the host can: both runs go on on the host
-                    watch_op(node, need + device_bytes([list(runs.clean_env.values()), list(runs.noisy_env.values())]))
-                    runs.to_host()
+                    move_to_host(node, need, runs.clean_env, runs.noisy_env)
+                    runs.host = True
                 clean, noisy = _computed(node, runs, unit, dtypes, own)
                 runs.clean_env[node], runs.noisy_env[node] = clean, noisy
                 carried[node.name] = floor_of(clean, noisy, unit) if noisy is not clean else 0.0
@@ -332,12 +332,6 @@ class _Runs:
     # both runs moved to the host (their device could not take an op, ``fx_eval.watch_op``): their
     # values are there, an input held as given is widened there, a factory op makes its value there
     host: bool = False
-
-    def to_host(self) -> None:
-        for env in (self.clean_env, self.noisy_env):
-            for node, value in list(env.items()):
-                env[node] = on_host(value)
-        self.host = True
 
     def hold(self, node: fx.Node, value: Any, unit: Any, draw: bool) -> Any:
         """Keep an input as given and advance the generator past its draw; its carried floor

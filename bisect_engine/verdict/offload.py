@@ -291,7 +291,7 @@ class Offload:
         on the device where its room (:attr:`device_room`) takes it (the guard's stops asked), else on
         the host, weighed there by :meth:`weigh` (in memory or on disk; the run stops before it
         where neither fits). ``(on the host, on disk)``."""
-        if device is not None and device.type not in ("cpu", "meta"):
+        if device is not None and fx_eval.off_host(device):
             room = self.device_room(device)
             if room is None or need <= room:
                 if self.require is not None:
@@ -361,19 +361,12 @@ class Offload:
             return False
         self.watched_at = now
         what = f"evaluating node {node.name} ({node.target})"
-        if device is None or device.type in ("cpu", "meta"):
-            self.require(need, what)
-            return False
-        room = self.device_room(device)
-        if room is None or need <= room:
-            self.require(0, what)  # the guard's own stops (the machine's, each device's reserve)
-            return False
-        if not self.fits(need):  # the host cannot take it either: the stop names the device
-            self.require(need, f"{what} on the host ({device} has {max(room, 0) >> 20} MiB left)")
-        self.to_host += 1
-        log.info("offload: %s needs %d MiB and %s has %d MiB left: the fp64 run goes on on the host",
-                 what, need >> 20, device, max(room, 0) >> 20)
-        return True
+        host, _ = self.weigh_on(device, need, what)
+        if host:
+            self.to_host += 1
+            log.info("offload: %s needs %d MiB and %s cannot take it: the fp64 run goes on on the host",
+                     what, need >> 20, device)
+        return host
 
     def to_json(self) -> dict[str, Any]:
         return {"moved_mb": self.moved >> 20, "moves": self.moves, "asked": self.asked,
