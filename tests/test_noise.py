@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bisect_engine.verdict.compare import Outcome, closer_to_fp64, material_difference, rounding_unit
+from bisect_engine.verdict.compare import Departure, Outcome, closer_to_fp64, material_difference, rounding_unit
 from bisect_engine.verdict.graphs import CapturedGraph
 from bisect_engine.verdict.judgement import MODEL, Oracle, combined_scale, judge_outputs
 from bisect_engine.verdict import noise
@@ -441,9 +441,11 @@ def test_a_departure_listed_is_clearly_closer_and_two_samples_of_one_noise_are_n
     assert departure is not None and departure.compiled_rms_ulps < departure.eager_rms_ulps  # nearer, not clearly
 
 
-def test_departures_read_the_fp64_references_the_whole_graph_judgement_kept(monkeypatch) -> None:
-    """A clean whole graph's departing outputs keep their fp64 references from its judgement: the
-    departures then run no second fp64 pass, and find what the second pass finds."""
+def test_departures_read_what_the_whole_graph_judgement_decided_and_hold_no_fp64_value(monkeypatch) -> None:
+    """A clean whole graph's departing outputs are decided in its judgement, as its fp64 run gives
+    each (``closer_to_fp64``): what is kept to the departures look is a departure per output, not its
+    fp64 reference (GPT-2's backward kept every gradient's, ~1 GB); the look then runs no second
+    fp64 pass, and finds what the second pass finds."""
     from bisect_engine.strategies import departures
 
     x = torch.randn(64, 256, generator=torch.Generator().manual_seed(9))
@@ -462,6 +464,8 @@ def test_departures_read_the_fp64_references_the_whole_graph_judgement_kept(monk
     first = _context(chain, x, w)
     verdict, compiled = judged(first)
     assert verdict.outcome.value == "match"
+    assert first._departing is not None and first._departing[1]
+    assert all(isinstance(kept, Departure) for kept in first._departing[1].values())  # no tensor held
     recomputed = departures.find_departures(_context(chain, x, w), compiled, "graph")  # the second fp64 pass
     assert recomputed, "the planted departure"
     monkeypatch.setattr(departures, "values_of", lambda *args, **kwargs: (_ for _ in ()).throw(AssertionError))
@@ -469,10 +473,11 @@ def test_departures_read_the_fp64_references_the_whole_graph_judgement_kept(monk
     assert first.take_departing(compiled) is None  # taken once, then let go
 
 
-def test_a_graph_not_clearly_clean_keeps_its_departing_names_not_their_fp64_references(monkeypatch) -> None:
-    """A whole graph judged again at the noise floors lets its fp64 references go (nothing held
-    meanwhile) but keeps which outputs depart from eager: the departures judge no output against
-    eager again, run fp64 once more for the departing ones only, and find what the long way finds."""
+def test_a_graph_not_clearly_clean_keeps_its_departures_through_the_noise_floors(monkeypatch) -> None:
+    """A whole graph judged again at the noise floors keeps the departures its plain judgement
+    decided (which outputs depart, and how, is read against eager and fp64, not the floors): the
+    departures look judges no output against eager again, runs no fp64, and finds what the long
+    way finds."""
     from bisect_engine.strategies import departures
 
     x = torch.randn(64, 256, generator=torch.Generator().manual_seed(9))
@@ -492,9 +497,11 @@ def test_a_graph_not_clearly_clean_keeps_its_departing_names_not_their_fp64_refe
     from bisect_engine.verdict import oracle
 
     first = _context(chain, x, w)
-    monkeypatch.setattr(oracle, "clearly_above_eager", lambda verdict: True)  # the noise floors' second look
+    looks = []
+    monkeypatch.setattr(oracle, "clearly_above_eager", lambda verdict: looks.append(1) or True)  # the floors' look
     compiled = judged(first)
-    assert first._departing is not None and all(v is None for v in first._departing[1].values())
+    assert looks, "judged again at the noise floors"
+    assert first._departing is not None and all(isinstance(v, Departure) for v in first._departing[1].values())
     recomputed = departures.find_departures(_context(chain, x, w), compiled, "graph")  # the long way
     assert recomputed, "the planted departure"
     against_eager, fp64_runs = [], []
@@ -502,7 +509,7 @@ def test_a_graph_not_clearly_clean_keeps_its_departing_names_not_their_fp64_refe
     monkeypatch.setattr(departures, "judge_against_eager", lambda *a, **k: against_eager.append(1) or judge(*a, **k))
     monkeypatch.setattr(departures, "values_of", lambda *a, **k: fp64_runs.append(list(a[2])) or values_of(*a, **k))
     assert departures.find_departures(first, compiled, "graph") == recomputed
-    assert against_eager == [] and fp64_runs == [[d.value for d in recomputed]]
+    assert against_eager == [] and fp64_runs == []
     assert first.take_departing(compiled) is None  # taken once, then let go
 
 

@@ -47,37 +47,40 @@ class DepartedValue:
 def find_departures(context: GraphContext, compiled_values: dict[str, Any], scope: str) -> list[DepartedValue]:
     """Values whose compiled departs from eager beyond the floors while clearly closer to fp64
     (:func:`clearly_departs`): the first ``MAX_LISTED`` in graph order."""
-    # The whole graph's judgement kept the departing outputs' fp64 references (its fp64 run, not a
-    # second one), or their names alone (judged against eager there: the same judgement as below)
+    # The whole graph's judgement decided each departing output's departure as its fp64 run gave
+    # the output (no second fp64 run, no fp64 value held to here)
     kept = context.take_departing(compiled_values) if scope == "graph" else None
     random = random_values(context)  # compiled draws other numbers: data, not a difference
-    named_only = kept is not None and any(value is None for value in kept.values())
-    if named_only:
-        assert kept is not None
-        departing = [name for name in kept if name not in random]
-    else:
-        departing = list(kept) if kept is not None else [
-            name for name, value in compiled_values.items()
-            if name not in random
-            and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
-    if not departing:
-        return []
-    # only the departing values' fp64 references are kept (not every node's, fp64 of the whole graph)
-    context.captured.check_inputs()
-    if kept is None or named_only:  # the fp64 run reads the captured inputs alone: the graph's values wait on disk
-        spill_graph_values(context, compiled_values)
-    fp64 = kept if kept is not None and not named_only else values_of(
-        context.captured.graph_module, context.captured.inputs, departing, upcast=True)
+    departures = (((name, departure) for name, departure in kept.items() if name not in random)
+                  if kept is not None else _departures(context, compiled_values, random))
     found = []
-    for name in departing:
-        eager, compiled = context.eager_values.get(name), compiled_values[name]
-        departure = closer_to_fp64(eager, fp64.get(name), compiled, context.tolerance)
+    for name, departure in departures:
         if departure is not None and clearly_departs(departure, context.tolerance.ratio):
+            eager, compiled = context.eager_values.get(name), compiled_values[name]
             elements = int((eager != compiled).sum())
             found.append(DepartedValue(name, _computed_by(context, name), scope, departure, elements))
             if len(found) == MAX_LISTED:
                 break
     return found
+
+
+def _departures(context: GraphContext, compiled_values: dict[str, Any],
+                random: set[str]) -> Iterator[tuple[str, Departure | None]]:
+    """Each value of ``compiled_values`` that departs from eager (eager as the reference), in their
+    order, with its departure against fp64 (None: compiled is not the closer), decided as asked:
+    one fp64 run of the captured graph that keeps the departing values' references only (not
+    every node's)."""
+    departing = [name for name, value in compiled_values.items()
+                 if name not in random
+                 and judge_against_eager(context.oracle, context.eager_values.get(name), value).outcome is Outcome.MISMATCH]
+    if not departing:
+        return
+    context.captured.check_inputs()
+    spill_graph_values(context, compiled_values)  # the fp64 run reads the captured inputs alone: the values wait on disk
+    fp64 = values_of(context.captured.graph_module, context.captured.inputs, departing, upcast=True)
+    for name in departing:
+        yield name, closer_to_fp64(context.eager_values.get(name), fp64.get(name), compiled_values[name],
+                                   context.tolerance)
 
 
 def clearly_departs(departure: Departure, ratio: float) -> bool:

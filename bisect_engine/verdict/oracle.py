@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from ..search import stop_if_out_of_memory
 from .graphs import CapturedGraph, ReadOnlyInputWritten
-from .compare import (Difference, clearly_above_eager, Outcome, Tolerance, TensorVerdict, material_difference,
+from .compare import (Departure, Difference, clearly_above_eager, closer_to_fp64, Outcome, Tolerance, TensorVerdict, material_difference,
                       same_bits, same_layout_and_bits, worst)
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
@@ -67,11 +67,13 @@ class GraphContext:
     oracle: Oracle = Oracle()  # the run's judgement policy (reference, tolerance, units, draws, seed)
     # the last few eager replays (see replay): (key, the injected values, every node's replayed value)
     _replays: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
-    # The whole graph's fp64 references of the outputs compiled computes otherwise than eager, kept
-    # from its plain judgement for the departures (:meth:`take_departing`), with the compiled
-    # outputs they were judged against: (name -> compiled value, name -> fp64 value, None where the
-    # reference was let go: a graph not clearly clean keeps the departing names only)
-    _departing: tuple[dict[str, Any], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    # The whole graph's outputs compiled computes otherwise than eager, each with how it departs
+    # from eager against fp64 (:func:`~bisect_engine.verdict.compare.closer_to_fp64`, None where
+    # compiled is not the closer), decided from its plain judgement's fp64 run as each output came
+    # (:meth:`take_departing`), with the compiled outputs they were judged against: (name ->
+    # compiled value, name -> departure). No fp64 value is held for them.
+    _departing: tuple[dict[str, Any], dict[str, Departure | None]] | None = field(default=None, repr=False,
+                                                                                   compare=False)
 
     @classmethod
     def from_captured(cls, captured: CapturedGraph, oracle: Oracle = Oracle()) -> "GraphContext":
@@ -145,31 +147,29 @@ class GraphContext:
         self._replays = []
         self._departing = None
 
-    def take_departing(self, compiled_values: dict[str, Any]) -> dict[str, Any] | None:
-        """The fp64 references of the whole graph's outputs whose compiled value departs from
-        eager's (eager as the reference, :func:`~bisect_engine.verdict.judgement.judge_against_eager`),
-        by name in ``compiled_values``' order, kept from the whole graph's judgement (its fp64 run
-        is not run again), then let go; None where they were not kept for these very values (a
-        graph that draws random numbers, writes in place, or was not judged clean). A reference
-        is None where the judgement let it go (a graph not clearly clean, judged again at the
-        noise floors: nothing held meanwhile): the departing names stand, their fp64 values are
-        for the caller to compute."""
+    def take_departing(self, compiled_values: dict[str, Any]) -> dict[str, Departure | None] | None:
+        """The whole graph's outputs whose compiled value departs from eager's (eager as the
+        reference, :func:`~bisect_engine.verdict.judgement.judge_against_eager`), by name in
+        ``compiled_values``' order, each with its departure against fp64 (None: compiled is not the
+        closer), decided in the whole graph's judgement as its fp64 run gave each output (no fp64
+        value is held, nor computed again), then let go; None where they were not kept for these
+        very values (a graph that draws random numbers, writes in place, or was not judged)."""
         kept, self._departing = self._departing, None
         if kept is None:
             return None
-        judged, fp64 = kept
+        judged, departures = kept
         if len(judged) != len(compiled_values) or any(compiled_values.get(n) is not v for n, v in judged.items()):
             return None
-        return {name: fp64[name] for name in compiled_values if name in fp64}
+        return {name: departures[name] for name in compiled_values if name in departures}
 
     def drop_departing(self) -> None:
-        """Let go of the kept fp64 references (a graph that diverges: no departures read them)."""
+        """Let go of the kept departures (a graph that diverges: no departures look reads them)."""
         self._departing = None
 
     def _keeps_departing(self, subgraph: Subgraph) -> bool:
-        """Whether judging ``subgraph`` keeps the departing outputs' fp64 references: the whole
-        graph (its fp64 run then gives the captured graph's fp64 values), no random draws, fp64 as
-        the reference (departures are judged against fp64 only)."""
+        """Whether judging ``subgraph`` keeps the departing outputs' departures: the whole graph
+        (its fp64 run then gives the captured graph's fp64 values), no random draws, fp64 as the
+        reference (departures are judged against fp64 only)."""
         return (self.oracle.reference == "fp64" and not self.view.random_names()
                 and set(subgraph.input_names) <= set(self.view.placeholder_names())
                 and set(subgraph.node_names) == set(self.view.compilable_names(keep_random=self.rng_strict)))
@@ -438,11 +438,8 @@ class GraphContext:
         plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, plain_facts, keep=keep)
         if plain.outcome is Outcome.MATCH and not any(clearly_above_eager(v) for v in plain.outputs.values()):
             return plain
-        if keep and self._departing is not None:
-            # Not clearly clean: the departures, if any, run fp64 again (nothing held meanwhile);
-            # which outputs depart from eager does not depend on the facts: their names are kept.
-            judged, departing = self._departing
-            self._departing = (judged, dict.fromkeys(departing))
+        # Not clearly clean: judged again at the noise floors. The departures kept stand (which
+        # outputs depart, and how, is decided against eager and fp64, not by the floors).
         facts = with_run_floors(self.output_facts(names, eager_outputs, candidate, with_noise=True), spreads,
                                 eager_outputs)
         # An output's verdict is a function of its values and its facts alone: those whose facts the
@@ -460,7 +457,7 @@ class GraphContext:
                 known: list[TensorVerdict] | None = None, keep: bool = False) -> SubgraphVerdict:
         """The outputs judged with ``facts``; ``only``: the positions judged again, the others'
         verdicts taken from ``known`` (judged before with the same facts); ``keep``: the departing
-        outputs' fp64 references kept (:meth:`take_departing`)."""
+        outputs' departures kept (:meth:`take_departing`)."""
         verdicts = self._streamed(subgraph, inputs, eager_outputs, compiled_outputs, facts,
                                   only if known is not None else None, known, keep)
         if verdicts is None:
@@ -506,7 +503,8 @@ class GraphContext:
             name = subgraph.output_names[i]
             if keep and name not in departing and judge_against_eager(
                     self.oracle, eager_outputs[i], compiled_outputs[i]).outcome is Outcome.MISMATCH:
-                departing[name] = fp64
+                # decided now, while its fp64 value is at hand: none is held to the departures look
+                departing[name] = closer_to_fp64(eager_outputs[i], fp64, compiled_outputs[i], self.tolerance)
 
         def judge(node: fx.Node, fp64: Any) -> None:
             for i in positions[node]:
@@ -515,7 +513,7 @@ class GraphContext:
         for index, node in enumerate(returned):  # a constant output (a backward's None): its own reference
             if not isinstance(node, fx.Node):
                 judge_at(index, node)
-        departing: dict[str, Any] = {}
+        departing: dict[str, Departure | None] = {}
         stream_graph(graph_module, inputs, upcast=True, overrides=self._draws(fp64=True), sink=judge)
         judged = [v for v in verdicts if v is not None]
         if keep and len(judged) == len(verdicts):
