@@ -129,6 +129,87 @@ def test_an_fp64_run_its_device_cannot_take_goes_on_on_the_host_and_stops_where_
         "(cuda:0 has 0 MiB left) needs about" in str(cut.value), str(cut.value)
 
 
+# An op whose allocation fails once more on the device (armed by a test), then works: what a CUDA
+# workspace or a fragmented cache does to an op the watch let through.
+_ALLOCATIONS_FAILING = [0]
+
+
+@torch.library.custom_op("bisect_memory_test::fails_to_allocate", mutates_args=())
+def _fails_to_allocate(x: torch.Tensor) -> torch.Tensor:
+    if _ALLOCATIONS_FAILING[0] > 0:
+        _ALLOCATIONS_FAILING[0] -= 1
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.10 GiB total)")
+    return x * 2
+
+
+@_fails_to_allocate.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _fake_device_graph_failing(device: str = "cuda") -> Any:
+    """:func:`_fake_device_graph` with an op before the rest whose allocation can be made to fail
+    (:data:`_ALLOCATIONS_FAILING`), its value a second output."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def program(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        doubled = torch.ops.bisect_memory_test.fails_to_allocate(x)  # an op the noise model draws nothing for
+        return ((torch.mm(torch.relu(x), w) * torch.arange(w.shape[1], device=x.device)).sum(0) + 1e7) - 1e7, doubled
+
+    with FakeTensorMode():
+        return make_fx(program)(torch.empty(64, 512, device=device), torch.empty(512, 1024, device=device))
+
+
+def test_an_fp64_op_whose_allocation_fails_on_its_device_runs_again_on_the_host() -> None:
+    """The watch weighs an op by an estimate: an op it lets run on the device can still fail to
+    allocate there (a workspace, a fragmented cache). Where the host takes it, the fp64 run (and the
+    noise model's two runs) move to the host and run that op again there, as where the watch said
+    so first; where the host cannot, the run stops there, the device's failure named. Here the
+    device says it is roomy and the op raises CUDA's ``OutOfMemoryError`` once: only a run that
+    moved to the host can make the graph's later ``arange(device=cuda)`` on this CPU-only machine."""
+    from bisect_engine.verdict import fx_eval, noise, offload
+
+    graph = _fake_device_graph_failing()
+    x, w = torch.randn(64, 512), torch.randn(512, 1024)
+    expected = ((torch.mm(torch.relu(x.double()), w.double()) * torch.arange(1024, dtype=torch.float64)).sum(0)
+                + 1e7) - 1e7
+    dtypes = {n.name: torch.float32 for n in graph.graph.nodes}
+
+    def policy(host_room: int | None = None) -> offload.Offload:
+        budget = Budget(room_left=lambda: host_room)
+        return offload.Offload(require=budget.require, device_room=lambda device: 1 << 40,
+                               memory_room=lambda: host_room)
+
+    roomy = policy()
+    _ALLOCATIONS_FAILING[0] = 1
+    with offload.using(roomy):
+        fp64, doubled = fx_eval.run_graph(graph, [x, w], upcast=True)
+    assert _ALLOCATIONS_FAILING[0] == 0 and fp64.device.type == "cpu"
+    torch.testing.assert_close(fp64, expected, rtol=1e-12, atol=1e-9)
+    assert torch.equal(doubled, 2 * x.double())
+    assert roomy.to_host == 1
+    roomy = policy()
+    _ALLOCATIONS_FAILING[0] = 1
+    with offload.using(roomy):
+        floors = noise.noise_floors(graph, [x, w], dtypes)
+    assert _ALLOCATIONS_FAILING[0] == 0 and roomy.to_host == 1
+    # the same draws as the graph recorded on the host: no draw was made for the op that failed
+    assert floors.carried and floors == noise.noise_floors(_fake_device_graph_failing("cpu"), [x, w], dtypes)
+    # the host cannot take it either: the run stops at that op, the device's failure said
+    _ALLOCATIONS_FAILING[0] = 1
+    with offload.using(policy(host_room=1 << 10)), pytest.raises(BudgetExhausted) as cut:
+        fx_eval.run_graph(graph, [x, w], upcast=True)
+    assert cut.value.reason == "memory" and "evaluating node fails_to_allocate (bisect_memory_test.fails_to_allocate" \
+        ".default) on the host (its allocation on cuda:0 failed: OutOfMemoryError: CUDA out of memory." in str(cut.value)
+    # outside a run's watch nothing is asked: the failure is the run's memory cut, as before
+    _ALLOCATIONS_FAILING[0] = 1
+    with pytest.raises(BudgetExhausted) as cut:
+        fx_eval.run_graph(graph, [x, w], upcast=True)
+    assert cut.value.reason == "memory" and "in an op of the fp64 reference run" in str(cut.value)
+    _ALLOCATIONS_FAILING[0] = 0
+
+
 def test_the_model_level_fp64_model_goes_to_the_host_where_its_device_cannot_take_it() -> None:
     """The model-level check's fp64 model and run (``model_check._results_wait``): weighed against the
     model's device first (``Offload.weigh_on``): there where it fits, else on the host (in memory or
@@ -576,7 +657,7 @@ def test_a_graph_memory_stops_inside_its_judgement_is_judged_again_in_segments(
     from bisect_engine.verdict import offload
     from bisect_engine.verdict.fx_eval import value_bytes
 
-    def watch(self: Any, node: Any, need: int, device: Any = None) -> bool:  # an fp64 or noise run's op (eager's weighs its value)
+    def watch(self: Any, node: Any, need: int, device: Any = None, failed: Any = None) -> bool:  # an fp64 or noise run's op (eager's weighs its value)
         if need > value_bytes(node, False) and sum(n.target is torch.ops.aten.tanh.default for n in node.graph.nodes) >= 3:
             self.require(1 << 50, f"evaluating node {node.name} ({node.target})")
         return False

@@ -16,10 +16,13 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 if __package__:  # the tool: an allocation that fails is the run's memory cut, never eager standing in for fp64
-    from ..search import stop_if_out_of_memory
+    from ..search import out_of_memory, stop_if_out_of_memory
 else:  # embedded in a repro (``output/repro.py``), which has no run to cut: the fp64 fallback as it is
     def stop_if_out_of_memory(error: BaseException | str, doing: str = "") -> None:
         return None
+
+    def out_of_memory(error: BaseException | str | None) -> bool:
+        return False
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +33,10 @@ _FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 # on where that is not the host (an fp64 run's op on a CUDA device; None: the host): the tool's
 # memory watch, which stops its run before an op that cannot fit, and answers True where the device
 # cannot take the op and the host can (the fp64 run goes on on the host; ``verdict/offload.using``
-# sets it). A repro sets none.
-Watch = Callable[[fx.Node, int, "torch.device | None"], "bool | None"]
+# sets it). Asked again with the error where an op the watch let run on the device failed to
+# allocate there all the same (a workspace, fragmentation): True where the host takes the op (the
+# run goes on there, the op run again), else it stops the run. A repro sets none.
+Watch = Callable[[fx.Node, int, "torch.device | None", "BaseException | None"], "bool | None"]
 _WATCH: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("bisect_node_watch", default=None)
 HOST = torch.device("cpu")
 
@@ -46,12 +51,27 @@ def watching(watch: Watch | None) -> Iterator[None]:
         _WATCH.reset(token)
 
 
-def watch_op(node: fx.Node, need: int, device: torch.device | None = None) -> bool:
+def watch_op(node: fx.Node, need: int, device: torch.device | None = None,
+             failed: BaseException | None = None) -> bool:
     """Ask the watch set by :func:`watching` (if any) whether ``node``, adding ``need`` bytes on
     ``device`` (None: the host), may run: it stops the run where it cannot; True where ``device``
-    cannot take it and the host can (the caller moves its run there)."""
+    cannot take it and the host can (the caller moves its run there). ``failed``: the allocation
+    error the op met on ``device`` (the host is asked alone)."""
     watch = _WATCH.get()
-    return bool(watch(node, need, device)) if watch is not None else False
+    return bool(watch(node, need, device, failed)) if watch is not None else False
+
+
+def host_after_failure(node: fx.Node, need: int, device: torch.device | None, error: BaseException,
+                       *envs: dict[Any, Any]) -> bool:
+    """An op of an fp64 run on ``device`` (a CUDA one) that the watch let through, whose allocation
+    failed there all the same (``error``; a workspace, fragmentation): where the watch takes it on
+    the host, the run's values (``envs``) move there and True (the caller runs the op again, there);
+    else False: the failure stands (the run's memory cut; an error that is no allocation's is the
+    op's own). Nothing is asked outside a run's watch."""
+    if not (off_host(device) and out_of_memory(error) and watch_op(node, need, device, error)):
+        return False
+    move_to_host(node, need, *envs)
+    return True
 
 
 def off_host(device: torch.device | None) -> bool:
@@ -234,8 +254,7 @@ class _EagerInterpreter(fx.Interpreter):
         if node.name in self.overrides:
             return self._placed(self.overrides[node.name])
         if node.op == "call_function" and _WATCH.get() is not None:
-            read = [self.env.get(source) for source in node.all_input_nodes] if self.upcast else []
-            need = value_bytes(node, self.upcast) + widened_bytes(read)
+            need = self._need(node)
             device = recorded_device(node) if self.upcast and not self.host else None
             if watch_op(node, need, device):
                 move_to_host(node, need, self.env)
@@ -243,6 +262,11 @@ class _EagerInterpreter(fx.Interpreter):
         if self.upcast and node.op == "call_function":
             return self._run_fp64(node)
         return self._placed(super().run_node(node))
+
+    def _need(self, node: fx.Node) -> int:
+        """About the bytes ``node``'s op adds: its value, and where the run widens, the fp64 copies of what it reads."""
+        read = [self.env.get(source) for source in node.all_input_nodes] if self.upcast else []
+        return value_bytes(node, self.upcast) + widened_bytes(read)
 
     def _placed(self, value: Any) -> Any:
         """``value`` where the run is: on the host once it moved there."""
@@ -265,6 +289,11 @@ class _EagerInterpreter(fx.Interpreter):
         try:  # a factory on the default dtype (``aten.ones`` without ``dtype``) widened too
             return to_fp64(self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs))))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
+            device = None if self.host else recorded_device(node)
+            if off_host(device) and host_after_failure(node, self._need(node), device, error, self.env):
+                del args, kwargs, error  # the device's copies go
+                self.host = True
+                return self._run_fp64(node)  # the op again, on the host
             stop_if_out_of_memory(error, "in an op of the fp64 reference run")
             log.debug("fp64 failed for %s: %s", node.name, error)
             args = self._placed(fx.node.map_arg(node.args, self._in_model_dtype))

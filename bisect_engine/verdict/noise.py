@@ -40,8 +40,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..search import stop_if_out_of_memory
 from .compare import rounding_unit
-from .fx_eval import (_fp64_kwargs, faithful_copy, move_to_host, mutates, on_host, recorded_device, to_fp64,
-                      value_bytes, watch_op, widened_bytes)
+from .fx_eval import (_fp64_kwargs, faithful_copy, host_after_failure, move_to_host, mutates, off_host, on_host,
+                      recorded_device, to_fp64, value_bytes, watch_op, widened_bytes)
 from .judgement import combined_scale
 from .precision import op_base_name
 
@@ -295,9 +295,7 @@ def noise_floors(graph_module: fx.GraphModule, inputs: Sequence[Any], dtypes: Ma
                          else _attribute(graph_module, str(node.target)))
                 carried[node.name] = runs.hold(node, given, unit, draw=True)
             else:
-                # the clean and noisy values, and of each input it widens: its fp64 copy, its noisy
-                # twin and its copy rounded once (a 1 GB weight's ~6 GB)
-                need = 2 * value_bytes(node, True) + 3 * widened_bytes([runs.given(s) for s in node.all_input_nodes])
+                need = _need(node, runs)
                 if watch_op(node, need, None if runs.host else recorded_device(node)):
                     # the device cannot take the op and the host can: both runs go on on the host
                     move_to_host(node, need, runs.clean_env, runs.noisy_env)
@@ -426,6 +424,12 @@ def _last_uses(graph_module: fx.GraphModule) -> dict[fx.Node, list[fx.Node]]:
     return uses
 
 
+def _need(node: fx.Node, runs: _Runs) -> int:
+    """About the bytes ``node``'s op adds to the two runs: the clean and noisy values, and of each
+    input it widens: its fp64 copy, its noisy twin and its copy rounded once (a 1 GB weight's ~6 GB)."""
+    return 2 * value_bytes(node, True) + 3 * widened_bytes([runs.given(s) for s in node.all_input_nodes])
+
+
 def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """The op on fp64 inputs: clean, on the noisy run's inputs (then rounded), and on the clean
     inputs rounded once (its own floor). An op without an fp64 kernel runs in the model's dtype
@@ -440,6 +444,14 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) ->
     try:
         clean = _apply(node, clean_in, runs.host)
     except Exception as error:  # noqa: BLE001 - no fp64 kernel: the op in the model's dtype
+        device = None if runs.host else recorded_device(node)
+        if off_host(device) and host_after_failure(node, _need(node, runs), device, error, runs.clean_env,
+                                                   runs.noisy_env):
+            # its allocation failed on the device though the watch let it through: both runs go on
+            # on the host, and the op runs again there (no draw was made for it yet)
+            del clean_in, error
+            runs.host = True
+            return _run_op(node, runs, unit, dtypes)
         stop_if_out_of_memory(error, "in an op's noise run")
         log.debug("noise: %s has no fp64 run, judged in the model's dtype: %s", node.name, error)
         narrowed = True

@@ -344,7 +344,8 @@ class Offload:
         self.moves += bool(moved)
         return moved
 
-    def watch(self, node: Any, need: int, device: torch.device | None = None) -> bool:
+    def watch(self, node: Any, need: int, device: torch.device | None = None,
+              failed: BaseException | None = None) -> bool:
         """Before an op of an fp64 or noise run (``fx_eval.watch_op``): :attr:`require` asked whether
         its ``need`` still fits, so that a run stops before the op that cannot fit (exit 4, with what
         it learned), never in it by the OOM killer. An op on a device (``device``, a CUDA one) is
@@ -353,15 +354,22 @@ class Offload:
         large for the device computed on the host, counted in :attr:`to_host`; its caller asks the
         host again with what it moves); where neither can, the run stops. Ops under
         :data:`WATCH_BYTES` are let through for :data:`WATCH_EVERY_S` after the last ask (each ask
-        reads /proc: ~0.1 ms)."""
+        reads /proc: ~0.1 ms). ``failed``: the allocation error an op the watch let run on the
+        device met there all the same (a workspace, fragmentation): the host alone is asked (True
+        where it takes the op; the run stops where it cannot)."""
         if self.require is None:
             return False
         now = time.monotonic()
-        if need < WATCH_BYTES and now - self.watched_at < WATCH_EVERY_S:
+        if failed is None and need < WATCH_BYTES and now - self.watched_at < WATCH_EVERY_S:
             return False
         self.watched_at = now
         what = f"evaluating node {node.name} ({node.target})"
-        host, _ = self.weigh_on(device, need, what)
+        if failed is not None and fx_eval.off_host(device):
+            said = (f"{type(failed).__name__}: {failed}".strip().splitlines() or [""])[0][:200]
+            self.weigh(need, f"{what} on the host (its allocation on {device} failed: {said})")
+            host = True
+        else:
+            host, _ = self.weigh_on(device, need, what)
         if host:
             self.to_host += 1
             log.info("offload: %s needs %d MiB and %s cannot take it: the fp64 run goes on on the host",
