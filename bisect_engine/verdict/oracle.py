@@ -20,8 +20,8 @@ import torch.fx as fx
 
 from ..search import stop_if_out_of_memory
 from .graphs import CapturedGraph, ReadOnlyInputWritten
-from .compare import (Departure, Difference, clearly_above_eager, closer_to_fp64, Outcome, Tolerance, TensorVerdict, material_difference,
-                      same_bits, same_layout_and_bits, worst)
+from .compare import (Departure, Difference, clearly_above_eager, closer_to_fp64, Outcome, Tolerance, TensorVerdict,
+                      material_difference, same_bits, same_layout_and_bits, worst)
 from .graphs import (GraphView, Subgraph, build_copies, build_subgraph, constant_names, is_bookkeeping, plan_copies,
                      reference_inputs, value_nodes)
 from .compiler import Compiler, run_compiled
