@@ -88,13 +88,17 @@ def out_of_memory(error: BaseException | str | None) -> bool:
     return False
 
 
+def error_line(error: BaseException | str, limit: int = 300) -> str:
+    """``error`` as one line: its type and the first line of its message, at most ``limit`` characters."""
+    said = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return (said.strip().splitlines() or [""])[0][:limit]
+
+
 def memory_stop(error: BaseException | str, doing: str = "") -> BudgetExhausted:
     """The run's memory cut for an allocation that failed (:func:`out_of_memory`) while ``doing``: the
     run stops there, as at any memory cut (exit 4, what it learned), never a crash or a mismatch of
     what was being judged (our harness ran short, not the compiler)."""
-    said = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    first = (said.strip().splitlines() or [""])[0][:300]
-    return BudgetExhausted(f"{ALLOCATION_FAILED}{' ' + doing if doing else ''} ({first})", "memory")
+    return BudgetExhausted(f"{ALLOCATION_FAILED}{' ' + doing if doing else ''} ({error_line(error)})", "memory")
 
 
 def stop_if_out_of_memory(error: BaseException | str, doing: str = "") -> None:

@@ -61,16 +61,20 @@ def watch_op(node: fx.Node, need: int, device: torch.device | None = None,
     return bool(watch(node, need, device, failed)) if watch is not None else False
 
 
-def host_after_failure(node: fx.Node, need: int, device: torch.device | None, error: BaseException,
-                       *envs: dict[Any, Any]) -> bool:
-    """An op of an fp64 run on ``device`` (a CUDA one) that the watch let through, whose allocation
-    failed there all the same (``error``; a workspace, fragmentation): where the watch takes it on
-    the host, the run's values (``envs``) move there and True (the caller runs the op again, there);
-    else False: the failure stands (the run's memory cut; an error that is no allocation's is the
-    op's own). Nothing is asked outside a run's watch."""
-    if not (off_host(device) and out_of_memory(error) and watch_op(node, need, device, error)):
+def host_after_failure(node: fx.Node, need: Callable[[], int], device: torch.device | None,
+                       error: BaseException, *envs: dict[Any, Any]) -> bool:
+    """An op of an fp64 run on ``device`` (a CUDA one; None or the host: nothing to do) that the
+    watch let through, whose allocation failed there all the same (``error``; a workspace,
+    fragmentation): where the watch takes it on the host (asked for ``need()`` bytes), the run's
+    values (``envs``) move there and True (the caller runs the op again, there); else False: the
+    failure stands (the run's memory cut; an error that is no allocation's is the op's own).
+    Nothing is asked outside a run's watch."""
+    if not (off_host(device) and out_of_memory(error)):
         return False
-    move_to_host(node, need, *envs)
+    needed = need()
+    if not watch_op(node, needed, device, error):
+        return False
+    move_to_host(node, needed, *envs)
     return True
 
 
@@ -289,8 +293,8 @@ class _EagerInterpreter(fx.Interpreter):
         try:  # a factory on the default dtype (``aten.ones`` without ``dtype``) widened too
             return to_fp64(self._target(node)(*to_fp64(args), **_fp64_kwargs(to_fp64(kwargs))))
         except Exception as error:  # an op without an fp64 kernel: its eager result stands in
-            device = None if self.host else recorded_device(node)
-            if off_host(device) and host_after_failure(node, self._need(node), device, error, self.env):
+            if host_after_failure(node, lambda: self._need(node), None if self.host else recorded_device(node),
+                                  error, self.env):
                 del args, kwargs, error  # the device's copies go
                 self.host = True
                 return self._run_fp64(node)  # the op again, on the host

@@ -40,7 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..search import stop_if_out_of_memory
 from .compare import rounding_unit
-from .fx_eval import (_fp64_kwargs, faithful_copy, host_after_failure, move_to_host, mutates, off_host, on_host,
+from .fx_eval import (_fp64_kwargs, faithful_copy, host_after_failure, move_to_host, mutates, on_host,
                       recorded_device, to_fp64, value_bytes, watch_op, widened_bytes)
 from .judgement import combined_scale
 from .precision import op_base_name
@@ -444,9 +444,8 @@ def _run_op(node: fx.Node, runs: _Runs, unit: Any, dtypes: Mapping[str, Any]) ->
     try:
         clean = _apply(node, clean_in, runs.host)
     except Exception as error:  # noqa: BLE001 - no fp64 kernel: the op in the model's dtype
-        device = None if runs.host else recorded_device(node)
-        if off_host(device) and host_after_failure(node, _need(node, runs), device, error, runs.clean_env,
-                                                   runs.noisy_env):
+        if host_after_failure(node, lambda: _need(node, runs), None if runs.host else recorded_device(node), error,
+                              runs.clean_env, runs.noisy_env):
             # its allocation failed on the device though the watch let it through: both runs go on
             # on the host, and the op runs again there (no draw was made for it yet)
             del clean_in, error

@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from ..search import error_line
 from . import fx_eval
 
 log = logging.getLogger(__name__)
@@ -291,7 +292,7 @@ class Offload:
         on the device where its room (:attr:`device_room`) takes it (the guard's stops asked), else on
         the host, weighed there by :meth:`weigh` (in memory or on disk; the run stops before it
         where neither fits). ``(on the host, on disk)``."""
-        if device is not None and fx_eval.off_host(device):
+        if fx_eval.off_host(device):
             room = self.device_room(device)
             if room is None or need <= room:
                 if self.require is not None:
@@ -365,8 +366,7 @@ class Offload:
         self.watched_at = now
         what = f"evaluating node {node.name} ({node.target})"
         if failed is not None and fx_eval.off_host(device):
-            said = (f"{type(failed).__name__}: {failed}".strip().splitlines() or [""])[0][:200]
-            self.weigh(need, f"{what} on the host (its allocation on {device} failed: {said})")
+            self.weigh(need, f"{what} on the host (its allocation on {device} failed: {error_line(failed, 200)})")
             host = True
         else:
             host, _ = self.weigh_on(device, need, what)
