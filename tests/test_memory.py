@@ -1227,3 +1227,101 @@ def test_an_allocation_that_fails_while_capturing_is_a_memory_stop_with_a_report
     assert report["budget"].startswith("memory: an allocation failed while capturing the model"), report["budget"]
     assert "can't allocate memory" in report["budget"] and report["budget"].endswith(
         "during the capture stage; more free memory (or smaller inputs) for a complete answer"), report["budget"]
+
+
+def _on_disk(tensor: torch.Tensor) -> bool:
+    from bisect_engine.verdict.offload import _spilled_ranges
+
+    pointer = tensor.untyped_storage().data_ptr()
+    return any(start <= pointer < end for start, end in _spilled_ranges())
+
+
+def test_a_whole_graph_judged_holds_its_outputs_and_inputs_and_its_other_values_wait_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the whole graph's fp64 run streams (issue 34: a backward's activation gradients are as
+    large as its weight gradients), the eager values between its inputs and its outputs wait on
+    disk; its outputs and inputs stay in memory. The verdict is the one judged with everything in
+    memory, and the values moved keep their bits (a per-node check reads them after)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict import offload, oracle
+    from bisect_engine.verdict.graphs import CapturedGraph
+    from bisect_engine.verdict.oracle import GraphContext
+    from fakes import FakeCompiler
+
+    if not offload.scratch_on_disk(str(tmp_path)):
+        pytest.skip("the temporary folder is in memory: nothing is moved there")
+    monkeypatch.setattr(offload, "MIN_BYTES", 0)
+
+    def program(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = torch.tanh(x @ w)
+        return (hidden * 2.0).sum(0), torch.relu(hidden).sum()
+
+    x = torch.randn(256, 128, generator=torch.Generator().manual_seed(0))
+    w = torch.randn(128, 128, generator=torch.Generator().manual_seed(1))
+
+    def judged(moved: bool, compiler: FakeCompiler) -> tuple[Any, dict[str, Any], dict[str, bool]]:
+        context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(program)(x, w),
+                                                           [x, w], True))
+        tensors = lambda: {n: v for n, v in context.eager_values.items() if isinstance(v, torch.Tensor)}  # noqa: E731
+        expected = {name: value.clone() for name, value in tensors().items()}
+        seen: dict[str, bool] = {}
+        stream = oracle.stream_graph
+
+        def watched(*args: Any, **kwargs: Any) -> None:
+            seen.update({name: _on_disk(value) for name, value in tensors().items()})
+            stream(*args, **kwargs)
+
+        monkeypatch.setattr(oracle, "stream_graph", watched)
+        policy = offload.Offload(room=lambda: 0 if moved else None, folder=str(tmp_path))
+        with offload.using(policy):
+            verdict = context.judge(context.whole(), compiler, label="whole")
+        assert all(torch.equal(context.eager_values[name], value) for name, value in expected.items())
+        return verdict, seen, {name: _on_disk(value) for name, value in tensors().items()}
+
+    for compiler in (FakeCompiler(("no_such_node",)), FakeCompiler(("tanh",))):
+        in_memory, kept, _ = judged(False, compiler)
+        on_disk, seen, after = judged(True, type(compiler)(compiler.chain))
+        assert not any(kept.values())
+        assert on_disk.outcome == in_memory.outcome and on_disk.failing_outputs == in_memory.failing_outputs
+        assert {name: v.to_json() for name, v in on_disk.outputs.items()} == \
+            {name: v.to_json() for name, v in in_memory.outputs.items()}
+        names = list(seen)
+        outputs = set(GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(program)(x, w),
+                                                               [x, w], True)).view.output_names())
+        inputs = names[:2]
+        between = [n for n in names if n not in outputs and n not in inputs]
+        assert between and all(seen[n] for n in between), seen  # moved before the fp64 run
+        assert not any(seen[n] for n in [*outputs, *inputs]), seen
+    assert in_memory.outcome.value == "mismatch"
+
+
+def test_a_whole_graph_that_writes_nothing_holds_the_views_it_returns_of_its_inputs_as_eager_does() -> None:
+    """A forward returns views of its parameters for its backward (a Linear's transposed weight):
+    the whole graph's compiled run holds each as it is, on the parameter's storage (issue 34: a
+    copy of every weight), as eager's value of it is; an output on a copy made for a run that may
+    write its inputs, and any output of a run outside a whole graph's judgement, is copied."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bisect_engine.verdict.compiler import run_compiled
+    from bisect_engine.verdict.graphs import CapturedGraph
+    from bisect_engine.verdict.oracle import GraphContext
+    from fakes import FakeCompiler
+
+    def forward(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = w.t()
+        return torch.tanh(x @ t), t
+
+    x = torch.randn(64, 32, generator=torch.Generator().manual_seed(0))
+    w = torch.randn(48, 32, generator=torch.Generator().manual_seed(1))
+    context = GraphContext.from_captured(CapturedGraph("forward_0", "forward", 0, make_fx(forward)(x, w), [x, w], True))
+    verdict = context.judge(context.whole(), FakeCompiler(("no_such_node",)), label="whole")
+    tanh, t = context.view.output_names()
+    assert verdict.outcome.value == "match"
+    held = verdict.compiled_values[t]
+    assert held.untyped_storage().data_ptr() == w.untyped_storage().data_ptr() and held.stride() == w.t().stride()
+    assert context.eager_values[t].untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
+    assert verdict.compiled_values[tanh].untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    for writes, views_held in ((False, False), (True, True)):
+        copied = run_compiled(lambda a, b: (torch.tanh(a @ b.t()), b.t()), [x, w], writes, views_held)[1]
+        assert copied.untyped_storage().data_ptr() != w.untyped_storage().data_ptr() and torch.equal(copied, w.t())

@@ -419,13 +419,17 @@ class Compiler:
         return fakes
 
 
-def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bool = True) -> list[Any]:
+def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bool = True,
+                 views_held: bool = False) -> list[Any]:
     """One run of ``compiled`` on ``inputs``, copies of them where it may write them (``writes``:
     ``fx_eval.mutates`` of its graph, where the caller knows it; a per-node check's inputs are most
     of a graph's values; inputs handed uncopied are checked unchanged after it, else
     :class:`~bisect_engine.verdict.graphs.ReadOnlyInputWritten`), its outputs as values of their own: each is copied (``clone_value``)
     unless it is already one (:func:`_own_value`), one at a time, the compiled run's own let go as
-    its copy is made (a graph that returns every node's value is held once at a time, not twice)."""
+    its copy is made (a graph that returns every node's value is held once at a time, not twice).
+    ``views_held``: an output on the storage of an input handed uncopied (a view a whole graph that
+    writes nothing returns of a parameter or a recorded value: a Linear's transposed weight the
+    forward saves for its backward) is held as it is, as eager's value of it is, not copied."""
     # an input whose copy is laid out otherwise is copied even so: the per-node check compiles on
     # ``clone_value`` copies, whose layout a compiled node asserts (a BERT pooler's slice, a gapped view
     # the copy makes dense, handed as it was: a harness crash); a transposed weight keeps its strides
@@ -443,11 +447,13 @@ def run_compiled(compiled: Callable[..., Any], inputs: Sequence[Any], writes: bo
                                        "judged after it would not be the recorded ones")
     outputs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
     del returned
+    callers = _storages([value for value, argument in zip(inputs, arguments) if value is argument]) \
+        if views_held else set()  # an output on a copy made for this run is copied: the copy is the run's
     taken = _storages(arguments)  # an output on an input's storage is copied (the input is ours, not its)
     del arguments
     shared = _storages(outputs, repeated=True)
     for index, value in enumerate(outputs):
-        if not _own_value(value, taken, shared):
+        if not _own_value(value, taken, shared) and not _on_storage_of(value, callers):
             outputs[index] = clone_value(value)
     return outputs
 
@@ -506,6 +512,13 @@ def _own_value(value: Any, taken: set[int], shared: set[int]) -> bool:
     storage = value.untyped_storage()
     return (storage.nbytes() == value.numel() * value.element_size() and value.is_contiguous()
             and storage.data_ptr() not in taken and storage.data_ptr() not in shared)
+
+
+def _on_storage_of(value: Any, storages: set[int]) -> bool:
+    """A compiled output that lies on one of ``storages`` (inputs the caller holds and handed to the
+    run uncopied), held as it is: a plain strided tensor that needs no grad."""
+    return (isinstance(value, torch.Tensor) and type(value) is torch.Tensor and value.layout == torch.strided
+            and not value.requires_grad and value.numel() > 0 and value.untyped_storage().data_ptr() in storages)
 
 
 def cause_of(error: BaseException | None, types: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException | None:

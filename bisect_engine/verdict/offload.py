@@ -15,7 +15,8 @@ reads none of what it moves: the upstream gate's model-level check
 (``localise/release.spill_run_values``: the graphs' values), the model-level check's fp64 reference run, noise
 run and reruns (``localise/model_check._results_wait``: the runs' results), a departure listing's
 fp64 and noise runs (``strategies/departures.find_departures``: the graph's values,
-:func:`spill_graph_values`).
+:func:`spill_graph_values`), the whole graph's judgement (``oracle.GraphContext``: the values it reads
+none of, :func:`spill_unread`).
 
 **When and where** (:class:`Offload`, the run's, set at its edge with :func:`using`): a caller
 says what the step it is about to run will add (``need``, bytes, an estimate) and values move only
@@ -444,4 +445,21 @@ def spill_graph_values(context: Any, *others: Any) -> int:
     held = tensors_in([context.eager_values, context._replays, *others])
     return offload(held, protected, need=2 * storage_bytes(tensors_in([context.eager_values])),
                    what=f"an fp64 run of graph {context.name}")
+
+
+def spill_unread(context: Any, read: Iterable[str]) -> int:
+    """:func:`offload` of the eager values of a graph's context that a run reading only the values
+    named ``read`` leaves alone: the whole graph's judgement (its compiled and fp64 runs read the
+    captured inputs, and each output is judged beside eager's and compiled's) holds the graph's
+    outputs and inputs, and every value computed in between (a backward's activation gradients,
+    a per-node check's inputs if it comes to that) waits on disk meanwhile, paged back in where a
+    later step reads it. A value read back since an earlier move leaves memory again. Never moved:
+    the storages of the values read, the captured inputs and the graph's constants. Where it
+    cannot fit even so, the op-by-op watch inside the run says so (nothing is stopped here)."""
+    captured, values = context.captured, context.eager_values
+    named = set(read)
+    protected = [*tensors_in([captured.inputs, captured.shared, [v for n, v in values.items() if n in named]]),
+                 *attributes_of(captured.graph_module)]
+    held = tensors_in([[v for n, v in values.items() if n not in named]])
+    return offload(held, protected, need=2 * storage_bytes(tensors_in([values])))
 

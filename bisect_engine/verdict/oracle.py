@@ -30,7 +30,7 @@ from .judgement import (GRAPH, Oracle, OutputFacts, computed_by, decided_by_runs
                         output_facts, run_to_run_spread, scale_floor, with_run_floors)
 from .kernels import OutputCode
 from .noise import NoiseFloors, noise_floors, program_data
-from .offload import spill_graph_values
+from .offload import spill_graph_values, spill_unread
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +170,11 @@ class GraphContext:
         """Whether judging ``subgraph`` keeps the departing outputs' departures: the whole graph
         (its fp64 run then gives the captured graph's fp64 values), no random draws, fp64 as the
         reference (departures are judged against fp64 only)."""
-        return (self.oracle.reference == "fp64" and not self.view.random_names()
-                and set(subgraph.input_names) <= set(self.view.placeholder_names())
+        return self.oracle.reference == "fp64" and not self.view.random_names() and self._is_whole(subgraph)
+
+    def _is_whole(self, subgraph: Subgraph) -> bool:
+        """Whether ``subgraph`` is the captured graph's whole (its placeholders in, every compilable node)."""
+        return (set(subgraph.input_names) <= set(self.view.placeholder_names())
                 and set(subgraph.node_names) == set(self.view.compilable_names(keep_random=self.rng_strict)))
 
     def replay(self, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -227,10 +230,11 @@ class GraphContext:
             )
             torch.manual_seed(self.seed)
             writes = mutates(subgraph.graph_module)  # inputs copied for a run only where it may write them
-            compiled_outputs = run_compiled(compiled, inputs, writes)
+            held = not writes and self._is_whole(subgraph)  # views of parameters and inputs held as eager's are
+            compiled_outputs = run_compiled(compiled, inputs, writes, held)
             verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
             if verdict.outcome is Outcome.MISMATCH:
-                verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs, writes),
+                verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs, writes, held),
                                           lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs,
                                                                                  spreads),
                                           self._eager_runs(subgraph, inputs, own_inputs))
@@ -435,7 +439,8 @@ class GraphContext:
         plain_facts = with_run_floors(self.output_facts(names, eager_outputs, candidate, with_noise=False), spreads,
                                       eager_outputs)
         keep = not own_inputs and self._keeps_departing(subgraph)
-        plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, plain_facts, keep=keep)
+        whole = not own_inputs and self._is_whole(subgraph)
+        plain = self._judged(subgraph, inputs, eager_outputs, compiled_outputs, plain_facts, keep=keep, whole=whole)
         if plain.outcome is Outcome.MATCH and not any(clearly_above_eager(v) for v in plain.outputs.values()):
             return plain
         # Not clearly clean: judged again at the noise floors. The departures kept stand (which
@@ -450,14 +455,20 @@ class GraphContext:
         if not changed:
             return plain
         known = [plain.outputs[name] for name in names] if len(plain.outputs) == len(names) else None
-        return self._judged(subgraph, inputs, eager_outputs, compiled_outputs, facts, changed, known)
+        return self._judged(subgraph, inputs, eager_outputs, compiled_outputs, facts, changed, known, whole=whole)
 
     def _judged(self, subgraph: Subgraph, inputs: list[Any], eager_outputs: list[Any], compiled_outputs: list[Any],
                 facts: list[OutputFacts], only: set[int] | None = None,
-                known: list[TensorVerdict] | None = None, keep: bool = False) -> SubgraphVerdict:
+                known: list[TensorVerdict] | None = None, keep: bool = False, whole: bool = False) -> SubgraphVerdict:
         """The outputs judged with ``facts``; ``only``: the positions judged again, the others'
         verdicts taken from ``known`` (judged before with the same facts); ``keep``: the departing
-        outputs' departures kept (:meth:`take_departing`)."""
+        outputs' departures kept (:meth:`take_departing`); ``whole``: the captured graph's whole on
+        its recorded inputs, whose fp64 run reads none of the eager values between its inputs and
+        its outputs: they wait on disk while it runs (``offload.spill_unread``, where memory asks;
+        without ``--memory-budget`` always: a backward's activation gradients are as large as its
+        weight gradients)."""
+        if whole:
+            spill_unread(self, [*subgraph.input_names, *subgraph.output_names, *self._random_values])
         verdicts = self._streamed(subgraph, inputs, eager_outputs, compiled_outputs, facts,
                                   only if known is not None else None, known, keep)
         if verdicts is None:
