@@ -234,7 +234,8 @@ class GraphContext:
             compiled_outputs = run_compiled(compiled, inputs, writes, held)
             verdict = self._verdict(subgraph, inputs, compiled_outputs, own_inputs)
             if verdict.outcome is Outcome.MISMATCH:
-                verdict = self._over_runs(verdict, compiled_outputs, lambda: run_compiled(compiled, inputs, writes, held),
+                verdict = self._over_runs(verdict, compiled_outputs,
+                                          lambda: run_compiled(compiled, inputs, writes, held),
                                           lambda outputs, spreads: self._verdict(subgraph, inputs, outputs, own_inputs,
                                                                                  spreads),
                                           self._eager_runs(subgraph, inputs, own_inputs))
