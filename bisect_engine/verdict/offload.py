@@ -440,11 +440,20 @@ def spill_graph_values(context: Any, *others: Any) -> int:
     (compiled values, fp64 references), its captured graph's inputs and constants never moved: for
     a run of the graph from its captured inputs that reads none of them (an fp64 run or the noise
     model's, each needing about twice the graph's eager values: their fp64 live set)."""
-    captured = context.captured
-    protected = [*tensors_in([captured.inputs, captured.shared]), *attributes_of(captured.graph_module)]
     held = tensors_in([context.eager_values, context._replays, *others])
-    return offload(held, protected, need=2 * storage_bytes(tensors_in([context.eager_values])),
+    return offload(held, _graphs_own(context.captured), need=_fp64_run_need(context),
                    what=f"an fp64 run of graph {context.name}")
+
+
+def _graphs_own(captured: Any, *read: Any) -> list[torch.Tensor]:
+    """What a spill of a graph's values never moves: its captured inputs (parameters held by
+    reference among them), its constants, and the tensors in ``read`` (what the run reads)."""
+    return [*tensors_in([captured.inputs, captured.shared, *read]), *attributes_of(captured.graph_module)]
+
+
+def _fp64_run_need(context: Any) -> int:
+    """About what an fp64 run of a graph adds: twice its eager values (their fp64 live set)."""
+    return 2 * storage_bytes(tensors_in([context.eager_values]))
 
 
 def spill_unread(context: Any, read: Iterable[str]) -> int:
@@ -456,10 +465,8 @@ def spill_unread(context: Any, read: Iterable[str]) -> int:
     later step reads it. A value read back since an earlier move leaves memory again. Never moved:
     the storages of the values read, the captured inputs and the graph's constants. Where it
     cannot fit even so, the op-by-op watch inside the run says so (nothing is stopped here)."""
-    captured, values = context.captured, context.eager_values
-    named = set(read)
-    protected = [*tensors_in([captured.inputs, captured.shared, [v for n, v in values.items() if n in named]]),
-                 *attributes_of(captured.graph_module)]
+    values, named = context.eager_values, set(read)
     held = tensors_in([[v for n, v in values.items() if n not in named]])
-    return offload(held, protected, need=2 * storage_bytes(tensors_in([values])))
+    return offload(held, _graphs_own(context.captured, [v for n, v in values.items() if n in named]),
+                   need=_fp64_run_need(context))
 
